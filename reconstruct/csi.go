@@ -1,0 +1,231 @@
+package reconstruct
+
+import (
+	"path"
+	"strings"
+
+	"github.com/volrecon/volrecon/podsdir"
+)
+
+func csiInfoFrom(vd podsdir.VolData) *CSIInfo {
+	return &CSIInfo{
+		DriverName: vd.DriverName, VolumeHandle: vd.VolumeHandle, SpecVolID: vd.SpecVolID,
+		NodeName: vd.NodeName, AttachmentID: vd.AttachmentID,
+		VolumeLifecycleMode: vd.VolumeLifecycleMode, SELinuxMountContext: vd.SELinuxMountContext,
+	}
+}
+
+// csiFilesystemVolume: the NodePublish target is <dir>/mount; the identity
+// is in <dir>/vol_data.json, or else recovered from the staging dir.
+func (b *builder) csiFilesystemVolume(v podsdir.Volume, out *Volume) {
+	out.CheckedPath = join(v.Path, "mount")
+	out.State, out.Mount, out.Reason = b.check(out.CheckedPath)
+	vd := podsdir.VolData{State: podsdir.VolDataMissing, Path: join(v.Path, "vol_data.json")}
+	if v.VolData != nil {
+		vd = *v.VolData
+	}
+	if vd.State == podsdir.VolDataOK {
+		out.CSI = csiInfoFrom(vd)
+	} else {
+		out.CSI = b.recoverCSIIdentity(out, vd)
+		b.noteBadVolData(vd, out.State, out.PodUID, out.Name,
+			"without it the kubelet cannot tear the volume down (NodeUnpublish is never called)")
+	}
+	b.checkSELinux(out, out.CheckedPath)
+	b.checkStagingAgrees(out)
+	b.attachDeviceMount(out)
+	b.setCSIUniqueName(out)
+	if out.State == Unmounted {
+		b.noteUnmountedCSITarget(v, out, vd)
+	}
+}
+
+// recoverCSIIdentity finds the identity of a CSI volume whose pod-level
+// vol_data.json is missing or corrupt: first from the staging mount that
+// the pod mount shares a filesystem subtree with, then from the fields the
+// corrupt file still had, then from a legacy staging dir named after the PV.
+func (b *builder) recoverCSIIdentity(out *Volume, vd podsdir.VolData) *CSIInfo {
+	g := b.stagingOf(out.CheckedPath)
+	if g == nil && vd.VolumeHandle != "" {
+		g = b.stagingByHandle(vd.DriverName, vd.VolumeHandle)
+	}
+	if g == nil {
+		g = b.globals[join(b.inv.CSIDir, "pv", out.Name, "globalmount")]
+	}
+	if g == nil || g.DriverName == "" || g.VolumeHandle == "" {
+		out.Reason += "; CSI identity unknown: vol_data.json is " + strings.ToLower(string(vd.State)) + " and no staging dir names the volume"
+		return nil
+	}
+	b.log.V(4).Info("Recovered CSI identity from staging dir", "podUID", out.PodUID, "volume", out.Name, "staging", g.Path)
+	return &CSIInfo{DriverName: g.DriverName, VolumeHandle: g.VolumeHandle, SpecVolID: out.Name, Recovered: true}
+}
+
+// stagingOf returns the staging mount that the mount at target binds from.
+func (b *builder) stagingOf(target string) *GlobalMount {
+	if !b.consistent {
+		return nil
+	}
+	for _, ref := range b.table.Refs(target) {
+		if g := b.globals[ref]; g != nil {
+			return g
+		}
+	}
+	return nil
+}
+
+func (b *builder) stagingByHandle(driver, handle string) *GlobalMount {
+	hash := podsdir.StagingHash(handle)
+	for _, g := range b.globals {
+		if g.Mode == podsdir.Filesystem && g.Layout == podsdir.LayoutCurrent && path.Base(path.Dir(g.Path)) == hash &&
+			(driver == "" || g.DriverName == driver) {
+			return g
+		}
+	}
+	return nil
+}
+
+// noteBadVolData reports a missing or corrupt vol_data.json.
+func (b *builder) noteBadVolData(vd podsdir.VolData, state VolumeState, podUID, volume, consequence string) {
+	kind, what := MissingVolumeData, "is missing"
+	if vd.State == podsdir.VolDataCorrupt {
+		kind, what = CorruptVolumeData, "is corrupt ("+vd.Reason+")"
+	}
+	sev := SeverityWarning
+	if state != Unmounted {
+		sev = SeverityCritical
+	}
+	b.add(Finding{Kind: kind, Severity: sev, Path: vd.Path, PodUID: podUID, Volume: volume,
+		Message: "vol_data.json " + what + ": " + consequence})
+}
+
+// checkSELinux compares the context recorded in vol_data.json with the
+// context= option of the mount; the mount table wins when the file has none.
+func (b *builder) checkSELinux(out *Volume, target string) {
+	m, ok := b.topMount(target)
+	if !ok || out.CSI == nil {
+		return
+	}
+	mounted, has := m.SuperOption("context")
+	if !has {
+		mounted, has = m.MountOption("context")
+	}
+	switch {
+	case !has:
+	case out.CSI.SELinuxMountContext == "":
+		out.CSI.SELinuxMountContext = mounted
+	case out.CSI.SELinuxMountContext != mounted:
+		out.State = Uncertain
+		out.Reason = "vol_data.json records SELinux context " + out.CSI.SELinuxMountContext +
+			" but the mount has " + mounted
+		b.add(Finding{Kind: SELinuxContextMismatch, Severity: SeverityWarning, Path: target, PodUID: out.PodUID, Volume: out.Name,
+			Message: out.Reason + ": a pod needing the recorded context gets a wrong label until the volume is remounted"})
+	}
+}
+
+// checkStagingAgrees makes the volume Uncertain when its pod mount binds
+// from a staging mount that belongs to another volume.
+func (b *builder) checkStagingAgrees(out *Volume) {
+	if out.CSI == nil || out.CSI.Recovered || out.State != Mounted {
+		return
+	}
+	g := b.stagingOf(out.CheckedPath)
+	if g == nil || g.VolumeHandle == "" || g.VolumeHandle == out.CSI.VolumeHandle && g.DriverName == out.CSI.DriverName {
+		return
+	}
+	out.State = Uncertain
+	out.Reason = "the pod mount binds from staging dir " + g.Path + " of " + g.DriverName + "^" + g.VolumeHandle +
+		", but vol_data.json names " + out.CSI.DriverName + "^" + out.CSI.VolumeHandle
+	b.add(Finding{Kind: StaleVolumeData, Severity: SeverityCritical, Path: join(out.Path, "vol_data.json"), PodUID: out.PodUID, Volume: out.Name,
+		Message: out.Reason + ": the metadata disagree, so nothing about this volume can be trusted"})
+}
+
+// attachDeviceMount finds the staging dir of a persistent CSI volume on
+// disk: the current layout first, then the legacy one.
+func (b *builder) attachDeviceMount(out *Volume) {
+	if out.CSI == nil || isEphemeral(out.CSI) || out.CSI.DriverName == "" || out.CSI.VolumeHandle == "" {
+		return
+	}
+	current := join(b.inv.CSIDir, out.CSI.DriverName, podsdir.StagingHash(out.CSI.VolumeHandle), "globalmount")
+	pv := out.CSI.SpecVolID
+	if pv == "" {
+		pv = out.Name
+	}
+	legacy := join(b.inv.CSIDir, "pv", pv, "globalmount")
+	g := b.globals[current]
+	if lg := b.globals[legacy]; lg != nil && (g == nil || g.State != Mounted && lg.State == Mounted) {
+		g = lg
+	}
+	if g == nil {
+		return
+	}
+	out.DeviceMountPath, out.DeviceMountState, out.Layout = g.Path, g.State, g.Layout
+	g.addUser(out.PodUID)
+}
+
+func (b *builder) setCSIUniqueName(out *Volume) {
+	switch {
+	case out.CSI == nil:
+	case isEphemeral(out.CSI):
+		out.UniqueName = podScopedName(out.Plugin, out.PodUID, out.Name)
+	default:
+		out.UniqueName = csiUniqueName(out.CSI.DriverName, out.CSI.VolumeHandle)
+	}
+}
+
+// noteUnmountedCSITarget reports what an unmounted CSI target leaves behind.
+func (b *builder) noteUnmountedCSITarget(v podsdir.Volume, out *Volume, vd podsdir.VolData) {
+	if v.MountDir != nil && v.MountDir.Type == podsdir.TypeDir {
+		b.noteDataOnNodeDisk(out.CheckedPath, out.PodUID, out.Name, "CSI publish target")
+	}
+	if vd.State != podsdir.VolDataOK {
+		return
+	}
+	msg := "pod-level vol_data.json of a CSI volume that is not mounted: the kubelet's orphan cleanup fails on it with " +
+		"\"not a directory\" every 2 seconds"
+	if out.DeviceMountState == Mounted || out.DeviceMountState == Uncertain {
+		msg += "; its staging mount " + out.DeviceMountPath + " is still live, so keep the file: NodeUnstage needs it"
+	} else {
+		msg += "; no staging mount of the volume is live, so it can be removed"
+	}
+	b.add(Finding{Kind: StaleVolumeData, Severity: SeverityWarning, Path: vd.Path, PodUID: out.PodUID, Volume: out.Name, Message: msg})
+}
+
+// csiBlockVolume: the NodePublish target is the file
+// volumeDevices/publish/<spec>/<podUID>, and the kubelet binds it to
+// volumeDevices/<spec>/dev/<podUID>; either entry means it is mapped.
+func (b *builder) csiBlockVolume(out *Volume) {
+	publish := join(b.inv.CSIDir, "volumeDevices", "publish", out.Name, out.PodUID)
+	mapFile := join(b.inv.CSIDir, "volumeDevices", out.Name, "dev", out.PodUID)
+	out.CheckedPath = publish
+	out.State, out.Mount, out.Reason = b.check(publish)
+	if out.State == Unmounted {
+		if state, ref, _ := b.check(mapFile); state == Mounted {
+			out.CheckedPath, out.State, out.Mount = mapFile, state, ref
+			out.Reason = "no entry at the publish file, but the mount table has the global map file"
+		}
+	}
+	spec := b.blockSpec(out.Name)
+	if spec == nil || spec.VolData.State != podsdir.VolDataOK {
+		vd := podsdir.VolData{State: podsdir.VolDataMissing, Path: join(b.inv.CSIDir, "volumeDevices", out.Name, "data", "vol_data.json")}
+		if spec != nil {
+			vd = spec.VolData
+		}
+		b.noteBadVolData(vd, out.State, out.PodUID, out.Name, "the block volume's driver and handle are unknown")
+	} else {
+		out.CSI = csiInfoFrom(spec.VolData)
+	}
+	if g := b.globals[join(b.inv.CSIDir, "volumeDevices", "staging", out.Name)]; g != nil {
+		out.DeviceMountPath, out.DeviceMountState = g.Path, g.State
+		g.addUser(out.PodUID)
+	}
+	b.setCSIUniqueName(out)
+}
+
+func (b *builder) blockSpec(name string) *podsdir.BlockSpec {
+	for i := range b.inv.BlockSpecs {
+		if b.inv.BlockSpecs[i].SpecName == name {
+			return &b.inv.BlockSpecs[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,23 @@
+// Package reconstruct rebuilds the actual volume state of a Kubernetes node
+// from the operating system alone: it joins the kubelet root dir inventory
+// (package podsdir) with the mount table (package mountscan) into one State
+// of pods, volumes, CSI staging ("global") mounts, the volumes that must not
+// be detached (volumesInUse), and findings.
+//
+// The rules it follows, in order of importance:
+//
+//   - Mount state comes from the mount table, never from guesses or device
+//     numbers: a volume is Mounted only when the table has an entry at the
+//     path checked, Unmounted only when the table was read consistently and
+//     has none, and Uncertain otherwise. A failed lookup is never "gone".
+//   - No stat or readdir inside a possible mount point during the scan. The
+//     optional probe (Options.Probe) stats mounted paths in goroutines of
+//     their own, each with a timeout, so one hung NFS or FUSE mount never
+//     blocks the rest.
+//   - No API server, no CSI driver, no plugin registration is needed.
+//   - The result is deterministic: every list is sorted.
+//
+// It is not for changing anything: it never mounts, unmounts or deletes.
+// Deciding what may be cleaned up needs the desired state of the node (which
+// pods should exist) and belongs to the cleanup planner built on this State.
+package reconstruct

@@ -1,0 +1,70 @@
+package reconstruct_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/reconstruct"
+)
+
+// Scan a kubelet root that lives under a temp dir (HostRoot), against a mount
+// table given as literal mountinfo lines: an agent would leave both unset to
+// scan /var/lib/kubelet against /proc/self/mountinfo.
+func ExampleScan() {
+	hostRoot, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(hostRoot)
+	pod := "/var/lib/kubelet/pods/0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91"
+	_ = os.MkdirAll(filepath.Join(hostRoot, pod, "volumes/kubernetes.io~projected/kube-api-access-7xk2p"), 0o750)
+	_ = os.MkdirAll(filepath.Join(hostRoot, pod, "volumes/kubernetes.io~empty-dir/cache"), 0o750)
+
+	table := mountscan.MustFromLines(
+		"1 0 259:1 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p1 rw",
+		"302 1 0:60 / "+pod+"/volumes/kubernetes.io~projected/kube-api-access-7xk2p rw,relatime shared:201 - tmpfs tmpfs rw",
+	)
+	st, err := reconstruct.Scan(context.Background(), reconstruct.Options{
+		HostRoot:       hostRoot,
+		ReadMountTable: func(context.Context) (*mountscan.Table, error) { return table, nil },
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, v := range st.Volumes {
+		fmt.Println(v.Plugin, v.Name, v.State)
+	}
+	fmt.Println("in use:", st.VolumesInUse)
+	// Output:
+	// kubernetes.io/empty-dir cache Unmounted
+	// kubernetes.io/projected kube-api-access-7xk2p Mounted
+	// in use: [kubernetes.io/projected/0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91-kube-api-access-7xk2p]
+}
+
+// A mount table that cannot be read consistently makes every volume
+// Uncertain: held as in use, never released, never cleaned up.
+func ExampleScan_inconsistentMountTable() {
+	hostRoot, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(hostRoot)
+	_ = os.MkdirAll(filepath.Join(hostRoot, "/var/lib/kubelet/pods/0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91/volumes/kubernetes.io~secret/token"), 0o750)
+
+	snapshots := []string{"1 0 259:1 / / rw - ext4 /dev/sda1 rw\n", "1 0 259:1 / / rw - ext4 /dev/sda1 ro\n"}
+	st, _ := reconstruct.Scan(context.Background(), reconstruct.Options{
+		HostRoot: hostRoot,
+		ReadMountTable: func(ctx context.Context) (*mountscan.Table, error) {
+			i := 0
+			return mountscan.ReadConsistent(ctx, "mountinfo", func() ([]byte, error) {
+				i++
+				return []byte(snapshots[i%2]), nil
+			}, 3)
+		},
+	})
+	fmt.Println("consistent:", st.MountTable.Consistent)
+	fmt.Println(st.Volumes[0].Name, st.Volumes[0].State)
+	fmt.Println(st.Findings[0].Kind)
+	// Output:
+	// consistent: false
+	// token Uncertain
+	// InconsistentMountTable
+}

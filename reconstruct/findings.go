@@ -1,0 +1,128 @@
+package reconstruct
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/volrecon/volrecon/podsdir"
+)
+
+// probeMounts stats every mounted volume and staging path, each bounded by
+// the probe timeout. A broken mount stays Mounted (it is still in the
+// table, and must be unmounted); a hung one becomes Uncertain.
+func (b *builder) probeMounts() {
+	var paths []string
+	for _, v := range b.st.Volumes {
+		if v.State == Mounted {
+			paths = append(paths, v.CheckedPath)
+		}
+	}
+	for _, g := range b.globals {
+		if g.State == Mounted && g.Mode == podsdir.Filesystem {
+			paths = append(paths, g.Path)
+		}
+	}
+	prober := b.opts.Prober
+	if prober == nil {
+		prober = statProbe
+	}
+	pdo := b.opts.podsdirOptions()
+	results := probeAll(paths, b.opts.ProbeConcurrency, func(p string) probeResult {
+		hostPath := pdo.HostPath(p)
+		return bounded(b.ctx, "stat:"+hostPath, b.opts.ProbeTimeout, func() error { return prober(b.ctx, hostPath) })
+	})
+	for i := range b.st.Volumes {
+		v := &b.st.Volumes[i]
+		if r, ok := results[v.CheckedPath]; ok {
+			v.State, v.Reason = b.applyProbe(r, v.CheckedPath, v.PodUID, v.Name, v.State, v.Reason)
+		}
+	}
+	for _, g := range b.globals {
+		if r, ok := results[g.Path]; ok {
+			g.State, g.Reason = b.applyProbe(r, g.Path, "", g.VolumeHandle, g.State, g.Reason)
+		}
+	}
+	for i := range b.st.Volumes {
+		if v := &b.st.Volumes[i]; v.DeviceMountPath != "" && b.globals[v.DeviceMountPath] != nil {
+			v.DeviceMountState = b.globals[v.DeviceMountPath].State
+		}
+	}
+}
+
+func (b *builder) applyProbe(r probeResult, p, podUID, volume string, state VolumeState, reason string) (VolumeState, string) {
+	switch {
+	case r.hung && r.err != nil: // the scan itself was cancelled
+		return Uncertain, reason + "; probe cancelled: " + r.err.Error()
+	case r.hung:
+		b.add(Finding{Kind: HungMount, Severity: SeverityCritical, Path: p, PodUID: podUID, Volume: volume,
+			Message: "stat did not return within " + b.opts.ProbeTimeout.String() + ": the mount hangs (NFS server or FUSE daemon gone?)"})
+		return Uncertain, reason + "; stat hung for " + b.opts.ProbeTimeout.String()
+	case isCorrupted(r.err):
+		b.add(Finding{Kind: CorruptedMount, Severity: SeverityCritical, Path: p, PodUID: podUID, Volume: volume,
+			Message: "the mount is broken (" + r.err.Error() + "): it is still mounted and must be unmounted before anything below it is touched"})
+		return state, reason + "; probe: " + r.err.Error()
+	case r.err != nil:
+		return state, reason + "; probe: " + r.err.Error()
+	}
+	return state, reason
+}
+
+// noteProblems turns what the disk scan found out of place into findings.
+func (b *builder) noteProblems() {
+	for _, p := range b.inv.Problems {
+		b.add(Finding{Kind: UnexpectedEntry, Severity: SeverityWarning, Path: p.Path, PodUID: p.PodUID,
+			Message: string(p.Kind) + ": " + p.Message})
+	}
+}
+
+// noteStackedMounts reports paths with more than one mount on top of each
+// other, under the pods dir and the CSI dir: unmounting once is not enough.
+func (b *builder) noteStackedMounts() {
+	if !b.consistent {
+		return
+	}
+	for _, dir := range []string{b.inv.PodsDir, b.inv.CSIDir} {
+		if dir == "" {
+			continue
+		}
+		for _, mp := range uniqueMountPoints(b.table.AtOrBelow(dir)) {
+			stack := b.table.At(mp)
+			if len(stack) < 2 {
+				continue
+			}
+			uid, _ := b.podUIDFromPath(mp)
+			b.add(Finding{Kind: StackedMount, Severity: SeverityWarning, Path: mp, PodUID: uid,
+				Message: plural(len(stack), "mount", "mounts") + " stacked on one path: one unmount leaves the next one in place"})
+		}
+	}
+}
+
+// collectVolumesInUse lists every volume that must not be detached: its
+// pod mount or its staging mount is Mounted or Uncertain.
+func (b *builder) collectVolumesInUse() {
+	held := func(s VolumeState) bool { return s == Mounted || s == Uncertain }
+	var names []string
+	for _, v := range b.st.Volumes {
+		if v.UniqueName != "" && (held(v.State) || held(v.DeviceMountState)) {
+			names = append(names, v.UniqueName)
+		}
+	}
+	for _, g := range b.st.GlobalMounts {
+		if g.UniqueName != "" && held(g.State) {
+			names = append(names, g.UniqueName)
+		}
+	}
+	slices.Sort(names)
+	b.st.VolumesInUse = slices.Compact(names)
+}
+
+func (s *State) sort() {
+	slices.SortFunc(s.Pods, func(a, b Pod) int { return cmp.Compare(a.UID, b.UID) })
+	slices.SortFunc(s.Volumes, func(a, b Volume) int {
+		return cmp.Or(cmp.Compare(a.PodUID, b.PodUID), cmp.Compare(a.Mode, b.Mode), cmp.Compare(a.Plugin, b.Plugin), cmp.Compare(a.Name, b.Name))
+	})
+	slices.SortFunc(s.GlobalMounts, func(a, b GlobalMount) int { return cmp.Compare(a.Path, b.Path) })
+	slices.SortFunc(s.Findings, func(a, b Finding) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Path, b.Path), cmp.Compare(a.PodUID, b.PodUID), cmp.Compare(a.Volume, b.Volume))
+	})
+}

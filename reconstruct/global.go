@@ -1,0 +1,233 @@
+package reconstruct
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/volrecon/volrecon/podsdir"
+)
+
+func (g *GlobalMount) addUser(uid string) {
+	if uid != "" && !slices.Contains(g.PodUIDs, uid) {
+		g.PodUIDs = append(g.PodUIDs, uid)
+	}
+}
+
+// buildGlobalMounts turns every staging dir into a GlobalMount, then adds
+// staging mounts that the mount table has but the disk listing missed.
+func (b *builder) buildGlobalMounts() {
+	for _, sd := range b.inv.Staging {
+		g := b.globalMount(sd)
+		b.globals[g.Path] = g
+	}
+	b.addTableOnlyGlobalMounts()
+}
+
+func (b *builder) globalMount(sd podsdir.StagingDir) *GlobalMount {
+	g := &GlobalMount{Path: sd.Path, Plugin: podsdir.CSIPluginName, Mode: sd.Mode, Layout: sd.Layout}
+	if sd.Mode == podsdir.Block {
+		g.Layout = ""
+		g.SpecName = sd.Name
+		b.blockStagingState(g, sd)
+	} else {
+		g.State, g.Mount, g.Reason = b.check(sd.Path)
+		if sd.Layout == podsdir.LayoutLegacy {
+			g.SpecName = sd.Name
+		} else {
+			g.DriverName = sd.Driver
+		}
+	}
+	b.stagingIdentity(g, sd)
+	if sd.Mode == podsdir.Filesystem && sd.Layout == podsdir.LayoutCurrent {
+		b.checkStagingHash(g, sd)
+	}
+	g.UniqueName = csiUniqueName(g.DriverName, g.VolumeHandle)
+	return g
+}
+
+// blockStagingState: a block NodeStage often mounts nothing, so the staging
+// dir is the only evidence that the volume is staged. With no mount there
+// it stays Uncertain (held), unless the staging dir itself is gone.
+func (b *builder) blockStagingState(g *GlobalMount, sd podsdir.StagingDir) {
+	g.State, g.Mount, g.Reason = b.check(sd.Path)
+	if g.State != Unmounted {
+		return
+	}
+	for _, dir := range []string{join(b.inv.CSIDir, "volumeDevices", "publish", sd.Name), join(b.inv.CSIDir, "volumeDevices", sd.Name, "dev")} {
+		if mounts := b.table.AtOrBelow(dir); len(mounts) > 0 {
+			g.State, g.Mount = Mounted, mountRef(mounts)
+			g.Reason = "mapped: the mount table has " + plural(len(mounts), "entry", "entries") + " under " + dir
+			return
+		}
+	}
+	if sd.Exists {
+		g.State = Uncertain
+		g.Reason = "the block staging dir exists; block staging often leaves no mount to confirm it, so it is held"
+	}
+}
+
+// stagingIdentity reads driver and handle from the staging vol_data.json.
+func (b *builder) stagingIdentity(g *GlobalMount, sd podsdir.StagingDir) {
+	vd := sd.VolData
+	if vd.State != podsdir.VolDataOK {
+		if vd.Path != "" {
+			b.noteBadVolData(vd, g.State, "", sd.Name, "the staging dir's driver and handle are unknown, "+
+				"and the kubelet skips NodeUnstage without it")
+		}
+		return
+	}
+	g.DriverName, g.VolumeHandle = vd.DriverName, vd.VolumeHandle
+	if g.SpecName == "" {
+		g.SpecName = vd.SpecVolID
+	}
+	if sd.Driver != "" && vd.DriverName != sd.Driver {
+		g.DriverName = sd.Driver
+	}
+}
+
+// checkStagingHash: a current-layout dir must be named sha256(handle) under
+// its driver's dir. If not, the path may belong to another volume, so the
+// state can never be trusted.
+func (b *builder) checkStagingHash(g *GlobalMount, sd podsdir.StagingDir) {
+	vd := sd.VolData
+	if vd.State != podsdir.VolDataOK {
+		return
+	}
+	want := podsdir.StagingHash(vd.VolumeHandle)
+	if sd.Name == want && vd.DriverName == sd.Driver {
+		return
+	}
+	g.State = Uncertain
+	g.Reason = "staging dir " + sd.Driver + "/" + sd.Name + " does not match its vol_data.json (" +
+		vd.DriverName + "/sha256(" + vd.VolumeHandle + ") = " + vd.DriverName + "/" + want + ")"
+	b.add(Finding{Kind: StagingHashMismatch, Severity: SeverityCritical, Path: sd.Path, Volume: vd.VolumeHandle,
+		Message: g.Reason + ": it may be another volume's path; never act on it"})
+}
+
+// addTableOnlyGlobalMounts adds staging mounts found in the mount table
+// under the CSI dir whose dirs the disk scan did not list (unreadable dir,
+// dir removed under a live mount).
+func (b *builder) addTableOnlyGlobalMounts() {
+	if !b.consistent || b.inv.CSIDir == "" {
+		return
+	}
+	for _, mp := range uniqueMountPoints(b.table.AtOrBelow(b.inv.CSIDir)) {
+		if b.globals[mp] != nil {
+			continue
+		}
+		g := b.stagingFromPath(mp)
+		if g == nil {
+			continue
+		}
+		g.State, g.Mount, _ = b.check(mp)
+		g.Reason = "found in the mount table only: its dir was not listed on disk"
+		b.globals[mp] = g
+	}
+}
+
+// stagingFromPath recognises a staging mount point by its path.
+func (b *builder) stagingFromPath(mp string) *GlobalMount {
+	rel := strings.Split(strings.TrimPrefix(mp, b.inv.CSIDir+"/"), "/")
+	g := &GlobalMount{Path: mp, Plugin: podsdir.CSIPluginName, Mode: podsdir.Filesystem}
+	switch {
+	case len(rel) == 3 && rel[0] == "pv" && rel[2] == "globalmount":
+		g.Layout, g.SpecName = podsdir.LayoutLegacy, rel[1]
+	case len(rel) == 3 && rel[0] != "volumeDevices" && rel[2] == "globalmount":
+		g.Layout, g.DriverName = podsdir.LayoutCurrent, rel[0]
+	case len(rel) == 3 && rel[0] == "volumeDevices" && rel[1] == "staging":
+		g.Mode, g.SpecName = podsdir.Block, rel[2]
+	default:
+		return nil
+	}
+	return g
+}
+
+// linkGlobalMountUsers adds the pods that use a staging mount by evidence
+// other than a pod volume dir: block map and publish files, and pod mounts
+// that bind the same filesystem subtree.
+func (b *builder) linkGlobalMountUsers() {
+	for _, spec := range b.inv.BlockSpecs {
+		g := b.globals[join(b.inv.CSIDir, "volumeDevices", "staging", spec.SpecName)]
+		if g == nil {
+			continue
+		}
+		for _, e := range append(slices.Clone(spec.MapFiles), spec.Publish...) {
+			g.addUser(e.Name)
+		}
+	}
+	for _, g := range b.globals {
+		m, ok := b.topMount(g.Path)
+		if !ok || g.Mode != podsdir.Filesystem {
+			continue
+		}
+		for _, ref := range b.table.SameSubtree(m.Dev, m.Root) {
+			if uid, ok := b.podUIDFromPath(ref.MountPoint); ok {
+				g.addUser(uid)
+			}
+		}
+	}
+}
+
+// checkGlobalMounts reports leaked, legacy, root-disk-backed and
+// data-holding staging dirs, and publishes the global mounts.
+func (b *builder) checkGlobalMounts() {
+	for _, g := range b.globals {
+		slices.Sort(g.PodUIDs)
+		b.noteLeaked(g)
+		b.noteLegacy(g)
+		if g.Mode == podsdir.Filesystem {
+			b.noteRootDiskBacked(g.Path, "", g.VolumeHandle)
+			if g.State == Unmounted {
+				b.noteDataOnNodeDisk(g.Path, "", g.VolumeHandle, "staging dir (globalmount)")
+			}
+		}
+		b.st.GlobalMounts = append(b.st.GlobalMounts, *g)
+	}
+	for _, v := range b.st.Volumes {
+		if v.Plugin == podsdir.CSIPluginName && v.Mode == podsdir.Filesystem {
+			b.noteRootDiskBacked(v.CheckedPath, v.PodUID, v.Name)
+		}
+	}
+}
+
+func (b *builder) noteLeaked(g *GlobalMount) {
+	if g.State == Unmounted || len(g.PodUIDs) > 0 {
+		return
+	}
+	msg := "staging mount with no pod left using it (the kubelet only scans pod dirs, so it never unstages it): " +
+		"NodeUnstage is needed through the driver; it stays in volumesInUse so it is not detached while staged"
+	if g.State == Uncertain {
+		msg = "staging dir with no pod left using it, state uncertain (" + g.Reason + "): " +
+			"NodeUnstage may be needed through the driver; it stays in volumesInUse"
+	}
+	b.add(Finding{Kind: LeakedGlobalMount, Severity: SeverityWarning, Path: g.Path, Volume: g.VolumeHandle, Message: msg})
+}
+
+func (b *builder) noteLegacy(g *GlobalMount) {
+	if g.Layout != podsdir.LayoutLegacy {
+		return
+	}
+	sev, msg := SeverityInfo, "staging dir in the pre-1.24 layout pv/<pv>/globalmount, not mounted"
+	if g.State != Unmounted {
+		sev = SeverityWarning
+		msg = "staging mount in the pre-1.24 layout pv/<pv>/globalmount: kubelets since 1.24 compute only the new path, " +
+			"so they never unstage it and may stage the device a second time"
+	}
+	b.add(Finding{Kind: LegacyLayout, Severity: sev, Path: g.Path, Volume: g.SpecName, Message: msg})
+}
+
+// noteRootDiskBacked: a CSI mount whose filesystem is the one holding the
+// kubelet root writes the volume's data to the node's disk.
+func (b *builder) noteRootDiskBacked(target, podUID, volume string) {
+	m, ok := b.topMount(target)
+	if !ok {
+		return
+	}
+	rootFS, ok := b.table.Containing(b.inv.ResolvedRootDir)
+	if !ok || rootFS.Dev != m.Dev {
+		return
+	}
+	b.add(Finding{Kind: RootDiskBackedMount, Severity: SeverityCritical, Path: target, PodUID: podUID, Volume: volume,
+		Message: "CSI mount from device " + m.Dev.String() + " (" + m.Source + "), the filesystem that holds the kubelet root: " +
+			"the volume's data goes to the node's disk (a staging step was skipped, or the driver mounts under another root dir)"})
+}

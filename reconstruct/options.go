@@ -1,0 +1,78 @@
+package reconstruct
+
+import (
+	"context"
+	"time"
+
+	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/podsdir"
+)
+
+// Defaults.
+const (
+	DefaultProbeTimeout     = 5 * time.Second
+	DefaultProbeConcurrency = 8
+)
+
+// Options configure Scan. The zero value scans /var/lib/kubelet against
+// /proc/self/mountinfo without probing.
+type Options struct {
+	// RootDir is the kubelet's --root-dir as a host path ("" = /var/lib/kubelet).
+	RootDir string
+	// HostRoot is a prefix under which the host's filesystem is read (for a
+	// container with the host at /host, or a fixture in a temp dir). Mount
+	// table paths stay host paths.
+	HostRoot string
+	// MountInfoPath is the mount table to read ("" = /proc/self/mountinfo).
+	// It is read as given, never under HostRoot (in a container with hostPID,
+	// use /proc/1/mountinfo).
+	MountInfoPath string
+	// ReadMountTable, if set, replaces reading MountInfoPath. An agent that
+	// already holds a table, or a test, passes it here. Its error is treated
+	// like a failed read: every state becomes Uncertain.
+	ReadMountTable func(ctx context.Context) (*mountscan.Table, error)
+	// MaxReadAttempts bounds the reads until two agree (0 = mountscan default).
+	MaxReadAttempts int
+	// MaxVolDataSize caps reading a vol_data.json (0 = podsdir default).
+	MaxVolDataSize int64
+
+	// Probe stats every mounted path, each with ProbeTimeout, to find broken
+	// and hung mounts. Off by default: a stat may block on a hung mount, so
+	// it runs in a goroutine of its own and is abandoned on timeout.
+	Probe bool
+	// ProbeTimeout bounds one probe, and the emptiness check of an unmounted
+	// dir ("" = DefaultProbeTimeout).
+	ProbeTimeout time.Duration
+	// ProbeConcurrency bounds concurrent probes (0 = DefaultProbeConcurrency).
+	ProbeConcurrency int
+	// Prober replaces the stat used by probes (tests inject errors and hangs).
+	// It receives a host path and returns the stat error.
+	Prober func(ctx context.Context, hostPath string) error
+}
+
+func (o Options) withDefaults() Options {
+	if o.RootDir == "" {
+		o.RootDir = podsdir.DefaultRootDir
+	}
+	if o.MountInfoPath == "" {
+		o.MountInfoPath = mountscan.DefaultPath
+	}
+	if o.ProbeTimeout <= 0 {
+		o.ProbeTimeout = DefaultProbeTimeout
+	}
+	if o.ProbeConcurrency <= 0 {
+		o.ProbeConcurrency = DefaultProbeConcurrency
+	}
+	return o
+}
+
+func (o Options) podsdirOptions() podsdir.Options {
+	return podsdir.Options{RootDir: o.RootDir, HostRoot: o.HostRoot, MaxVolDataSize: o.MaxVolDataSize}
+}
+
+func (o Options) readMountTable(ctx context.Context) (*mountscan.Table, error) {
+	if o.ReadMountTable != nil {
+		return o.ReadMountTable(ctx)
+	}
+	return mountscan.ReadFile(ctx, o.MountInfoPath, o.MaxReadAttempts)
+}

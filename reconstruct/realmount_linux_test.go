@@ -1,0 +1,202 @@
+package reconstruct_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/volrecon/volrecon/internal/mountns"
+	"github.com/volrecon/volrecon/podsdir"
+	"github.com/volrecon/volrecon/reconstruct"
+)
+
+const (
+	realUID1 = "11111111-1111-4111-8111-111111111111"
+	realUID2 = "22222222-2222-4222-8222-222222222222"
+	realUID3 = "33333333-3333-4333-8333-333333333333"
+)
+
+// realNode is a kubelet root in a temp dir, scanned against the real
+// /proc/self/mountinfo of a private mount namespace.
+type realNode struct {
+	t    *testing.T
+	root string
+}
+
+func newRealNode(t *testing.T) *realNode {
+	root := filepath.Join(t.TempDir(), "kubelet")
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "pods"), 0o750))
+	return &realNode{t: t, root: root}
+}
+
+func (n *realNode) path(elem ...string) string { return filepath.Join(append([]string{n.root}, elem...)...) }
+
+func (n *realNode) volume(uid, plugin, name string) string {
+	p := n.path("pods", uid, "volumes", plugin, name)
+	require.NoError(n.t, os.MkdirAll(p, 0o750))
+	return p
+}
+
+func (n *realNode) write(p, content string) {
+	require.NoError(n.t, os.MkdirAll(filepath.Dir(p), 0o750))
+	require.NoError(n.t, os.WriteFile(p, []byte(content), 0o600))
+}
+
+func (n *realNode) scan(opts reconstruct.Options) *reconstruct.State {
+	logger, _ := ktesting.NewTestContext(n.t)
+	ctx := klog.NewContext(n.t.Context(), logger)
+	if opts.RootDir == "" {
+		opts.RootDir = n.root
+	}
+	st, err := reconstruct.Scan(ctx, opts)
+	require.NoError(n.t, err)
+	require.True(n.t, st.MountTable.Consistent, st.MountTable.Error)
+	return st
+}
+
+func volumeNamed(t *testing.T, st *reconstruct.State, uid, name string) reconstruct.Volume {
+	t.Helper()
+	for _, v := range st.Volumes {
+		if v.PodUID == uid && v.Name == name {
+			return v
+		}
+	}
+	t.Fatalf("no volume %s of pod %s", name, uid)
+	return reconstruct.Volume{}
+}
+
+func findingsOf(st *reconstruct.State, kind reconstruct.FindingKind) []reconstruct.Finding {
+	var out []reconstruct.Finding
+	for _, f := range st.Findings {
+		if f.Kind == kind {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// TestRealMounts builds a node with real mounts: an ext4 loop device staged
+// and bind-published as a CSI volume, a tmpfs token, stacked tmpfs, a
+// same-filesystem bind (which device numbers cannot see), a path with a
+// space, and an unmounted CSI target that holds files.
+func TestRealMounts(t *testing.T) {
+	if !mountns.Enter(t) {
+		return
+	}
+	n := newRealNode(t)
+	handle := "vol-real-0001"
+	staging := n.path("plugins/kubernetes.io/csi/ebs.csi.aws.com", podsdir.StagingHash(handle), "globalmount")
+	n.write(filepath.Join(filepath.Dir(staging), "vol_data.json"), `{"driverName":"ebs.csi.aws.com","volumeHandle":"`+handle+`"}`)
+	mountns.Mount(t, mountns.Ext4(t, 16), staging, "ext4", 0, "")
+
+	csiVol := n.volume(realUID1, "kubernetes.io~csi", "pvc-real")
+	n.write(filepath.Join(csiVol, "vol_data.json"), `{"driverName":"ebs.csi.aws.com","volumeHandle":"`+handle+`","specVolID":"pvc-real","volumeLifecycleMode":"Persistent"}`)
+	mountns.Bind(t, staging, filepath.Join(csiVol, "mount"))
+	token := n.volume(realUID1, "kubernetes.io~projected", "kube-api-access-1")
+	mountns.Mount(t, "tmpfs", token, "tmpfs", 0, "size=1m")
+	secret := n.volume(realUID1, "kubernetes.io~secret", "creds")
+	mountns.Mount(t, "tmpfs", secret, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", secret, "tmpfs", 0, "size=1m")
+	n.volume(realUID1, "kubernetes.io~empty-dir", "cache")
+
+	// A CSI target bound from a plain dir on the kubelet's own filesystem.
+	rootDiskVol := n.volume(realUID2, "kubernetes.io~csi", "pvc-rootdisk")
+	n.write(filepath.Join(rootDiskVol, "vol_data.json"), `{"driverName":"file.csi.azure.com","volumeHandle":"share-1","volumeLifecycleMode":"Persistent"}`)
+	plainDir := n.path("plain-globalmount")
+	require.NoError(t, os.MkdirAll(plainDir, 0o750))
+	mountns.Bind(t, plainDir, filepath.Join(rootDiskVol, "mount"))
+	spaced := n.volume(realUID2, "vendor~flex", "my vol")
+	mountns.Mount(t, "tmpfs", spaced, "tmpfs", 0, "size=1m")
+
+	// An unmounted CSI target that received the application's writes.
+	lost := n.volume(realUID3, "kubernetes.io~csi", "pvc-lost")
+	n.write(filepath.Join(lost, "vol_data.json"), `{"driverName":"ebs.csi.aws.com","volumeHandle":"vol-lost","volumeLifecycleMode":"Persistent"}`)
+	n.write(filepath.Join(lost, "mount", "app.db"), "data")
+
+	st := n.scan(reconstruct.Options{})
+
+	v := volumeNamed(t, st, realUID1, "pvc-real")
+	assert.Equal(t, reconstruct.Mounted, v.State)
+	assert.Equal(t, "ext4", v.Mount.FSType)
+	assert.Equal(t, reconstruct.Mounted, v.DeviceMountState)
+	assert.Equal(t, staging, v.DeviceMountPath)
+	assert.Equal(t, "kubernetes.io/csi/ebs.csi.aws.com^"+handle, v.UniqueName)
+	assert.Contains(t, st.VolumesInUse, v.UniqueName)
+
+	assert.Equal(t, reconstruct.Mounted, volumeNamed(t, st, realUID1, "kube-api-access-1").State)
+	assert.Equal(t, 2, volumeNamed(t, st, realUID1, "creds").Mount.Count)
+	assert.Len(t, findingsOf(st, reconstruct.StackedMount), 1)
+	assert.Equal(t, reconstruct.Unmounted, volumeNamed(t, st, realUID1, "cache").State)
+
+	rd := volumeNamed(t, st, realUID2, "pvc-rootdisk")
+	assert.Equal(t, reconstruct.Mounted, rd.State, "a same-filesystem bind mount is seen through the mount table")
+	require.Len(t, findingsOf(st, reconstruct.RootDiskBackedMount), 1)
+	assert.Equal(t, rd.CheckedPath, findingsOf(st, reconstruct.RootDiskBackedMount)[0].Path)
+	assert.Equal(t, reconstruct.Mounted, volumeNamed(t, st, realUID2, "my vol").State)
+
+	assert.Equal(t, reconstruct.Unmounted, volumeNamed(t, st, realUID3, "pvc-lost").State)
+	dataOnDisk := findingsOf(st, reconstruct.DataOnNodeDisk)
+	require.Len(t, dataOnDisk, 1)
+	assert.Equal(t, filepath.Join(lost, "mount"), dataOnDisk[0].Path)
+}
+
+// TestRealBrokenMounts probes a FUSE mount whose daemon is gone (ENOTCONN)
+// and one whose daemon never answers (every stat hangs): the first is a
+// CorruptedMount and stays Mounted, the second a HungMount and Uncertain,
+// and the hung one does not hold up the scan.
+func TestRealBrokenMounts(t *testing.T) {
+	if !mountns.Enter(t) {
+		return
+	}
+	n := newRealNode(t)
+	dead := n.volume(realUID1, "kubernetes.io~nfs", "dead")
+	require.NoError(t, mountns.FUSE(t, dead).Close())
+	hung := n.volume(realUID2, "kubernetes.io~nfs", "hung")
+	mountns.FUSE(t, hung)
+	healthy := n.volume(realUID3, "kubernetes.io~projected", "token")
+	mountns.Mount(t, "tmpfs", healthy, "tmpfs", 0, "size=1m")
+
+	start := time.Now()
+	st := n.scan(reconstruct.Options{Probe: true, ProbeTimeout: 300 * time.Millisecond})
+	assert.Less(t, time.Since(start), 5*time.Second)
+
+	assert.Equal(t, reconstruct.Mounted, volumeNamed(t, st, realUID1, "dead").State)
+	corrupted := findingsOf(st, reconstruct.CorruptedMount)
+	require.Len(t, corrupted, 1)
+	assert.Equal(t, dead, corrupted[0].Path)
+	assert.Contains(t, corrupted[0].Message, "not connected")
+
+	assert.Equal(t, reconstruct.Uncertain, volumeNamed(t, st, realUID2, "hung").State)
+	hungFindings := findingsOf(st, reconstruct.HungMount)
+	require.Len(t, hungFindings, 1)
+	assert.Equal(t, hung, hungFindings[0].Path)
+	assert.Equal(t, reconstruct.Mounted, volumeNamed(t, st, realUID3, "token").State)
+
+	// A second scan does not pile another blocked stat onto the hung mount.
+	st = n.scan(reconstruct.Options{Probe: true, ProbeTimeout: time.Hour})
+	assert.Equal(t, reconstruct.Uncertain, volumeNamed(t, st, realUID2, "hung").State)
+}
+
+// TestRealSymlinkedRoot: the kubelet root is a symlink; the mount table
+// shows resolved paths, which must still match.
+func TestRealSymlinkedRoot(t *testing.T) {
+	if !mountns.Enter(t) {
+		return
+	}
+	n := newRealNode(t)
+	token := n.volume(realUID1, "kubernetes.io~projected", "token")
+	mountns.Mount(t, "tmpfs", token, "tmpfs", 0, "size=1m")
+	link := filepath.Join(t.TempDir(), "kubelet-link")
+	require.NoError(t, os.Symlink(n.root, link))
+
+	st := n.scan(reconstruct.Options{RootDir: link})
+	assert.Equal(t, link, st.RootDir)
+	assert.Equal(t, n.root, st.ResolvedRootDir)
+	assert.Equal(t, reconstruct.Mounted, volumeNamed(t, st, realUID1, "token").State)
+}

@@ -1,0 +1,173 @@
+package reconstruct
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/klog/v2"
+
+	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/podsdir"
+)
+
+// Scan rebuilds the node's volume state from the kubelet root dir and the
+// mount table. It needs no API server, no CSI driver and no plugin
+// registration. It returns an error only when the kubelet root cannot be
+// used (wrapping a *podsdir.RootError); a mount table that cannot be read
+// consistently is not an error: every state becomes Uncertain and the
+// State says why.
+func Scan(ctx context.Context, opts Options) (*State, error) {
+	opts = opts.withDefaults()
+	inv, err := podsdir.Scan(ctx, opts.podsdirOptions())
+	if err != nil {
+		return nil, fmt.Errorf("reconstruct: %w", err)
+	}
+	// The table is read after the disk: the kubelet creates a dir before it
+	// mounts on it, so every mount made before this read has its dir listed.
+	table, tableErr := opts.readMountTable(ctx)
+	st := Build(ctx, opts, inv, table, tableErr)
+	klog.FromContext(ctx).V(2).Info("Rebuilt node volume state",
+		"rootDir", st.ResolvedRootDir, "mountTableConsistent", st.MountTable.Consistent,
+		"pods", len(st.Pods), "volumes", len(st.Volumes), "globalMounts", len(st.GlobalMounts),
+		"volumesInUse", len(st.VolumesInUse), "findings", len(st.Findings))
+	return st, nil
+}
+
+// Build joins an inventory with a mount table. tableErr is the error of
+// reading the table; when it is not nil, table is ignored and every state
+// is Uncertain. Scan calls it; agents that gather both themselves may too.
+func Build(ctx context.Context, opts Options, inv *podsdir.Inventory, table *mountscan.Table, tableErr error) *State {
+	opts = opts.withDefaults()
+	b := &builder{
+		ctx:     ctx,
+		log:     klog.FromContext(ctx),
+		opts:    opts,
+		inv:     inv,
+		table:   table,
+		globals: map[string]*GlobalMount{},
+	}
+	b.consistent = tableErr == nil && table != nil
+	b.st = &State{
+		SchemaVersion:   SchemaVersion,
+		RootDir:         inv.RootDir,
+		ResolvedRootDir: inv.ResolvedRootDir,
+		MountTable:      MountTableInfo{Path: opts.MountInfoPath, Consistent: b.consistent},
+	}
+	b.noteMountTable(tableErr)
+	b.buildGlobalMounts()
+	b.buildPods()
+	b.linkGlobalMountUsers()
+	if opts.Probe {
+		b.probeMounts()
+	}
+	b.checkGlobalMounts()
+	b.noteProblems()
+	b.noteStackedMounts()
+	b.collectVolumesInUse()
+	b.st.sort()
+	return b.st
+}
+
+// builder holds one reconstruction pass.
+type builder struct {
+	ctx        context.Context
+	log        klog.Logger
+	opts       Options
+	inv        *podsdir.Inventory
+	table      *mountscan.Table
+	consistent bool
+	st         *State
+	globals    map[string]*GlobalMount // by path
+}
+
+func (b *builder) noteMountTable(tableErr error) {
+	if b.consistent {
+		b.st.MountTable.Entries = b.table.Len()
+		return
+	}
+	if tableErr == nil {
+		tableErr = fmt.Errorf("no mount table")
+	}
+	b.st.MountTable.Error = tableErr.Error()
+	b.add(Finding{Kind: InconsistentMountTable, Severity: SeverityCritical, Path: b.opts.MountInfoPath,
+		Message: "the mount table could not be read consistently (" + tableErr.Error() +
+			"): every volume is Uncertain, held as in use, and nothing may be cleaned up"})
+}
+
+// check looks a path up in the mount table.
+func (b *builder) check(path string) (VolumeState, *MountRef, string) {
+	if !b.consistent {
+		return Uncertain, nil, "the mount table could not be read consistently"
+	}
+	stack := b.table.At(path)
+	if len(stack) == 0 {
+		return Unmounted, nil, "no mount-table entry at the path"
+	}
+	return Mounted, mountRef(stack), fmt.Sprintf("mount table has %s at the path", plural(len(stack), "entry", "entries"))
+}
+
+func mountRef(stack []mountscan.Mount) *MountRef {
+	top := stack[len(stack)-1]
+	return &MountRef{Source: top.Source, FSType: top.FSType, MajorMinor: top.Dev.String(), Root: top.Root, Count: len(stack)}
+}
+
+// topMount returns the topmost entry at path, if the table is usable.
+func (b *builder) topMount(path string) (mountscan.Mount, bool) {
+	if !b.consistent {
+		return mountscan.Mount{}, false
+	}
+	stack := b.table.At(path)
+	if len(stack) == 0 {
+		return mountscan.Mount{}, false
+	}
+	return stack[len(stack)-1], true
+}
+
+func (b *builder) add(f Finding) {
+	b.log.V(4).Info("Finding", "kind", f.Kind, "path", f.Path, "podUID", f.PodUID, "volume", f.Volume)
+	b.st.Findings = append(b.st.Findings, f)
+}
+
+func (b *builder) buildPods() {
+	for _, p := range b.inv.Pods {
+		pod := Pod{UID: p.UID, Path: p.Path, Status: PodUnknown, VolumeCount: len(p.Volumes)}
+		if b.consistent {
+			pod.MountPoints = uniqueMountPoints(b.table.AtOrBelow(p.Path))
+		}
+		b.st.Pods = append(b.st.Pods, pod)
+		for _, v := range p.Volumes {
+			b.st.Volumes = append(b.st.Volumes, b.volume(v))
+		}
+	}
+}
+
+func uniqueMountPoints(mounts []mountscan.Mount) []string {
+	var out []string
+	for _, m := range mounts {
+		if len(out) == 0 || out[len(out)-1] != m.MountPoint {
+			out = append(out, m.MountPoint)
+		}
+	}
+	return out
+}
+
+// podUIDFromPath returns the pod UID of a path under the pods dir.
+func (b *builder) podUIDFromPath(p string) (string, bool) {
+	rel, ok := strings.CutPrefix(p, b.inv.PodsDir+"/")
+	if !ok {
+		return "", false
+	}
+	uid, _, _ := strings.Cut(rel, "/")
+	return uid, uid != ""
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+func join(elem ...string) string { return filepath.Join(elem...) }

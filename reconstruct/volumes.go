@@ -1,0 +1,169 @@
+package reconstruct
+
+import (
+	"path"
+	"strings"
+
+	"github.com/volrecon/volrecon/podsdir"
+)
+
+// Plugins whose volume dir is a plain directory by design (not a mount).
+var plainDirPlugins = map[string]bool{
+	"kubernetes.io/empty-dir": true, // default medium; Memory and HugePages are mounts
+	"kubernetes.io/configmap": true,
+	"kubernetes.io/git-repo":  true,
+}
+
+// Plugins that copy API objects into a tmpfs: their content is never the only copy of data.
+var tmpfsPlugins = map[string]bool{
+	"kubernetes.io/secret":       true,
+	"kubernetes.io/projected":    true,
+	"kubernetes.io/downward-api": true,
+}
+
+// Other plugins the kubelet still ships.
+var otherKnownPlugins = map[string]bool{
+	podsdir.CSIPluginName:        true,
+	"kubernetes.io/local-volume": true,
+	"kubernetes.io/nfs":          true,
+	"kubernetes.io/iscsi":        true,
+	"kubernetes.io/fc":           true,
+}
+
+func knownPlugin(p string) bool {
+	return plainDirPlugins[p] || tmpfsPlugins[p] || otherKnownPlugins[p]
+}
+
+// holdsPersistentData says whether files in an unmounted volume dir of this
+// plugin can only be application data that landed on the node's disk.
+func holdsPersistentData(plugin string) bool {
+	return !plainDirPlugins[plugin] && !tmpfsPlugins[plugin]
+}
+
+func (b *builder) volume(v podsdir.Volume) Volume {
+	out := Volume{PodUID: v.PodUID, Name: v.Name, Plugin: v.Plugin, Mode: v.Mode, Path: v.Path}
+	switch {
+	case v.Plugin == podsdir.CSIPluginName && v.Mode == podsdir.Filesystem:
+		b.csiFilesystemVolume(v, &out)
+	case v.Plugin == podsdir.CSIPluginName:
+		b.csiBlockVolume(&out)
+	case v.Mode == podsdir.Block:
+		b.inTreeBlockVolume(&out)
+	default:
+		b.inTreeFilesystemVolume(v, &out)
+	}
+	if !knownPlugin(v.Plugin) {
+		b.unknownPlugin(out)
+	}
+	b.log.V(4).Info("Reconstructed volume", "podUID", out.PodUID, "volume", out.Name, "plugin", out.Plugin,
+		"checkedPath", out.CheckedPath, "state", out.State, "reason", out.Reason)
+	return out
+}
+
+func (b *builder) inTreeFilesystemVolume(v podsdir.Volume, out *Volume) {
+	out.CheckedPath = v.Path
+	out.State, out.Mount, out.Reason = b.check(v.Path)
+	out.UniqueName = podScopedName(out.Plugin, out.PodUID, out.Name)
+	if v.Plugin == "kubernetes.io/local-volume" {
+		// local volumes are device-mountable: keyed by the PV name.
+		out.UniqueName = v.Plugin + "/" + v.Name
+	}
+	if out.State != Unmounted {
+		return
+	}
+	if plainDirPlugins[v.Plugin] {
+		out.Reason += "; this plugin keeps its data in a plain directory, not a mount"
+	}
+	if n := b.mountsBelow(v.Path); n > 0 {
+		out.Reason += "; " + plural(n, "mount point lies", "mount points lie") + " below it"
+	}
+	if holdsPersistentData(v.Plugin) && v.Type == podsdir.TypeDir {
+		b.noteDataOnNodeDisk(v.Path, out.PodUID, out.Name, "volume dir of plugin "+v.Plugin)
+	}
+}
+
+// mountsBelow counts mount points strictly below p.
+func (b *builder) mountsBelow(p string) int {
+	if !b.consistent {
+		return 0
+	}
+	n := 0
+	for _, mp := range uniqueMountPoints(b.table.AtOrBelow(p)) {
+		if mp != p {
+			n++
+		}
+	}
+	return n
+}
+
+// inTreeBlockVolume checks an in-tree block volume. Its pod map file is a
+// symlink; what is mounted is the plugin's global map file named after the
+// pod UID under plugins/<plugin>/volumeDevices.
+func (b *builder) inTreeBlockVolume(out *Volume) {
+	out.CheckedPath = out.Path
+	out.UniqueName = podScopedName(out.Plugin, out.PodUID, out.Name)
+	out.State, out.Mount, out.Reason = b.check(out.Path)
+	if out.State != Unmounted {
+		return
+	}
+	mapDir := join(b.inv.PluginsDir, out.Plugin, "volumeDevices")
+	for _, m := range b.table.AtOrBelow(mapDir) {
+		if path.Base(m.MountPoint) == out.PodUID {
+			out.CheckedPath = m.MountPoint
+			out.State, out.Mount, out.Reason = b.check(m.MountPoint)
+			return
+		}
+	}
+	out.Reason = "no mount-table entry at the map file, nor a global map file of this pod under " + mapDir
+}
+
+func (b *builder) unknownPlugin(v Volume) {
+	sev := SeverityInfo
+	if v.State != Unmounted {
+		sev = SeverityWarning
+	}
+	b.add(Finding{Kind: UnknownPlugin, Severity: sev, Path: v.Path, PodUID: v.PodUID, Volume: v.Name,
+		Message: "plugin " + v.Plugin + " is not known to volrecon (FlexVolume, or an in-tree plugin migrated to CSI): " +
+			"its state comes from the mount table alone and its teardown cannot be guessed"})
+}
+
+// noteDataOnNodeDisk reports an unmounted dir that holds files: the only
+// copy of data the application wrote to the node's disk. It reads inside
+// the dir only because the mount table says nothing is mounted there, and
+// even then with a timeout.
+func (b *builder) noteDataOnNodeDisk(dir, podUID, volume, what string) {
+	if !b.consistent {
+		return
+	}
+	pdo := b.opts.podsdirOptions()
+	var has bool
+	r := bounded(b.ctx, "readdir:"+pdo.HostPath(dir), b.opts.ProbeTimeout, func() error {
+		var err error
+		has, err = pdo.DirHasEntries(dir)
+		return err
+	})
+	if r.hung || r.err != nil || !has {
+		if r.hung || r.err != nil {
+			b.log.V(4).Info("Could not check an unmounted dir for data", "path", dir, "hung", r.hung, "err", r.err)
+		}
+		return
+	}
+	b.add(Finding{Kind: DataOnNodeDisk, Severity: SeverityCritical, Path: dir, PodUID: podUID, Volume: volume,
+		Message: what + " is not mounted but holds files: data the application wrote landed on the node's disk; " +
+			"it is the only copy, keep it and move it to the real volume by hand"})
+}
+
+func podScopedName(plugin, podUID, name string) string {
+	return plugin + "/" + podUID + "-" + name
+}
+
+func csiUniqueName(driver, handle string) string {
+	if driver == "" || handle == "" {
+		return ""
+	}
+	return podsdir.CSIPluginName + "/" + driver + "^" + handle
+}
+
+func isEphemeral(c *CSIInfo) bool {
+	return c != nil && strings.EqualFold(c.VolumeLifecycleMode, "Ephemeral")
+}
