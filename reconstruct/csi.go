@@ -98,28 +98,39 @@ func (b *builder) noteBadVolData(vd podsdir.VolData, state VolumeState, podUID, 
 		Message: "vol_data.json " + what + ": " + consequence})
 }
 
-// checkSELinux compares the context recorded in vol_data.json with the
-// context= option of the mount; the mount table wins when the file has none.
+// checkSELinux compares the context recorded in a pod's vol_data.json with
+// the context= option of its mount.
 func (b *builder) checkSELinux(out *Volume, target string) {
-	m, ok := b.topMount(target)
-	if !ok || out.CSI == nil {
+	if out.CSI == nil {
 		return
+	}
+	if reason := b.selinuxMismatch(target, &out.CSI.SELinuxMountContext); reason != "" {
+		out.State, out.Reason = Uncertain, reason
+		b.add(Finding{Kind: SELinuxContextMismatch, Severity: SeverityWarning, Path: target, PodUID: out.PodUID, Volume: out.Name,
+			Message: reason + ": a pod needing the recorded context gets a wrong label until the volume is remounted"})
+	}
+}
+
+// selinuxMismatch compares a recorded SELinux context with the context=
+// option of the mount at target. The mount table wins when nothing was
+// recorded: *recorded is filled from it. It returns why they disagree, or "".
+func (b *builder) selinuxMismatch(target string, recorded *string) string {
+	m, ok := b.topMount(target)
+	if !ok {
+		return ""
 	}
 	mounted, has := m.SuperOption("context")
 	if !has {
 		mounted, has = m.MountOption("context")
 	}
 	switch {
-	case !has:
-	case out.CSI.SELinuxMountContext == "":
-		out.CSI.SELinuxMountContext = mounted
-	case out.CSI.SELinuxMountContext != mounted:
-		out.State = Uncertain
-		out.Reason = "vol_data.json records SELinux context " + out.CSI.SELinuxMountContext +
-			" but the mount has " + mounted
-		b.add(Finding{Kind: SELinuxContextMismatch, Severity: SeverityWarning, Path: target, PodUID: out.PodUID, Volume: out.Name,
-			Message: out.Reason + ": a pod needing the recorded context gets a wrong label until the volume is remounted"})
+	case !has || *recorded == mounted:
+		return ""
+	case *recorded == "":
+		*recorded = mounted
+		return ""
 	}
+	return "vol_data.json records SELinux context " + *recorded + " but the mount has " + mounted
 }
 
 // checkStagingAgrees makes the volume Uncertain when its pod mount binds

@@ -87,7 +87,7 @@ func (b *builder) noteStackedMounts() {
 		}
 		for _, mp := range uniqueMountPoints(b.table.AtOrBelow(dir)) {
 			stack := b.table.At(mp)
-			if len(stack) < 2 {
+			if len(stack) < 2 || mp == dir { // a self-bound pods dir is not a volume
 				continue
 			}
 			uid, _ := b.podUIDFromPath(mp)

@@ -41,6 +41,7 @@ func (b *builder) globalMount(sd podsdir.StagingDir) *GlobalMount {
 	if sd.Mode == podsdir.Filesystem && sd.Layout == podsdir.LayoutCurrent {
 		b.checkStagingHash(g, sd)
 	}
+	b.checkStagingSELinux(g, sd)
 	g.UniqueName = csiUniqueName(g.DriverName, g.VolumeHandle)
 	return g
 }
@@ -102,6 +103,15 @@ func (b *builder) checkStagingHash(g *GlobalMount, sd podsdir.StagingDir) {
 		vd.DriverName + "/sha256(" + vd.VolumeHandle + ") = " + vd.DriverName + "/" + want + ")"
 	b.add(Finding{Kind: StagingHashMismatch, Severity: SeverityCritical, Path: sd.Path, Volume: vd.VolumeHandle,
 		Message: g.Reason + ": it may be another volume's path; never act on it"})
+}
+
+func (b *builder) checkStagingSELinux(g *GlobalMount, sd podsdir.StagingDir) {
+	recorded := sd.VolData.SELinuxMountContext
+	if reason := b.selinuxMismatch(g.Path, &recorded); reason != "" {
+		g.State, g.Reason = Uncertain, reason
+		b.add(Finding{Kind: SELinuxContextMismatch, Severity: SeverityWarning, Path: g.Path, Volume: g.VolumeHandle,
+			Message: reason + ": pods needing the recorded context get a wrong label until the volume is restaged"})
+	}
 }
 
 // addTableOnlyGlobalMounts adds staging mounts found in the mount table

@@ -35,7 +35,9 @@ func newRealNode(t *testing.T) *realNode {
 	return &realNode{t: t, root: root}
 }
 
-func (n *realNode) path(elem ...string) string { return filepath.Join(append([]string{n.root}, elem...)...) }
+func (n *realNode) path(elem ...string) string {
+	return filepath.Join(append([]string{n.root}, elem...)...)
+}
 
 func (n *realNode) volume(uid, plugin, name string) string {
 	p := n.path("pods", uid, "volumes", plugin, name)

@@ -17,7 +17,9 @@ func printTable(out io.Writer, st *reconstruct.State) error {
 		byPod[v.PodUID] = append(byPod[v.PodUID], v)
 	}
 	for _, p := range st.Pods {
-		fmt.Fprintf(w, "POD %s\t%s\t%d mount points\t\t\n", p.UID, p.Status, len(p.MountPoints))
+		// A line without tabs ends a column block: each pod aligns on its own.
+		fmt.Fprintf(w, "pod %s (%s, %s)\n", p.UID, p.Status, plural(len(p.MountPoints), "mount point"))
+		fmt.Fprintf(w, "  VOLUME\tPLUGIN\tSTATE\tDRIVER\tDEVICE MOUNT PATH\n")
 		for _, v := range byPod[p.UID] {
 			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", v.Name, v.Plugin, v.State, driverOf(v), v.DeviceMountPath)
 		}
@@ -39,6 +41,13 @@ func printTable(out io.Writer, st *reconstruct.State) error {
 	}
 	_, err := fmt.Fprintf(out, "\n%s\n", summary(st))
 	return err
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 func driverOf(v reconstruct.Volume) string {

@@ -1,9 +1,5 @@
 //go:build linux
 
-// Package mountns lets tests make real mounts safely: each such test runs
-// again in a child process inside a private mount namespace, so its mounts
-// never reach the host's and vanish with the child even if cleanup fails.
-// It is for tests only.
 package mountns
 
 import (
