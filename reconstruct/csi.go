@@ -35,7 +35,7 @@ func (b *builder) csiFilesystemVolume(v podsdir.Volume, out *Volume) {
 	b.checkStagingAgrees(out)
 	b.attachDeviceMount(out)
 	b.setCSIUniqueName(out)
-	if out.State == Unmounted {
+	if out.State == Unmounted || b.mountedOnlyAtAlias(out.CheckedPath) {
 		b.noteUnmountedCSITarget(v, out, vd)
 	}
 }
@@ -171,6 +171,9 @@ func (b *builder) attachDeviceMount(out *Volume) {
 	}
 	out.DeviceMountPath, out.DeviceMountState, out.Layout = g.Path, g.State, g.Layout
 	g.addUser(out.PodUID)
+	if out.State != Unmounted {
+		b.published[g.Path] = true
+	}
 }
 
 func (b *builder) setCSIUniqueName(out *Volume) {
@@ -185,17 +188,19 @@ func (b *builder) setCSIUniqueName(out *Volume) {
 
 // noteUnmountedCSITarget reports what an unmounted CSI target leaves behind.
 func (b *builder) noteUnmountedCSITarget(v podsdir.Volume, out *Volume, vd podsdir.VolData) {
-	if v.MountDir != nil && v.MountDir.Type == podsdir.TypeDir {
+	hasData := v.MountDir != nil && v.MountDir.Type == podsdir.TypeDir &&
 		b.noteDataOnNodeDisk(out.CheckedPath, out.PodUID, out.Name, "CSI publish target")
-	}
-	if vd.State != podsdir.VolDataOK {
+	if vd.State != podsdir.VolDataOK || out.State != Unmounted {
 		return
 	}
 	msg := "pod-level vol_data.json of a CSI volume that is not mounted: the kubelet's orphan cleanup fails on it with " +
 		"\"not a directory\" every 2 seconds"
-	if out.DeviceMountState == Mounted || out.DeviceMountState == Uncertain {
+	switch {
+	case out.DeviceMountState == Mounted || out.DeviceMountState == Uncertain:
 		msg += "; its staging mount " + out.DeviceMountPath + " is still live, so keep the file: NodeUnstage needs it"
-	} else {
+	case hasData:
+		msg += "; its mount dir holds data on the node's disk, so keep the file with the data until that is dealt with"
+	default:
 		msg += "; no staging mount of the volume is live, so it can be removed"
 	}
 	b.add(Finding{Kind: StaleVolumeData, Severity: SeverityWarning, Path: vd.Path, PodUID: out.PodUID, Volume: out.Name, Message: msg})
@@ -228,6 +233,9 @@ func (b *builder) csiBlockVolume(out *Volume) {
 	if g := b.globals[join(b.inv.CSIDir, "volumeDevices", "staging", out.Name)]; g != nil {
 		out.DeviceMountPath, out.DeviceMountState = g.Path, g.State
 		g.addUser(out.PodUID)
+		if out.State != Unmounted {
+			b.published[g.Path] = true
+		}
 	}
 	b.setCSIUniqueName(out)
 }

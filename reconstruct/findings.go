@@ -7,10 +7,40 @@ import (
 	"github.com/volrecon/volrecon/podsdir"
 )
 
-// probeMounts stats every mounted volume and staging path, each bounded by
-// the probe timeout. A broken mount stays Mounted (it is still in the
-// table, and must be unmounted); a hung one becomes Uncertain.
+// probeMounts stats every mount point under the pods dir (volumes,
+// subpaths, mounts nested in volumes) and every mounted staging path, each
+// bounded by the probe timeout. A broken mount stays Mounted (it is still in
+// the table, and must be unmounted); a hung one makes its volume Uncertain.
 func (b *builder) probeMounts() {
+	results := b.runProbes(b.probeTargets())
+	handled := map[string]bool{}
+	for i := range b.st.Volumes {
+		v := &b.st.Volumes[i]
+		if r, ok := results[v.CheckedPath]; ok && !handled[v.CheckedPath] {
+			handled[v.CheckedPath] = true
+			v.State, v.Reason = b.applyProbe(r, v.CheckedPath, v.PodUID, v.Name, v.State, v.Reason)
+		}
+	}
+	for _, g := range b.globals {
+		if r, ok := results[g.Path]; ok && !handled[g.Path] {
+			handled[g.Path] = true
+			g.State, g.Reason = b.applyProbe(r, g.Path, "", g.VolumeHandle, g.State, g.Reason)
+		}
+	}
+	for p, r := range results {
+		if !handled[p] {
+			uid, _ := b.podUIDFromPath(p)
+			b.applyProbe(r, p, uid, "", Mounted, "")
+		}
+	}
+	for i := range b.st.Volumes {
+		if v := &b.st.Volumes[i]; v.DeviceMountPath != "" && b.globals[v.DeviceMountPath] != nil {
+			v.DeviceMountState = b.globals[v.DeviceMountPath].State
+		}
+	}
+}
+
+func (b *builder) probeTargets() []string {
 	var paths []string
 	for _, v := range b.st.Volumes {
 		if v.State == Mounted {
@@ -22,31 +52,26 @@ func (b *builder) probeMounts() {
 			paths = append(paths, g.Path)
 		}
 	}
+	if b.consistent && b.inv.PodsDir != "" {
+		for _, mp := range uniqueMountPoints(b.table.AtOrBelow(b.inv.PodsDir)) {
+			if mp != b.inv.PodsDir {
+				paths = append(paths, mp)
+			}
+		}
+	}
+	return paths
+}
+
+func (b *builder) runProbes(paths []string) map[string]probeResult {
 	prober := b.opts.Prober
 	if prober == nil {
 		prober = statProbe
 	}
 	pdo := b.opts.podsdirOptions()
-	results := probeAll(paths, b.opts.ProbeConcurrency, func(p string) probeResult {
+	return probeAll(paths, b.opts.ProbeConcurrency, func(p string) probeResult {
 		hostPath := pdo.HostPath(p)
 		return bounded(b.ctx, "stat:"+hostPath, b.opts.ProbeTimeout, func() error { return prober(b.ctx, hostPath) })
 	})
-	for i := range b.st.Volumes {
-		v := &b.st.Volumes[i]
-		if r, ok := results[v.CheckedPath]; ok {
-			v.State, v.Reason = b.applyProbe(r, v.CheckedPath, v.PodUID, v.Name, v.State, v.Reason)
-		}
-	}
-	for _, g := range b.globals {
-		if r, ok := results[g.Path]; ok {
-			g.State, g.Reason = b.applyProbe(r, g.Path, "", g.VolumeHandle, g.State, g.Reason)
-		}
-	}
-	for i := range b.st.Volumes {
-		if v := &b.st.Volumes[i]; v.DeviceMountPath != "" && b.globals[v.DeviceMountPath] != nil {
-			v.DeviceMountState = b.globals[v.DeviceMountPath].State
-		}
-	}
 }
 
 func (b *builder) applyProbe(r probeResult, p, podUID, volume string, state VolumeState, reason string) (VolumeState, string) {

@@ -173,6 +173,7 @@ func (b *builder) linkGlobalMountUsers() {
 		for _, ref := range b.table.SameSubtree(m.Dev, m.Root) {
 			if uid, ok := b.podUIDFromPath(ref.MountPoint); ok {
 				g.addUser(uid)
+				b.published[g.Path] = true
 			}
 		}
 	}
@@ -200,15 +201,22 @@ func (b *builder) checkGlobalMounts() {
 	}
 }
 
+// noteLeaked reports a staging mount that no pod mount uses. Pod dirs that
+// still name it but are not mounted do not count: nothing will unstage it.
 func (b *builder) noteLeaked(g *GlobalMount) {
-	if g.State == Unmounted || len(g.PodUIDs) > 0 {
+	if g.State == Unmounted || b.published[g.Path] {
 		return
 	}
-	msg := "staging mount with no pod left using it (the kubelet only scans pod dirs, so it never unstages it): " +
-		"NodeUnstage is needed through the driver; it stays in volumesInUse so it is not detached while staged"
+	msg := "staging mount that no pod mount uses (the kubelet only scans pod dirs, so it never unstages it): " +
+		"NodeUnstage is needed through the driver"
 	if g.State == Uncertain {
-		msg = "staging dir with no pod left using it, state uncertain (" + g.Reason + "): " +
-			"NodeUnstage may be needed through the driver; it stays in volumesInUse"
+		msg = "staging dir that no pod mount uses, state uncertain (" + g.Reason + "): " +
+			"NodeUnstage may be needed through the driver"
+	}
+	if g.UniqueName == "" {
+		msg += "; its identity is unknown, so it cannot be named in volumesInUse: make sure the volume is not detached while staged"
+	} else {
+		msg += "; it stays in volumesInUse so it is not detached while staged"
 	}
 	b.add(Finding{Kind: LeakedGlobalMount, Severity: SeverityWarning, Path: g.Path, Volume: g.VolumeHandle, Message: msg})
 }

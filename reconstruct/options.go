@@ -23,6 +23,12 @@ type Options struct {
 	// container with the host at /host, or a fixture in a temp dir). Mount
 	// table paths stay host paths.
 	HostRoot string
+	// RootDirAliases are other host paths at which the kubelet root is also
+	// seen, e.g. /var/lib/kubelet on a k0s node whose root is
+	// /var/lib/k0s/kubelet, where a CSI driver configured with the default
+	// root mounts under the alias instead. A mount found at the alias path of
+	// a volume counts as Mounted: the volume is in use on this node.
+	RootDirAliases []string
 	// MountInfoPath is the mount table to read ("" = /proc/self/mountinfo).
 	// It is read as given, never under HostRoot (in a container with hostPID,
 	// use /proc/1/mountinfo).

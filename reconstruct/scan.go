@@ -41,12 +41,13 @@ func Scan(ctx context.Context, opts Options) (*State, error) {
 func Build(ctx context.Context, opts Options, inv *podsdir.Inventory, table *mountscan.Table, tableErr error) *State {
 	opts = opts.withDefaults()
 	b := &builder{
-		ctx:     ctx,
-		log:     klog.FromContext(ctx),
-		opts:    opts,
-		inv:     inv,
-		table:   table,
-		globals: map[string]*GlobalMount{},
+		ctx:       ctx,
+		log:       klog.FromContext(ctx),
+		opts:      opts,
+		inv:       inv,
+		table:     table,
+		globals:   map[string]*GlobalMount{},
+		published: map[string]bool{},
 	}
 	b.consistent = tableErr == nil && table != nil
 	b.st = &State{
@@ -80,6 +81,9 @@ type builder struct {
 	consistent bool
 	st         *State
 	globals    map[string]*GlobalMount // by path
+	// published holds the staging paths that some pod mount still uses:
+	// a staging mount without one is leaked, even if a pod dir names it.
+	published map[string]bool
 }
 
 func (b *builder) noteMountTable(tableErr error) {
@@ -102,10 +106,40 @@ func (b *builder) check(path string) (VolumeState, *MountRef, string) {
 		return Uncertain, nil, "the mount table could not be read consistently"
 	}
 	stack := b.table.At(path)
-	if len(stack) == 0 {
-		return Unmounted, nil, "no mount-table entry at the path"
+	if len(stack) > 0 {
+		return Mounted, mountRef(stack), fmt.Sprintf("mount table has %s at the path", plural(len(stack), "entry", "entries"))
 	}
-	return Mounted, mountRef(stack), fmt.Sprintf("mount table has %s at the path", plural(len(stack), "entry", "entries"))
+	if alias, stack := b.atAlias(path); len(stack) > 0 {
+		return Mounted, mountRef(stack), "mount table has no entry at the path but " + plural(len(stack), "entry", "entries") +
+			" at its alias " + alias + ": the driver mounts under another root dir, so the pod does not see this mount"
+	}
+	return Unmounted, nil, "no mount-table entry at the path"
+}
+
+// atAlias looks a path under the kubelet root up under each root alias.
+func (b *builder) atAlias(path string) (string, []mountscan.Mount) {
+	rel, ok := strings.CutPrefix(path, b.inv.ResolvedRootDir+"/")
+	if !ok {
+		return "", nil
+	}
+	for _, root := range b.opts.RootDirAliases {
+		alias := join(root, rel)
+		if stack := b.table.At(alias); len(stack) > 0 {
+			return alias, stack
+		}
+	}
+	return "", nil
+}
+
+// mountedOnlyAtAlias: the kubelet's own path is not a mount point although
+// an alias of it is, so anything written to the kubelet's path landed on
+// the node's disk.
+func (b *builder) mountedOnlyAtAlias(path string) bool {
+	if !b.consistent || b.table.IsMountPoint(path) {
+		return false
+	}
+	_, stack := b.atAlias(path)
+	return len(stack) > 0
 }
 
 func mountRef(stack []mountscan.Mount) *MountRef {

@@ -131,9 +131,9 @@ func (b *builder) unknownPlugin(v Volume) {
 // copy of data the application wrote to the node's disk. It reads inside
 // the dir only because the mount table says nothing is mounted there, and
 // even then with a timeout.
-func (b *builder) noteDataOnNodeDisk(dir, podUID, volume, what string) {
+func (b *builder) noteDataOnNodeDisk(dir, podUID, volume, what string) bool {
 	if !b.consistent {
-		return
+		return false
 	}
 	pdo := b.opts.podsdirOptions()
 	var has bool
@@ -146,11 +146,12 @@ func (b *builder) noteDataOnNodeDisk(dir, podUID, volume, what string) {
 		if r.hung || r.err != nil {
 			b.log.V(4).Info("Could not check an unmounted dir for data", "path", dir, "hung", r.hung, "err", r.err)
 		}
-		return
+		return false
 	}
 	b.add(Finding{Kind: DataOnNodeDisk, Severity: SeverityCritical, Path: dir, PodUID: podUID, Volume: volume,
 		Message: what + " is not mounted but holds files: data the application wrote landed on the node's disk; " +
 			"it is the only copy, keep it and move it to the real volume by hand"})
+	return true
 }
 
 func podScopedName(plugin, podUID, name string) string {
