@@ -1,0 +1,29 @@
+// Package mountscan reads a Linux mount table (/proc/self/mountinfo) once,
+// consistently, and indexes it so that a whole reconstruction pass can ask
+// many questions about mounts without re-reading the file.
+//
+// What it is for:
+//   - ReadFile reads the table until two consecutive reads are identical,
+//     because a single read can be torn while mounts change.
+//   - Parse, ParseBytes and FromLines parse mountinfo text in one pass, with
+//     no line-length limit. Root, MountPoint, FSType and Source are unescaped
+//     (\040 is a space, \134 a backslash, ...), so they compare equal to the
+//     paths that the rest of the program uses.
+//   - A Table answers At, IsMountPoint, AtOrBelow, Containing, SameSubtree
+//     and Refs from in-memory indexes. Refs is GetMountRefs of
+//     k8s.io/mount-utils without re-reading the file per call, and it takes
+//     and returns unescaped paths.
+//
+// What it is not for:
+//   - It never stats, opens or unmounts a mount point, so it cannot hang on a
+//     dead NFS server; the table says what the kernel listed at read time,
+//     nothing more. Whether a path is reachable is the caller's business.
+//   - It does not resolve symlinks: give it real paths.
+//   - It does not decide visibility. Containing returns the entry with the
+//     longest mount-point prefix; it does not follow parent IDs, so a mount
+//     hidden by a later mount over one of its ancestors is still returned.
+//
+// Mount options (Options and SuperOptions) are kept raw and can hold
+// secrets (e.g. CIFS or Ceph credentials). This package never logs them or
+// puts them, or a whole line, into an error; callers must not either.
+package mountscan

@@ -1,0 +1,127 @@
+package mountscan
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"math"
+	"os"
+	"slices"
+
+	"k8s.io/klog/v2"
+)
+
+const (
+	// DefaultPath is the mount table of the calling process's mount namespace.
+	DefaultPath = "/proc/self/mountinfo"
+	// DefaultMaxAttempts bounds the reads of ReadFile, like kubelet's
+	// consistent read of mountinfo.
+	DefaultMaxAttempts = 10
+
+	// initialReadSize is the first buffer for a file whose size is unknown
+	// (/proc files report 0); later reads start at the previous size.
+	initialReadSize = 64 << 10
+	// readSlack lets a re-read of an unchanged file reach EOF without growing.
+	readSlack = 4 << 10
+)
+
+// ReadFile reads path until two consecutive reads are byte-identical, at most
+// maxAttempts reads (<=1 means DefaultMaxAttempts), and parses the agreed
+// content. The kernel can return a torn mountinfo when mounts change during
+// a read; two identical reads make that very unlikely. Every failure is a
+// *ReadError: errors.Is(err, fs.ErrNotExist), errors.Is(err, ErrInconsistent)
+// and errors.As(err, **ParseError) work through it.
+func ReadFile(ctx context.Context, path string, maxAttempts int) (*Table, error) {
+	size := initialReadSize
+	read := func(buf []byte) ([]byte, error) {
+		b, err := readInto(path, buf, size)
+		size = len(b) + readSlack
+		return b, err
+	}
+	return readConsistent(ctx, path, read, maxAttempts)
+}
+
+// ReadConsistent is ReadFile over any source of snapshots, named name in
+// errors. Each call of read must return a fresh snapshot.
+func ReadConsistent(ctx context.Context, name string, read func() ([]byte, error), maxAttempts int) (*Table, error) {
+	return readConsistent(ctx, name, func([]byte) ([]byte, error) { return read() }, maxAttempts)
+}
+
+// snapshotFunc returns one snapshot; it may reuse the storage of buf, which
+// holds a snapshot that is no longer needed.
+type snapshotFunc func(buf []byte) ([]byte, error)
+
+// readConsistent makes at least two reads and stops at the first one equal to
+// its predecessor. Only two buffers are alive at a time: the one before the
+// previous read is handed back to read for reuse.
+func readConsistent(ctx context.Context, name string, read snapshotFunc, maxAttempts int) (*Table, error) {
+	if maxAttempts <= 1 {
+		maxAttempts = DefaultMaxAttempts
+	}
+	logger := klog.FromContext(ctx)
+	var prev, spare []byte
+	for attempt := 1; attempt <= maxAttempts; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return nil, &ReadError{Path: name, Attempts: attempt - 1, Err: err}
+		}
+		cur, err := read(spare)
+		if err != nil {
+			return nil, &ReadError{Path: name, Attempts: attempt, Err: err}
+		}
+		if attempt > 1 {
+			if bytes.Equal(prev, cur) {
+				return parseSnapshot(name, attempt, cur)
+			}
+			logger.V(4).Info("Mount table reads differed, retrying", "path", name, "attempt", attempt)
+		}
+		prev, spare = cur, prev
+	}
+	return nil, &ReadError{Path: name, Attempts: maxAttempts, Err: ErrInconsistent}
+}
+
+// parseSnapshot parses an agreed read. The kernel ends every line with a
+// newline, so a live table that does not end with one was cut short.
+func parseSnapshot(name string, attempts int, b []byte) (*Table, error) {
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		err := &ParseError{Line: bytes.Count(b, []byte{'\n'}) + 1, Field: "line", Reason: "truncated: no newline at the end of the table"}
+		return nil, &ReadError{Path: name, Attempts: attempts, Err: err}
+	}
+	t, err := ParseBytes(b)
+	if err != nil {
+		return nil, &ReadError{Path: name, Attempts: attempts, Err: err}
+	}
+	return t, nil
+}
+
+// readInto reads the whole file into buf's storage, or into a new buffer of
+// at least sizeHint bytes. The size from stat only raises the hint: it is 0
+// for /proc files, and it can be stale.
+func readInto(path string, buf []byte, sizeHint int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() < math.MaxInt32 {
+		sizeHint = max(sizeHint, int(fi.Size())+readSlack)
+	}
+	if cap(buf) < sizeHint {
+		buf = make([]byte, 0, sizeHint)
+	}
+	buf = buf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			// Double: append grows large slices by only 1.25x, which
+			// would copy a 10 MB table many times over.
+			buf = slices.Grow(buf, cap(buf))
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}

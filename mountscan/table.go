@@ -1,0 +1,198 @@
+package mountscan
+
+import (
+	"cmp"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Table is an indexed mount table. It is immutable after construction and
+// safe for concurrent use.
+type Table struct {
+	mounts []Mount
+	byPath *pathIndex
+
+	// bySubtree (indexes into mounts sorted by dev, root, file order) is
+	// built on first use: only SameSubtree and Refs need it.
+	subtreeOnce sync.Once
+	bySubtree   []int
+}
+
+// NewTable indexes mounts that were already parsed, kept in the given order.
+// The slice is copied; the Mount values are not unescaped again.
+func NewTable(mounts []Mount) *Table {
+	mounts = slices.Clone(mounts)
+	size := 0
+	for i := range mounts {
+		size += len(mounts[i].MountPoint)
+	}
+	index := newPathIndex(len(mounts), size)
+	for i := range mounts {
+		index.add(mounts[i].MountPoint)
+	}
+	return newTable(mounts, index)
+}
+
+// newTable takes ownership of mounts and of index, which holds one key per
+// mount, and sorts the index.
+func newTable(mounts []Mount, index *pathIndex) *Table {
+	index.sort()
+	return &Table{mounts: mounts, byPath: index}
+}
+
+func (t *Table) collect(entries []pathEntry) []Mount {
+	if len(entries) == 0 {
+		return nil
+	}
+	out := make([]Mount, len(entries))
+	for i, e := range entries {
+		out[i] = t.mounts[e.idx]
+	}
+	return out
+}
+
+// Len returns the number of entries.
+func (t *Table) Len() int { return len(t.mounts) }
+
+// Mounts returns all entries in file order. The caller must not modify it.
+func (t *Table) Mounts() []Mount { return t.mounts }
+
+// At returns the entries mounted exactly at filepath.Clean(path), bottom
+// first: when mounts are stacked on one point the last one is on top.
+func (t *Table) At(path string) []Mount {
+	_, key := queryKey(path)
+	return t.collect(t.byPath.exact(key))
+}
+
+// IsMountPoint reports whether anything is mounted at filepath.Clean(path).
+func (t *Table) IsMountPoint(path string) bool {
+	_, key := queryKey(path)
+	return len(t.byPath.exact(key)) > 0
+}
+
+// AtOrBelow returns the entries mounted at path or anywhere below it
+// ("/a/b" is not below "/a/bc"), sorted by mount point with '/' ordered
+// before every other byte (so each subtree is contiguous and a directory
+// comes before its contents), then by file order.
+func (t *Table) AtOrBelow(path string) []Mount {
+	_, key := queryKey(path)
+	return t.collect(t.byPath.atOrBelow(key))
+}
+
+// Containing returns the entry for the filesystem that holds path: among the
+// entries whose mount point is the longest path-prefix of path, the topmost
+// (last in file order). It does not follow parent IDs (see the package doc).
+func (t *Table) Containing(path string) (Mount, bool) {
+	_, _, i, ok := t.containing(path)
+	if !ok {
+		return Mount{}, false
+	}
+	return t.mounts[i], true
+}
+
+// containing returns the index of Containing's entry, the cleaned path p and
+// the length of the prefix of p that is the entry's (cleaned) mount point.
+func (t *Table) containing(path string) (p string, n, idx int, ok bool) {
+	p, key := queryKey(path)
+	for n = len(p); n > 0; n = parentLen(p[:n]) {
+		if at := t.byPath.exact(key[:n]); len(at) > 0 {
+			return p, n, at[len(at)-1].idx, true
+		}
+	}
+	return p, 0, 0, false
+}
+
+// parentLen returns the length of the parent directory of the clean path p,
+// or 0 when p has none ("/" and relative single names).
+func parentLen(p string) int {
+	switch i := strings.LastIndexByte(p, '/'); {
+	case p == "/" || i < 0:
+		return 0
+	case i == 0:
+		return 1
+	default:
+		return i
+	}
+}
+
+// SameSubtree returns every entry of the filesystem dev whose Root equals
+// root (the same directory of that filesystem mounted in several places),
+// in file order.
+func (t *Table) SameSubtree(dev DevID, root string) []Mount {
+	var out []Mount
+	for _, i := range t.sameSubtree(dev, root) {
+		out = append(out, t.mounts[i])
+	}
+	return out
+}
+
+// sameSubtree returns the indexes of SameSubtree's entries, in file order.
+func (t *Table) sameSubtree(dev DevID, root string) []int {
+	index := t.subtreeIndex()
+	target := Mount{Dev: dev, Root: root}
+	lo, _ := slices.BinarySearchFunc(index, &target, func(i int, m *Mount) int {
+		return compareSubtree(&t.mounts[i], m)
+	})
+	hi := lo
+	for hi < len(index) && compareSubtree(&t.mounts[index[hi]], &target) == 0 {
+		hi++
+	}
+	return index[lo:hi]
+}
+
+func (t *Table) subtreeIndex() []int {
+	t.subtreeOnce.Do(func() {
+		index := make([]int, len(t.mounts))
+		for i := range index {
+			index[i] = i
+		}
+		slices.SortFunc(index, func(a, b int) int {
+			if c := compareSubtree(&t.mounts[a], &t.mounts[b]); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
+		t.bySubtree = index
+	})
+	return t.bySubtree
+}
+
+func compareSubtree(a, b *Mount) int {
+	if c := cmp.Compare(a.Dev.Major, b.Dev.Major); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Dev.Minor, b.Dev.Minor); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Root, b.Root)
+}
+
+// Refs returns the mount points of all other entries that show the same
+// directory as path: it finds the filesystem holding path (Containing),
+// computes the directory of that filesystem that path names, and lists the
+// mount points of the other entries with the same device and root. This is
+// mount-utils' GetMountRefs without re-reading the table, with unescaped
+// paths. The result is sorted and deduplicated; it is empty when path is in
+// no mounted filesystem. A second entry at path itself (the same directory
+// mounted twice on one point) is another entry and is listed.
+func (t *Table) Refs(path string) []string {
+	p, n, holderIdx, ok := t.containing(path)
+	if !ok {
+		return nil
+	}
+	holder := &t.mounts[holderIdx]
+	root := holder.Root // kept verbatim when path is the mount point itself
+	if rel := p[n:]; rel != "" {
+		root = filepath.Join(root, rel)
+	}
+	var refs []string
+	for _, i := range t.sameSubtree(holder.Dev, root) {
+		if i != holderIdx {
+			refs = append(refs, t.mounts[i].MountPoint)
+		}
+	}
+	slices.Sort(refs)
+	return slices.Compact(refs)
+}

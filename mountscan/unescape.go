@@ -1,0 +1,42 @@
+package mountscan
+
+import "strings"
+
+// unescape decodes the octal escapes the kernel writes into mountinfo paths
+// (\040 space, \011 tab, \012 newline, \134 backslash; in general a
+// backslash and three octal digits up to \377). It makes one left-to-right
+// pass, so the text `\134040` decodes to the four characters `\040` and is
+// never decoded a second time into a space. A backslash that does not start
+// such an escape is kept. The result is never longer than s, and s itself is
+// returned, without allocating, when it has no backslash.
+func unescape(s string) string {
+	i := strings.IndexByte(s, '\\')
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for ; i >= 0; i = strings.IndexByte(s, '\\') {
+		b.WriteString(s[:i])
+		if c, ok := octalByte(s[i+1:]); ok {
+			b.WriteByte(c)
+			s = s[i+4:]
+		} else {
+			b.WriteByte('\\')
+			s = s[i+1:]
+		}
+	}
+	b.WriteString(s)
+	return b.String()
+}
+
+// octalByte decodes three octal digits at the start of s. Values above \377
+// do not fit a byte and are not escapes.
+func octalByte(s string) (byte, bool) {
+	if len(s) < 3 || s[0] < '0' || s[0] > '3' || !isOctal(s[1]) || !isOctal(s[2]) {
+		return 0, false
+	}
+	return (s[0]-'0')<<6 | (s[1]-'0')<<3 | (s[2] - '0'), true
+}
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }

@@ -1,0 +1,175 @@
+package podsdir
+
+import (
+	"path/filepath"
+)
+
+// Names inside plugins/kubernetes.io/csi.
+const (
+	csiLegacyStagingDir = "pv"            // pv/<pvName>/globalmount (<= 1.23)
+	csiBlockDir         = "volumeDevices" // raw block volumes
+	csiGlobalMountDir   = "globalmount"   // the staging target (a mount point)
+	blockStagingDir     = "staging"       // volumeDevices/staging/<specName>
+	blockPublishDir     = "publish"       // volumeDevices/publish/<specName>/<podUID>
+	blockMapDir         = "dev"           // volumeDevices/<specName>/dev/<podUID>
+	blockDataDir        = "data"          // volumeDevices/<specName>/data/vol_data.json
+)
+
+// scanCSI scans plugins/kubernetes.io/csi for staging dirs and block specs.
+// Staging targets (globalmount, staging/<spec>), map files and publish
+// files are recorded from their parent's listing, never looked into.
+func (s *scanner) scanCSI() {
+	kio := filepath.Dir(s.inv.CSIDir)
+	if !s.lookupDir(kio) || !s.lookupDir(s.inv.CSIDir) {
+		return
+	}
+	s.eachSubdir(s.inv.CSIDir, "", func(name, p string) {
+		switch name {
+		case csiLegacyStagingDir:
+			s.scanStagingParent(p, LayoutLegacy, "")
+		case csiBlockDir:
+			s.scanBlockDir(p)
+		default:
+			// Any other dir is a driver name (current layout).
+			s.scanStagingParent(p, LayoutCurrent, name)
+		}
+	})
+}
+
+// scanStagingParent scans pv/ (legacy) or <driver>/ (current): each child
+// dir is one staging dir, whatever its name (a current-layout name that is
+// not the sha256 of the handle is for the caller to judge).
+func (s *scanner) scanStagingParent(dir string, layout Layout, driver string) {
+	s.eachSubdir(dir, "", func(name, p string) {
+		s.scanFSStagingDir(p, layout, driver, name)
+	})
+}
+
+// scanFSStagingDir records one Filesystem staging dir, with or without its
+// globalmount (a dir left with only vol_data.json is recorded, Exists false).
+func (s *scanner) scanFSStagingDir(dir string, layout Layout, driver, name string) {
+	sd := StagingDir{
+		Mode:   Filesystem,
+		Layout: layout,
+		Driver: driver,
+		Name:   name,
+		Dir:    dir,
+		Path:   filepath.Join(dir, csiGlobalMountDir),
+	}
+	entries, _ := s.list(dir, "")
+	for _, d := range entries {
+		switch d.Name() {
+		case csiGlobalMountDir:
+			sd.Exists = true
+			sd.Type = entryType(d)
+		case volDataFile:
+			// Read below, also when the listing failed.
+		default:
+			s.problem(ProblemUnexpected, filepath.Join(dir, d.Name()), "", "unexpected %s in CSI staging dir", describeType(entryType(d)))
+		}
+	}
+	sd.VolData = s.opts.ReadVolData(filepath.Join(dir, volDataFile))
+	s.inv.Staging = append(s.inv.Staging, sd)
+}
+
+// scanBlockDir scans plugins/kubernetes.io/csi/volumeDevices:
+//
+//	<specName>/dev/<podUID>        map files (bind mounts)
+//	<specName>/data/vol_data.json  metadata
+//	staging/<specName>             NodeStage target
+//	publish/<specName>/<podUID>    NodePublish targets (>= 1.17)
+//	publish/<specName>             NodePublish target as a file (< 1.17)
+//
+// "staging" and "publish" are reserved here. The kubelet's layout is
+// ambiguous for a PV literally named "staging" or "publish": its
+// <specName> dir is the reserved dir, so its dev/ and data/ are misread as
+// the staging or publish entries of specs named "dev" and "data". The
+// layout itself cannot tell them apart, so we do not try.
+func (s *scanner) scanBlockDir(dir string) {
+	specs := map[string]*BlockSpec{}
+	hasData := map[string]bool{}
+	spec := func(name string) *BlockSpec {
+		if bs, ok := specs[name]; ok {
+			return bs
+		}
+		bs := &BlockSpec{SpecName: name, Dir: filepath.Join(dir, name)}
+		specs[name] = bs
+		return bs
+	}
+	s.eachSubdir(dir, "", func(name, p string) {
+		switch name {
+		case blockStagingDir:
+			children, _ := s.list(p, "")
+			for _, c := range children {
+				e := s.entry(p, "", c)
+				spec(c.Name()).Staging = &e
+			}
+		case blockPublishDir:
+			s.scanBlockPublish(p, spec)
+		default:
+			hasData[name] = s.scanBlockSpecDir(spec(name))
+		}
+	})
+	for _, bs := range specs {
+		bs.VolData = s.opts.ReadVolData(filepath.Join(bs.Dir, blockDataDir, volDataFile))
+		s.inv.BlockSpecs = append(s.inv.BlockSpecs, *bs)
+		if bs.Staging == nil && !hasData[bs.SpecName] {
+			continue
+		}
+		sd := StagingDir{
+			Mode:    Block,
+			Name:    bs.SpecName,
+			Dir:     bs.Dir,
+			Path:    filepath.Join(dir, blockStagingDir, bs.SpecName),
+			VolData: bs.VolData,
+		}
+		if bs.Staging != nil {
+			sd.Exists = true
+			sd.Type = bs.Staging.Type
+		}
+		s.inv.Staging = append(s.inv.Staging, sd)
+	}
+}
+
+// scanBlockPublish scans volumeDevices/publish.
+func (s *scanner) scanBlockPublish(dir string, spec func(string) *BlockSpec) {
+	children, _ := s.list(dir, "")
+	for _, c := range children {
+		bs := spec(c.Name())
+		if entryType(c) != TypeDir {
+			// Before 1.17 publish/<specName> was itself the (file) target.
+			e := s.entry(dir, "", c)
+			bs.LegacyPublish = &e
+			continue
+		}
+		p := filepath.Join(dir, c.Name())
+		files, _ := s.list(p, "")
+		for _, f := range files {
+			bs.Publish = append(bs.Publish, s.entry(p, "", f))
+		}
+	}
+}
+
+// scanBlockSpecDir fills MapFiles from volumeDevices/<specName>/dev and
+// reports whether <specName>/data is a directory.
+func (s *scanner) scanBlockSpecDir(bs *BlockSpec) (hasData bool) {
+	children, _ := s.list(bs.Dir, "")
+	for _, c := range children {
+		p := filepath.Join(bs.Dir, c.Name())
+		switch c.Name() {
+		case blockMapDir:
+			if !s.expectDir(p, "", entryType(c)) {
+				continue
+			}
+			files, _ := s.list(p, "")
+			for _, f := range files {
+				bs.MapFiles = append(bs.MapFiles, s.entry(p, "", f))
+			}
+		case blockDataDir:
+			hasData = s.expectDir(p, "", entryType(c))
+		default:
+			s.problem(ProblemUnexpected, p, "", "unexpected %s in CSI block volume dir", describeType(entryType(c)))
+		}
+	}
+	return hasData
+}

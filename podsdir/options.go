@@ -1,0 +1,145 @@
+package podsdir
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// Options says where Scan and the helpers read.
+type Options struct {
+	RootDir        string // host path of the kubelet root; "" means DefaultRootDir
+	HostRoot       string // prefix under which the host's filesystem is read ("" or "/" = none)
+	MaxVolDataSize int64  // 0 (or negative) means DefaultMaxVolDataSize
+}
+
+// maxSymlinkHops is how many symlinks a path resolution follows before it
+// gives up with ELOOP (the Linux limit).
+const maxSymlinkHops = 40
+
+func (o Options) rootDir() string {
+	if o.RootDir == "" {
+		return DefaultRootDir
+	}
+	return o.RootDir
+}
+
+func (o Options) maxVolDataSize() int64 {
+	if o.MaxVolDataSize <= 0 {
+		return DefaultMaxVolDataSize
+	}
+	// ReadVolData reads one byte more than the limit to see whether it is over.
+	return min(o.MaxVolDataSize, math.MaxInt64-1)
+}
+
+// HostPath returns the path at which host path p is read (HostRoot joined with p).
+func (o Options) HostPath(p string) string {
+	return filepath.Join(o.HostRoot, p)
+}
+
+// DirHasEntries reports whether the directory at host path p has any entry.
+// Only call it on a path known not to be a mount point. It reads at most one
+// name and never follows a symlink at p itself (a symlink is an error).
+func (o Options) DirHasEntries(p string) (bool, error) {
+	f, err := os.OpenFile(o.HostPath(p), os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	if len(names) > 0 {
+		return true, nil
+	}
+	if errors.Is(err, io.EOF) {
+		return false, nil
+	}
+	return false, err
+}
+
+// StagingHash returns the lowercase hex sha256 of a volume handle (the current-layout dir name).
+func StagingHash(volumeHandle string) string {
+	sum := sha256.Sum256([]byte(volumeHandle))
+	return hex.EncodeToString(sum[:])
+}
+
+// resolved is the outcome of resolving a host path.
+type resolved struct {
+	path string      // host path with every symlink resolved (on error: the component that failed)
+	info fs.FileInfo // Lstat of path (never a symlink); nil on error
+	hops int         // symlinks followed
+}
+
+// resolve resolves every symlink in host path p, one component at a time,
+// reading under HostRoot. An absolute link target is a host path, so it is
+// re-rooted under HostRoot; a relative one is relative to the link's
+// directory. ".." is applied to the already resolved prefix and never goes
+// above "/". More than maxSymlinkHops links give ELOOP.
+func (o Options) resolve(p string) (resolved, error) {
+	pending := strings.Split(p, "/")
+	cur := "/"
+	var r resolved
+	for len(pending) > 0 {
+		c := pending[0]
+		pending = pending[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, c)
+		fi, err := os.Lstat(o.HostPath(next))
+		if err != nil {
+			r.path = next
+			return r, err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			if !fi.IsDir() && hasComponents(pending) {
+				r.path = next
+				return r, &fs.PathError{Op: "resolve", Path: o.HostPath(next), Err: syscall.ENOTDIR}
+			}
+			cur = next
+			continue
+		}
+		r.hops++
+		if r.hops > maxSymlinkHops {
+			r.path = next
+			return r, &fs.PathError{Op: "resolve", Path: o.HostPath(next), Err: syscall.ELOOP}
+		}
+		target, err := os.Readlink(o.HostPath(next))
+		if err != nil {
+			r.path = next
+			return r, err
+		}
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		pending = append(strings.Split(target, "/"), pending...)
+	}
+	fi, err := os.Lstat(o.HostPath(cur))
+	r.path = cur
+	if err != nil {
+		return r, err
+	}
+	r.info = fi
+	return r, nil
+}
+
+// hasComponents reports whether a split path still names something other
+// than the directory itself.
+func hasComponents(parts []string) bool {
+	for _, c := range parts {
+		if c != "" && c != "." {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,433 @@
+package podsdir
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+
+	"k8s.io/klog/v2"
+	utilstrings "k8s.io/utils/strings"
+)
+
+// Well-known names under the kubelet root and a pod dir.
+const (
+	podsDirName           = "pods"
+	pluginsDirName        = "plugins"
+	podVolumesDirName     = "volumes"
+	podVolumeDevicesName  = "volumeDevices"
+	podVolumeSubpathsName = "volume-subpaths"
+	csiMountDirName       = "mount"
+)
+
+// podUIDPattern accepts the two shapes of pod UID the kubelet creates
+// directories for: an RFC 4122-shaped UUID (8-4-4-4-12 hex digits, as the API
+// server assigns, in either case) and 32 hex digits without dashes, which
+// is what the kubelet assigns to static pods from a file or URL source (the
+// hex md5 of the pod). A static pod whose manifest sets metadata.uid to
+// anything else is reported as ProblemInvalidPodUID.
+var podUIDPattern = regexp.MustCompile(`^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F]{32})$`)
+
+func isPodUID(name string) bool { return podUIDPattern.MatchString(name) }
+
+// Scan inventories the kubelet root. It returns a *RootError (wrapping
+// ErrRootNotFound when it does not exist) only when the root cannot be used;
+// everything else that is wrong becomes a Problem and the scan goes on.
+// A cancelled ctx stops the scan between pods and returns ctx.Err().
+func Scan(ctx context.Context, opts Options) (*Inventory, error) {
+	return scan(ctx, opts, os.ReadDir)
+}
+
+// scanner holds the state of one Scan. readDir is os.ReadDir except in tests.
+type scanner struct {
+	opts    Options
+	log     klog.Logger
+	readDir func(string) ([]fs.DirEntry, error)
+	inv     *Inventory
+}
+
+func scan(ctx context.Context, opts Options, readDir func(string) ([]fs.DirEntry, error)) (*Inventory, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s := &scanner{opts: opts, log: klog.FromContext(ctx), readDir: readDir, inv: &Inventory{RootDir: opts.rootDir()}}
+	root, err := s.resolveRoot()
+	if err != nil {
+		return nil, err
+	}
+	s.inv.ResolvedRootDir = root
+	var podsOK, pluginsOK bool
+	s.inv.PodsDir, podsOK = s.resolveTopDir(podsDirName)
+	s.inv.PluginsDir, pluginsOK = s.resolveTopDir(pluginsDirName)
+	s.inv.CSIDir = filepath.Join(s.inv.PluginsDir, "kubernetes.io", "csi")
+
+	if podsOK {
+		if err := s.scanPods(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if pluginsOK {
+		s.scanCSI()
+	}
+	s.sort()
+	s.logSummary()
+	return s.inv, nil
+}
+
+// resolveRoot resolves the configured root; any failure is a *RootError.
+func (s *scanner) resolveRoot() (string, error) {
+	root := s.opts.rootDir()
+	rootErr := func(err error) error { return &RootError{Path: s.opts.HostPath(root), Err: err} }
+	if !filepath.IsAbs(root) {
+		return "", rootErr(errors.New("root dir must be an absolute path"))
+	}
+	r, err := s.opts.resolve(root)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", rootErr(fmt.Errorf("%w: %w", ErrRootNotFound, err))
+	case err != nil:
+		return "", rootErr(err)
+	case !r.info.IsDir():
+		return "", rootErr(fmt.Errorf("resolved to %s, which is a %s: %w", r.path, describeType(entryTypeOf(r.info.Mode())), syscall.ENOTDIR))
+	}
+	s.log.V(4).Info("Resolved kubelet root", "rootDir", root, "resolved", r.path, "symlinks", r.hops)
+	return r.path, nil
+}
+
+// resolveTopDir resolves <root>/<name> (pods or plugins). It returns the
+// resolved path, or the unresolved one when resolution failed, and whether
+// it is a directory to scan. A missing dir is not a problem.
+func (s *scanner) resolveTopDir(name string) (string, bool) {
+	unresolved := filepath.Join(s.inv.ResolvedRootDir, name)
+	r, err := s.opts.resolve(unresolved)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && r.hops == 0:
+		s.log.V(4).Info("Kubelet dir does not exist", "path", unresolved)
+		return unresolved, false
+	case errors.Is(err, fs.ErrNotExist):
+		s.problem(ProblemSymlink, unresolved, "", "dangling symlink: %s does not exist", r.path)
+		return unresolved, false
+	case errors.Is(err, syscall.ELOOP):
+		s.problem(ProblemSymlink, unresolved, "", "cannot resolve: %s", errText(err))
+		return unresolved, false
+	case err != nil:
+		s.problem(ProblemUnreadable, unresolved, "", "cannot resolve %s: %s", r.path, errText(err))
+		return unresolved, false
+	case !r.info.IsDir():
+		s.problem(ProblemNotDirectory, r.path, "", "%s dir is a %s, not a directory", name, describeType(entryTypeOf(r.info.Mode())))
+		return r.path, false
+	}
+	return r.path, true
+}
+
+// list returns the entries of the directory at host path dir, sorted by
+// name, or nil. A read error becomes ProblemUnreadable; entries read before
+// the error are still returned. ok is false when an error occurred.
+//
+// os.ReadDir takes each entry's type from readdir's d_type and does not
+// stat children, so listing the parent of a possible mount point never
+// touches the mount. Exception: on a filesystem that reports DT_UNKNOWN
+// (rare for the kubelet's root: e.g. XFS without ftype), Go lstat's every
+// child while listing, and lstat of a hung NFS/FUSE mount's root can block.
+// Avoiding that would need a raw getdents parser; we accept the risk.
+func (s *scanner) list(dir, podUID string) (entries []fs.DirEntry, ok bool) {
+	entries, err := s.readDir(s.opts.HostPath(dir))
+	if err == nil {
+		return entries, true
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		// Removed since its parent was listed (or an optional dir).
+		s.log.V(4).Info("Directory vanished while scanning", "path", dir)
+		return entries, false
+	}
+	s.problem(ProblemUnreadable, dir, podUID, "cannot read directory: %s", errText(err))
+	return entries, false
+}
+
+// lookupDir reports whether host path p is a directory; anything else
+// found there is a Problem. It uses Lstat, so only call it on paths that
+// cannot be mount points.
+func (s *scanner) lookupDir(p string) bool {
+	fi, err := os.Lstat(s.opts.HostPath(p))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false
+	case err != nil:
+		s.problem(ProblemUnreadable, p, "", "cannot stat: %s", errText(err))
+		return false
+	}
+	return s.expectDir(p, "", entryTypeOf(fi.Mode()))
+}
+
+// expectDir records a Problem unless t is a directory: ProblemSymlink for a
+// symlink (never followed), ProblemNotDirectory for anything else.
+func (s *scanner) expectDir(p, podUID string, t EntryType) bool {
+	switch t {
+	case TypeDir:
+		return true
+	case TypeSymlink:
+		s.problem(ProblemSymlink, p, podUID, "symlink where a directory is expected, not followed")
+	default:
+		s.problem(ProblemNotDirectory, p, podUID, "%s where a directory is expected", describeType(t))
+	}
+	return false
+}
+
+// eachSubdir calls fn with the name and path of each directory in dir, in
+// name order; any other entry is a Problem (see expectDir).
+func (s *scanner) eachSubdir(dir, podUID string, fn func(name, p string)) {
+	entries, _ := s.list(dir, podUID)
+	for _, d := range entries {
+		p := filepath.Join(dir, d.Name())
+		if s.expectDir(p, podUID, entryType(d)) {
+			fn(d.Name(), p)
+		}
+	}
+}
+
+// entry describes child d of dir, reading a symlink's target without following it.
+func (s *scanner) entry(dir, podUID string, d fs.DirEntry) Entry {
+	e := Entry{Name: d.Name(), Path: filepath.Join(dir, d.Name()), Type: entryType(d)}
+	if e.Type == TypeSymlink {
+		e.LinkTarget = s.readlink(e.Path, podUID)
+	}
+	return e
+}
+
+func (s *scanner) readlink(p, podUID string) string {
+	target, err := os.Readlink(s.opts.HostPath(p))
+	if err != nil {
+		s.problem(ProblemUnreadable, p, podUID, "cannot read symlink: %s", errText(err))
+	}
+	return target
+}
+
+func (s *scanner) problem(kind ProblemKind, p, podUID, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	s.log.V(4).Info("Skipping entry", "kind", kind, "path", p, "podUID", podUID, "message", msg)
+	s.inv.Problems = append(s.inv.Problems, Problem{Kind: kind, Path: p, PodUID: podUID, Message: msg})
+}
+
+// scanPods scans every entry of the pods dir.
+func (s *scanner) scanPods(ctx context.Context) error {
+	dir := s.inv.PodsDir
+	entries, _ := s.list(dir, "")
+	for _, d := range entries {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		name, p, t := d.Name(), filepath.Join(dir, d.Name()), entryType(d)
+		uid := ""
+		if isPodUID(name) {
+			uid = name
+		}
+		switch {
+		case t == TypeSymlink:
+			// The kubelet skips symlinked pod dirs (DirEntry.IsDir); so do we.
+			s.problem(ProblemSymlink, p, uid, "symlink in pods dir, not followed")
+		case t != TypeDir:
+			s.problem(ProblemUnexpected, p, uid, "%s in pods dir", describeType(t))
+		case uid == "":
+			s.problem(ProblemInvalidPodUID, p, "", "pod dir name is not a pod UID")
+		default:
+			s.inv.Pods = append(s.inv.Pods, s.scanPod(uid, p))
+		}
+	}
+	return nil
+}
+
+func (s *scanner) scanPod(uid, dir string) Pod {
+	pod := Pod{UID: uid, Path: dir}
+	entries, _ := s.list(dir, uid)
+	for _, d := range entries {
+		p, t := filepath.Join(dir, d.Name()), entryType(d)
+		switch d.Name() {
+		case podVolumesDirName:
+			if s.expectDir(p, uid, t) {
+				s.scanPodVolumes(&pod, p, Filesystem)
+			}
+		case podVolumeDevicesName:
+			if s.expectDir(p, uid, t) {
+				s.scanPodVolumes(&pod, p, Block)
+			}
+		case podVolumeSubpathsName:
+			if s.expectDir(p, uid, t) {
+				s.scanSubpaths(&pod, p)
+			}
+		default:
+			pod.Other = append(pod.Other, s.entry(dir, uid, d))
+		}
+	}
+	s.log.V(4).Info("Scanned pod dir", "podUID", uid, "volumes", len(pod.Volumes), "subpaths", len(pod.Subpaths))
+	return pod
+}
+
+// scanPodVolumes scans volumes/ (Filesystem) or volumeDevices/ (Block) of a
+// pod. It lists plugin dirs, the parents of the volume entries, but never
+// looks inside a volume entry (a mount point, or a block map file), except
+// for CSI Filesystem volume dirs, whose child "mount" is the mount point.
+func (s *scanner) scanPodVolumes(pod *Pod, treeDir string, mode Mode) {
+	s.eachSubdir(treeDir, pod.UID, func(escaped, pluginDir string) {
+		plugin := utilstrings.UnescapeQualifiedName(escaped)
+		volumes, _ := s.list(pluginDir, pod.UID)
+		for _, vd := range volumes {
+			v := Volume{
+				PodUID:        pod.UID,
+				Name:          vd.Name(),
+				Plugin:        plugin,
+				EscapedPlugin: escaped,
+				Mode:          mode,
+				Path:          filepath.Join(pluginDir, vd.Name()),
+				Type:          entryType(vd),
+			}
+			if mode == Filesystem {
+				// The kubelet would take a stray file here for a volume; it is not one.
+				if !s.expectDir(v.Path, pod.UID, v.Type) {
+					continue
+				}
+				if plugin == CSIPluginName {
+					s.scanCSIVolumeDir(&v)
+				}
+			} else {
+				switch v.Type {
+				case TypeSymlink:
+					v.LinkTarget = s.readlink(v.Path, pod.UID)
+				case TypeDir:
+					s.problem(ProblemUnexpectedDir, v.Path, pod.UID, "directory where a block volume map file or symlink is expected")
+				}
+			}
+			pod.Volumes = append(pod.Volumes, v)
+		}
+	})
+}
+
+// scanCSIVolumeDir lists a CSI Filesystem volume dir, which is not a mount
+// point itself: its child "mount" is. "mount" is recorded from readdir's
+// type only, never stat'ed or opened.
+func (s *scanner) scanCSIVolumeDir(v *Volume) {
+	children, _ := s.list(v.Path, v.PodUID)
+	for _, c := range children {
+		switch c.Name() {
+		case csiMountDirName:
+			e := s.entry(v.Path, v.PodUID, c)
+			v.MountDir = &e
+		case volDataFile:
+			// Read below, also when the listing failed.
+		default:
+			v.Extra = append(v.Extra, s.entry(v.Path, v.PodUID, c))
+		}
+	}
+	vd := s.opts.ReadVolData(filepath.Join(v.Path, volDataFile))
+	v.VolData = &vd
+}
+
+// scanSubpaths scans volume-subpaths/<volume>/<container>/<index>. Index
+// entries are bind-mount targets (dirs, files, sockets…): recorded, never
+// looked into.
+func (s *scanner) scanSubpaths(pod *Pod, dir string) {
+	s.eachSubdir(dir, pod.UID, func(volume, volDir string) {
+		s.eachSubdir(volDir, pod.UID, func(container, ctrDir string) {
+			indexes, _ := s.list(ctrDir, pod.UID)
+			for _, id := range indexes {
+				pod.Subpaths = append(pod.Subpaths, Subpath{
+					PodUID:    pod.UID,
+					Volume:    volume,
+					Container: container,
+					Index:     id.Name(),
+					Path:      filepath.Join(ctrDir, id.Name()),
+					Type:      entryType(id),
+				})
+			}
+		})
+	})
+}
+
+// sort puts everything in a deterministic order.
+func (s *scanner) sort() {
+	inv := s.inv
+	slices.SortFunc(inv.Pods, func(a, b Pod) int { return strings.Compare(a.UID, b.UID) })
+	for i := range inv.Pods {
+		p := &inv.Pods[i]
+		slices.SortFunc(p.Volumes, func(a, b Volume) int {
+			return cmp.Or(cmp.Compare(a.Mode, b.Mode), strings.Compare(a.Plugin, b.Plugin),
+				strings.Compare(a.Name, b.Name), strings.Compare(a.Path, b.Path))
+		})
+		for j := range p.Volumes {
+			sortEntries(p.Volumes[j].Extra)
+		}
+		slices.SortFunc(p.Subpaths, func(a, b Subpath) int { return strings.Compare(a.Path, b.Path) })
+		sortEntries(p.Other)
+	}
+	slices.SortFunc(inv.Staging, func(a, b StagingDir) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(inv.BlockSpecs, func(a, b BlockSpec) int { return strings.Compare(a.SpecName, b.SpecName) })
+	for i := range inv.BlockSpecs {
+		sortEntries(inv.BlockSpecs[i].MapFiles)
+		sortEntries(inv.BlockSpecs[i].Publish)
+	}
+	slices.SortFunc(inv.Problems, func(a, b Problem) int {
+		return cmp.Or(strings.Compare(a.Path, b.Path), cmp.Compare(a.Kind, b.Kind), strings.Compare(a.Message, b.Message))
+	})
+}
+
+func sortEntries(es []Entry) {
+	slices.SortFunc(es, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+}
+
+func (s *scanner) logSummary() {
+	inv := s.inv
+	volumes, subpaths := 0, 0
+	for _, p := range inv.Pods {
+		volumes += len(p.Volumes)
+		subpaths += len(p.Subpaths)
+	}
+	s.log.V(2).Info("Scanned kubelet root", "rootDir", inv.RootDir, "resolvedRootDir", inv.ResolvedRootDir,
+		"pods", len(inv.Pods), "volumes", volumes, "subpaths", subpaths,
+		"staging", len(inv.Staging), "blockSpecs", len(inv.BlockSpecs), "problems", len(inv.Problems))
+}
+
+// entryType is the type of d as readdir reported it (never followed).
+func entryType(d fs.DirEntry) EntryType { return entryTypeOf(d.Type()) }
+
+func entryTypeOf(m fs.FileMode) EntryType {
+	switch {
+	case m.IsDir():
+		return TypeDir
+	case m&fs.ModeSymlink != 0:
+		return TypeSymlink
+	case m.IsRegular():
+		return TypeFile
+	}
+	return TypeOther
+}
+
+func describeType(t EntryType) string {
+	switch t {
+	case TypeDir:
+		return "directory"
+	case TypeFile:
+		return "regular file"
+	case TypeSymlink:
+		return "symlink"
+	}
+	return "special file (socket, device or FIFO)"
+}
+
+// errText is the text of err without the path an *fs.PathError carries
+// (Problem.Path already names it).
+func errText(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}

@@ -1,0 +1,187 @@
+package podsdir
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestReadVolData(t *testing.T) {
+	const p = "/dir/vol_data.json"
+	tests := []struct {
+		name    string
+		spec    []string // tree; the file under test is p
+		content *string  // if set, p is a file with this content (may hold newlines)
+		max     int64
+		want    VolData // Path is filled in
+	}{
+		{
+			name:    "pod file",
+			content: ptr(podVolData),
+			want: VolData{State: VolDataOK, DriverName: "ebs.csi.aws.com", VolumeHandle: "vol-0abc", SpecVolID: "pvc-1234",
+				NodeName: "node-a", AttachmentID: "csi-5f2c", VolumeLifecycleMode: "Persistent"},
+		},
+		{
+			name:    "global file with SELinux context, pretty printed",
+			content: ptr("{\n  \"driverName\": \"d\",\n  \"volumeHandle\": \"h\",\n  \"seLinuxMountContext\": \"system_u:object_r:container_file_t:s0:c0,c1\"\n}\n"),
+			want:    VolData{State: VolDataOK, DriverName: "d", VolumeHandle: "h", SELinuxMountContext: "system_u:object_r:container_file_t:s0:c0,c1"},
+		},
+		{
+			name:    "unknown keys tolerated, whatever their value",
+			content: ptr(`{"driverName":"d","volumeHandle":"h","sourceKind":"x","driverMode":{"a":[1,2]},"n":1}`),
+			want:    VolData{State: VolDataOK, DriverName: "d", VolumeHandle: "h"},
+		},
+		{
+			name:    "trailing data after the object is ignored, like the kubelet",
+			content: ptr(`{"driverName":"d","volumeHandle":"h"}` + "\n" + `garbage`),
+			want:    VolData{State: VolDataOK, DriverName: "d", VolumeHandle: "h"},
+		},
+		{
+			name: "missing",
+			spec: []string{"d /dir"},
+			want: VolData{State: VolDataMissing},
+		},
+		{
+			name: "parent missing",
+			want: VolData{State: VolDataMissing},
+		},
+		{
+			name: "parent is a file",
+			spec: []string{"f /dir x"},
+			want: VolData{State: VolDataMissing},
+		},
+		{
+			name:    "zero bytes",
+			content: ptr(""),
+			want:    VolData{State: VolDataCorrupt, Reason: "empty file"},
+		},
+		{
+			name:    "only white space",
+			content: ptr(" \n"),
+			want:    VolData{State: VolDataCorrupt, Reason: "no JSON value (only white space)"},
+		},
+		{
+			name:    "truncated",
+			content: ptr(`{"driverName":"ebs.csi.aws.com","volumeHa`),
+			want:    VolData{State: VolDataCorrupt, Reason: "truncated JSON: unexpected EOF"},
+		},
+		{
+			name:    "syntax error",
+			content: ptr(`{"driverName" "d"}`),
+			want:    VolData{State: VolDataCorrupt, Reason: "invalid JSON at byte 15: invalid character '\"' after object key"},
+		},
+		{
+			name:    "array",
+			content: ptr(`[]`),
+			want:    VolData{State: VolDataCorrupt, Reason: "JSON value is not an object (array)"},
+		},
+		{
+			name:    "string",
+			content: ptr(`"x"`),
+			want:    VolData{State: VolDataCorrupt, Reason: "JSON value is not an object (string)"},
+		},
+		{
+			name:    "null",
+			content: ptr(`null`),
+			want:    VolData{State: VolDataCorrupt, Reason: "JSON value is not an object (null)"},
+		},
+		{
+			name:    "missing driverName, other keys still filled",
+			content: ptr(`{"volumeHandle":"h","specVolID":"pv"}`),
+			want:    VolData{State: VolDataCorrupt, Reason: "missing driverName", VolumeHandle: "h", SpecVolID: "pv"},
+		},
+		{
+			name:    "empty volumeHandle",
+			content: ptr(`{"driverName":"d","volumeHandle":""}`),
+			want:    VolData{State: VolDataCorrupt, Reason: "missing volumeHandle", DriverName: "d"},
+		},
+		{
+			name:    "empty object",
+			content: ptr(`{}`),
+			want:    VolData{State: VolDataCorrupt, Reason: "missing driverName; missing volumeHandle"},
+		},
+		{
+			name:    "non-string values of known keys",
+			content: ptr(`{"driverName":"d","volumeHandle":"h","nodeName":7,"attachmentID":null}`),
+			want: VolData{State: VolDataCorrupt, DriverName: "d", VolumeHandle: "h",
+				Reason: `key "nodeName" is not a string (number); key "attachmentID" is not a string (null)`},
+		},
+		{
+			name:    "non-string driverName",
+			content: ptr(`{"driverName":["d"],"volumeHandle":"h"}`),
+			want: VolData{State: VolDataCorrupt, VolumeHandle: "h",
+				Reason: `key "driverName" is not a string (array); missing driverName`},
+		},
+		{
+			name:    "too big",
+			content: ptr(`{"driverName":"d","volumeHandle":"h","specVolID":"0123456789"}`),
+			max:     32,
+			want:    VolData{State: VolDataCorrupt, Reason: "larger than 32 bytes"},
+		},
+		{
+			name:    "exactly the limit",
+			content: ptr(`{"driverName":"d","volumeHandle":"h"}`),
+			max:     int64(len(`{"driverName":"d","volumeHandle":"h"}`)),
+			want:    VolData{State: VolDataOK, DriverName: "d", VolumeHandle: "h"},
+		},
+		{
+			name: "symlink to a valid file is not followed",
+			spec: []string{"f /other.json " + stagingVolData, "l " + p + " /other.json"},
+			want: VolData{State: VolDataCorrupt, Reason: "is a symlink, not followed"},
+		},
+		{
+			name: "directory",
+			spec: []string{"d " + p},
+			want: VolData{State: VolDataCorrupt, Reason: "is a directory, not a regular file"},
+		},
+		{
+			name: "FIFO is not opened",
+			spec: []string{"p " + p},
+			want: VolData{State: VolDataCorrupt, Reason: "is a special file (socket, device or FIFO), not a regular file"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root := build(t, tc.spec...)
+			if tc.content != nil {
+				require.NoError(t, os.MkdirAll(filepath.Join(root, "dir"), 0o755))
+				require.NoError(t, os.WriteFile(filepath.Join(root, p), []byte(*tc.content), 0o644))
+			}
+			got := Options{HostRoot: root, MaxVolDataSize: tc.max}.ReadVolData(p)
+			want := tc.want
+			want.Path = p
+			assert.Equal(t, want, got)
+			if tc.content != nil && len(*tc.content) > 3 {
+				assert.NotContains(t, got.Reason, "ebs.csi", "reasons never quote the content")
+			}
+		})
+	}
+}
+
+func TestReadVolDataDefaultLimit(t *testing.T) {
+	root := t.TempDir()
+	// A valid object padded with white space to just over the default limit.
+	obj := `{"driverName":"d","volumeHandle":"h"}`
+	big := obj + strings.Repeat(" ", DefaultMaxVolDataSize-len(obj)+1)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "big.json"), []byte(big), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "fits.json"), []byte(big[:DefaultMaxVolDataSize]), 0o644))
+	o := Options{HostRoot: root}
+	assert.Equal(t, VolData{Path: "/big.json", State: VolDataCorrupt, Reason: "larger than 65536 bytes"}, o.ReadVolData("/big.json"))
+	assert.Equal(t, VolDataOK, o.ReadVolData("/fits.json").State)
+}
+
+func TestReadVolDataUnreadable(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("running as root: permission checks are bypassed, so a mode-000 file is still readable")
+	}
+	root := build(t, "f /vol_data.json "+stagingVolData)
+	require.NoError(t, os.Chmod(filepath.Join(root, "vol_data.json"), 0))
+	got := Options{HostRoot: root}.ReadVolData("/vol_data.json")
+	assert.Equal(t, VolData{Path: "/vol_data.json", State: VolDataCorrupt, Reason: "unreadable: permission denied"}, got)
+}
+
+func ptr[T any](v T) *T { return &v }
