@@ -33,17 +33,29 @@ func TestFixtures(t *testing.T) {
 			require.NoError(t, err)
 			f, err := fixture.Parse(data)
 			require.NoError(t, err)
-			got := scanFixture(t, f)
-			if *update {
-				f.SetSection(fixture.SectionGolden, got)
-				require.NoError(t, os.WriteFile(file, f.Format(), 0o644))
-				return
+			st, got := scanFixture(t, f)
+			checkGolden(t, f, fixture.SectionGolden, got)
+			if planOpts, ok := f.PlanOptions(); ok && st != nil {
+				checkGolden(t, f, fixture.SectionPlan, marshal(t, reconstruct.PlanCleanup(st, planOpts)))
 			}
-			want, ok := f.Section(fixture.SectionGolden)
-			require.True(t, ok, "fixture has no %s section: run go test ./reconstruct -run TestFixtures -update", fixture.SectionGolden)
-			require.JSONEq(t, string(want), string(got))
+			if *update {
+				require.NoError(t, os.WriteFile(file, f.Format(), 0o644))
+			}
 		})
 	}
+}
+
+// checkGolden compares got with a section of the fixture, or replaces the
+// section with -update.
+func checkGolden(t *testing.T, f *fixture.Fixture, section string, got []byte) {
+	t.Helper()
+	if *update {
+		f.SetSection(section, got)
+		return
+	}
+	want, ok := f.Section(section)
+	require.True(t, ok, "fixture has no %s section: run make update-fixtures", section)
+	require.JSONEq(t, string(want), string(got))
 }
 
 // TestDemoIsTheEBSFixture keeps the embedded demo node identical to the
@@ -51,11 +63,11 @@ func TestFixtures(t *testing.T) {
 func TestDemoIsTheEBSFixture(t *testing.T) {
 	want, err := os.ReadFile("../testdata/ebs-current.txtar")
 	require.NoError(t, err)
-	require.Equal(t, string(want), string(fixture.Demo().Format()),
-		"internal/fixture/demo.txtar differs from testdata/ebs-current.txtar: copy it over")
+	require.True(t, bytes.Equal(want, fixture.Demo().Format()),
+		"internal/fixture/demo.txtar differs from testdata/ebs-current.txtar: run make update-fixtures")
 }
 
-func scanFixture(t *testing.T, f *fixture.Fixture) []byte {
+func scanFixture(t *testing.T, f *fixture.Fixture) (*reconstruct.State, []byte) {
 	t.Helper()
 	logger, _ := ktesting.NewTestContext(t)
 	ctx := klog.NewContext(t.Context(), logger) // cancelled at the end: fake hung probes return
@@ -64,10 +76,18 @@ func scanFixture(t *testing.T, f *fixture.Fixture) []byte {
 	opts, err := f.ScanOptions(hostRoot)
 	require.NoError(t, err)
 	st, err := reconstruct.Scan(ctx, opts)
-	require.NoError(t, err)
+	if err != nil {
+		// A refused scan is an outcome too: the golden records the error.
+		return nil, marshal(t, map[string]string{"error": err.Error()})
+	}
+	return st, marshal(t, st)
+}
+
+func marshal(t *testing.T, v any) []byte {
+	t.Helper()
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	require.NoError(t, enc.Encode(st))
+	require.NoError(t, enc.Encode(v))
 	return buf.Bytes()
 }

@@ -37,6 +37,15 @@ type Options struct {
 	// already holds a table, or a test, passes it here. Its error is treated
 	// like a failed read: every state becomes Uncertain.
 	ReadMountTable func(ctx context.Context) (*mountscan.Table, error)
+	// ActivePods, if set, tells which pods should exist. Without it every pod
+	// is Unknown, and nothing can be planned for cleanup. It is asked after
+	// the disk and the mount table are read, so a pod created meanwhile is
+	// listed rather than taken for an orphan.
+	ActivePods PodSource
+	// EmptyActivePodsAuthoritative accepts an empty answer from ActivePods
+	// while pod dirs exist (every pod then is an orphan). Without it Scan
+	// refuses with ErrEmptyActivePods.
+	EmptyActivePodsAuthoritative bool
 	// MaxReadAttempts bounds the reads until two agree (0 = mountscan default).
 	MaxReadAttempts int
 	// MaxVolDataSize caps reading a vol_data.json (0 = podsdir default).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"k8s.io/klog/v2"
@@ -27,7 +28,10 @@ func Scan(ctx context.Context, opts Options) (*State, error) {
 	// The table is read after the disk: the kubelet creates a dir before it
 	// mounts on it, so every mount made before this read has its dir listed.
 	table, tableErr := opts.readMountTable(ctx)
-	st := Build(ctx, opts, inv, table, tableErr)
+	st, err := Build(ctx, opts, inv, table, tableErr)
+	if err != nil {
+		return nil, fmt.Errorf("reconstruct: %w", err)
+	}
 	klog.FromContext(ctx).V(2).Info("Rebuilt node volume state",
 		"rootDir", st.ResolvedRootDir, "mountTableConsistent", st.MountTable.Consistent,
 		"pods", len(st.Pods), "volumes", len(st.Volumes), "globalMounts", len(st.GlobalMounts),
@@ -35,10 +39,12 @@ func Scan(ctx context.Context, opts Options) (*State, error) {
 	return st, nil
 }
 
-// Build joins an inventory with a mount table. tableErr is the error of
-// reading the table; when it is not nil, table is ignored and every state
-// is Uncertain. Scan calls it; agents that gather both themselves may too.
-func Build(ctx context.Context, opts Options, inv *podsdir.Inventory, table *mountscan.Table, tableErr error) *State {
+// Build joins an inventory with a mount table, then asks opts.ActivePods.
+// tableErr is the error of reading the table; when it is not nil, table is
+// ignored and every state is Uncertain. Its only error is
+// ErrEmptyActivePods. Scan calls it; agents that gather the inventory and
+// the table themselves may too.
+func Build(ctx context.Context, opts Options, inv *podsdir.Inventory, table *mountscan.Table, tableErr error) (*State, error) {
 	opts = opts.withDefaults()
 	b := &builder{
 		ctx:       ctx,
@@ -54,11 +60,15 @@ func Build(ctx context.Context, opts Options, inv *podsdir.Inventory, table *mou
 		SchemaVersion:   SchemaVersion,
 		RootDir:         inv.RootDir,
 		ResolvedRootDir: inv.ResolvedRootDir,
+		PodsDir:         inv.PodsDir,
 		MountTable:      MountTableInfo{Path: opts.MountInfoPath, Consistent: b.consistent},
 	}
 	b.noteMountTable(tableErr)
 	b.buildGlobalMounts()
 	b.buildPods()
+	if err := b.applyActivePods(); err != nil {
+		return nil, err
+	}
 	b.linkGlobalMountUsers()
 	if opts.Probe {
 		b.probeMounts()
@@ -66,9 +76,11 @@ func Build(ctx context.Context, opts Options, inv *podsdir.Inventory, table *mou
 	b.checkGlobalMounts()
 	b.noteProblems()
 	b.noteStackedMounts()
+	b.noteOrphans()
+	b.collectOrphanContents()
 	b.collectVolumesInUse()
 	b.st.sort()
-	return b.st
+	return b.st, nil
 }
 
 // builder holds one reconstruction pass.
@@ -196,6 +208,8 @@ func (b *builder) podUIDFromPath(p string) (string, bool) {
 	uid, _, _ := strings.Cut(rel, "/")
 	return uid, uid != ""
 }
+
+func itoa(n int) string { return strconv.Itoa(n) }
 
 func plural(n int, one, many string) string {
 	if n == 1 {

@@ -23,8 +23,14 @@ const (
 // PodStatus says whether a pod dir belongs to a pod that should exist.
 type PodStatus string
 
-// Pod statuses. Only Unknown is produced until a desired state is given.
+// Pod statuses.
 const (
+	// PodActive: the pod is in the list of pods that should exist
+	// (terminating pods are listed, so they stay Active).
+	PodActive PodStatus = "Active"
+	// PodOrphaned: the list was given, without error, and lacks the pod.
+	PodOrphaned PodStatus = "Orphaned"
+	// PodUnknown: no list was given, or getting it failed.
 	PodUnknown PodStatus = "Unknown"
 )
 
@@ -65,15 +71,17 @@ const (
 // State is the actual volume state of a node, rebuilt from the OS alone.
 // Every slice is sorted, so equal inputs give byte-equal JSON.
 type State struct {
-	SchemaVersion   string         `json:"schemaVersion"`
-	RootDir         string         `json:"rootDir"`
-	ResolvedRootDir string         `json:"resolvedRootDir,omitempty"`
-	MountTable      MountTableInfo `json:"mountTable"`
-	Pods            []Pod          `json:"pods,omitempty"`
-	Volumes         []Volume       `json:"volumes,omitempty"`
-	GlobalMounts    []GlobalMount  `json:"globalMounts,omitempty"`
-	VolumesInUse    []string       `json:"volumesInUse,omitempty"`
-	Findings        []Finding      `json:"findings,omitempty"`
+	SchemaVersion   string          `json:"schemaVersion"`
+	RootDir         string          `json:"rootDir"`
+	ResolvedRootDir string          `json:"resolvedRootDir,omitempty"`
+	PodsDir         string          `json:"podsDir,omitempty"`
+	MountTable      MountTableInfo  `json:"mountTable"`
+	ActivePods      *ActivePodsInfo `json:"activePods,omitempty"`
+	Pods            []Pod           `json:"pods,omitempty"`
+	Volumes         []Volume        `json:"volumes,omitempty"`
+	GlobalMounts    []GlobalMount   `json:"globalMounts,omitempty"`
+	VolumesInUse    []string        `json:"volumesInUse,omitempty"`
+	Findings        []Finding       `json:"findings,omitempty"`
 }
 
 // MountTableInfo says which mount table was used and whether it can be trusted.
@@ -91,6 +99,9 @@ type Pod struct {
 	Status      PodStatus `json:"status"`
 	MountPoints []string  `json:"mountPoints,omitempty"`
 	VolumeCount int       `json:"volumeCount"`
+	// Contents is what an Orphaned pod dir holds, for PlanCleanup; it is
+	// left out of the JSON.
+	Contents *PodContents `json:"-"`
 }
 
 // MountRef describes the mount-table entry found at a path (the topmost one

@@ -1,0 +1,154 @@
+package reconstruct
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/volrecon/volrecon/podsdir"
+)
+
+// Limits of the walk of an orphaned pod dir. Past them the pod is kept.
+const (
+	maxPodEntries = 100_000
+	maxPodDepth   = 64
+)
+
+// PodEntry is one entry under an orphaned pod dir, as the cleanup planner
+// sees it. The walk never follows a symlink and never enters a mount point.
+type PodEntry struct {
+	Path string            `json:"path"`
+	Type podsdir.EntryType `json:"type"`
+	Size int64             `json:"size,omitempty"` // of files
+	// Mounted: the mount table has an entry at Path (not entered).
+	Mounted bool `json:"mounted,omitempty"`
+	// MountFSType is the type of the topmost mount at Path.
+	MountFSType string `json:"mountFSType,omitempty"`
+	// Foreign: a directory on another filesystem than the pod dir although
+	// the mount table has nothing there: a mount of another namespace (not
+	// entered).
+	Foreign bool `json:"foreign,omitempty"`
+	// Children is the number of entries directly inside a directory.
+	Children int `json:"children,omitempty"`
+}
+
+// PodContents is what an orphaned pod dir holds.
+type PodContents struct {
+	Entries []PodEntry `json:"entries,omitempty"` // parents before children, names sorted
+	// Incomplete says why the walk could not list everything (the pod is then kept).
+	Incomplete string `json:"incomplete,omitempty"`
+}
+
+// collectOrphanContents lists what every orphaned pod dir holds, for the
+// cleanup planner. It reads inside the pod dir only where the mount table,
+// read consistently, has no mount, and checks the device of every directory
+// so that a mount the table does not show is not entered either.
+func (b *builder) collectOrphanContents() {
+	if !b.consistent {
+		return
+	}
+	for i := range b.st.Pods {
+		p := &b.st.Pods[i]
+		if p.Status == PodOrphaned {
+			p.Contents = b.walkPod(p.Path)
+		}
+	}
+}
+
+type podWalk struct {
+	b        *builder
+	dev      uint64
+	contents *PodContents
+}
+
+func (b *builder) walkPod(dir string) *PodContents {
+	c := &PodContents{}
+	fi, err := os.Lstat(b.opts.podsdirOptions().HostPath(dir))
+	if err != nil || !fi.IsDir() {
+		c.Incomplete = "cannot read the pod dir: " + errText(err, "not a directory")
+		return c
+	}
+	w := &podWalk{b: b, dev: deviceOf(fi), contents: c}
+	w.walk(dir, 0)
+	return c
+}
+
+// walk lists dir (which is not a mount point) and enters its subdirectories.
+// It returns the number of entries in dir.
+func (w *podWalk) walk(dir string, depth int) int {
+	if depth > maxPodDepth {
+		w.contents.Incomplete = "nested deeper than " + itoa(maxPodDepth) + " levels at " + dir
+		return 0
+	}
+	entries, err := os.ReadDir(w.b.opts.podsdirOptions().HostPath(dir))
+	if err != nil {
+		w.contents.Incomplete = "cannot list " + dir + ": " + err.Error()
+		return len(entries)
+	}
+	for _, d := range entries {
+		if len(w.contents.Entries) >= maxPodEntries {
+			w.contents.Incomplete = "more than " + itoa(maxPodEntries) + " entries"
+			return len(entries)
+		}
+		w.visit(filepath.Join(dir, d.Name()), d, depth)
+	}
+	return len(entries)
+}
+
+func (w *podWalk) visit(p string, d fs.DirEntry, depth int) {
+	e := PodEntry{Path: p, Type: typeOf(d.Type())}
+	if stack := w.b.table.At(p); len(stack) > 0 {
+		e.Mounted, e.MountFSType = true, stack[len(stack)-1].FSType
+		w.contents.Entries = append(w.contents.Entries, e)
+		return
+	}
+	// Not a mount point in the table: lstat is safe.
+	fi, err := os.Lstat(w.b.opts.podsdirOptions().HostPath(p))
+	if err != nil {
+		w.contents.Incomplete = "cannot stat " + p + ": " + err.Error()
+		return
+	}
+	e.Type = typeOf(fi.Mode().Type())
+	if e.Type == podsdir.TypeFile {
+		e.Size = fi.Size()
+	}
+	if e.Type != podsdir.TypeDir {
+		w.contents.Entries = append(w.contents.Entries, e)
+		return
+	}
+	if deviceOf(fi) != w.dev {
+		e.Foreign = true
+		w.contents.Entries = append(w.contents.Entries, e)
+		return
+	}
+	i := len(w.contents.Entries)
+	w.contents.Entries = append(w.contents.Entries, e)
+	w.contents.Entries[i].Children = w.walk(p, depth+1)
+}
+
+func typeOf(m fs.FileMode) podsdir.EntryType {
+	switch {
+	case m.IsDir():
+		return podsdir.TypeDir
+	case m&fs.ModeSymlink != 0:
+		return podsdir.TypeSymlink
+	case m.IsRegular():
+		return podsdir.TypeFile
+	}
+	return podsdir.TypeOther
+}
+
+func deviceOf(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Dev) //nolint:unconvert // Dev is uint64 on amd64 but not everywhere
+	}
+	return 0
+}
+
+func errText(err error, fallback string) string {
+	if err != nil {
+		return err.Error()
+	}
+	return fallback
+}

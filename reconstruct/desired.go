@@ -1,0 +1,100 @@
+package reconstruct
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// PodSource tells which pods should exist on the node: a kubelet-like agent
+// passes its pod manager, the CLI a list. Terminating pods must be listed:
+// their volumes are still in use.
+type PodSource interface {
+	ActivePods(ctx context.Context) ([]string, error)
+}
+
+// PodList is a PodSource over a fixed list of pod UIDs.
+type PodList []string
+
+// ActivePods returns the list.
+func (l PodList) ActivePods(context.Context) ([]string, error) { return l, nil }
+
+// PodSourceFunc adapts a function to a PodSource.
+type PodSourceFunc func(ctx context.Context) ([]string, error)
+
+// ActivePods calls f.
+func (f PodSourceFunc) ActivePods(ctx context.Context) ([]string, error) { return f(ctx) }
+
+// ErrEmptyActivePods is returned by Scan when the pod source answered with
+// no pods while pod dirs exist, and Options.EmptyActivePodsAuthoritative is
+// not set: an empty list, say from a pod manager that has not synced yet,
+// would make every pod on the node an orphan.
+var ErrEmptyActivePods = errors.New("the active pod list is empty but pod dirs exist")
+
+// ActivePodsInfo says what the pod source answered.
+type ActivePodsInfo struct {
+	Count int    `json:"count"`
+	Error string `json:"error,omitempty"`
+}
+
+// applyActivePods sets each pod's status. A pod is Orphaned only with
+// positive evidence: the source answered without error and lacks it.
+func (b *builder) applyActivePods() error {
+	if b.opts.ActivePods == nil {
+		return nil
+	}
+	uids, err := b.opts.ActivePods.ActivePods(b.ctx)
+	if err != nil {
+		b.st.ActivePods = &ActivePodsInfo{Error: err.Error()}
+		b.log.V(2).Info("Could not get the active pods; every pod stays Unknown", "err", err)
+		return nil
+	}
+	if len(uids) == 0 && len(b.st.Pods) > 0 && !b.opts.EmptyActivePodsAuthoritative {
+		return fmt.Errorf("%w (%d pod dirs under %s): pass the list again, or say that empty is authoritative",
+			ErrEmptyActivePods, len(b.st.Pods), b.inv.PodsDir)
+	}
+	b.st.ActivePods = &ActivePodsInfo{Count: len(uids)}
+	active := make(map[string]bool, len(uids))
+	for _, uid := range uids {
+		active[strings.ToLower(strings.TrimSpace(uid))] = true
+	}
+	for i := range b.st.Pods {
+		p := &b.st.Pods[i]
+		p.Status = PodOrphaned
+		if active[strings.ToLower(p.UID)] {
+			p.Status = PodActive
+		}
+		b.log.V(4).Info("Pod status", "podUID", p.UID, "status", p.Status)
+	}
+	return nil
+}
+
+// noteOrphans reports each orphaned pod as removable or as still mounted.
+func (b *builder) noteOrphans() {
+	for _, p := range b.st.Pods {
+		if p.Status != PodOrphaned {
+			continue
+		}
+		switch {
+		case !b.consistent:
+			b.add(Finding{Kind: OrphanedPodMounted, Severity: SeverityWarning, Path: p.Path, PodUID: p.UID,
+				Message: "orphaned pod whose mounts are unknown (the mount table could not be read consistently): treated as mounted"})
+		case len(p.MountPoints) > 0:
+			b.add(Finding{Kind: OrphanedPodMounted, Severity: SeverityWarning, Path: p.Path, PodUID: p.UID,
+				Message: fmt.Sprintf("orphaned pod with %s still at or below its dir (%s): the CSI driver (NodeUnpublish) or an unmount must come first",
+					plural(len(p.MountPoints), "mount point", "mount points"), summarize(p.MountPoints, 3))})
+		default:
+			b.add(Finding{Kind: OrphanedPodRemovable, Severity: SeverityInfo, Path: p.Path, PodUID: p.UID,
+				Message: "orphaned pod with nothing mounted at or below its dir: its directories can go"})
+		}
+	}
+}
+
+func summarize(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, ", ")
+	}
+	return strings.Join(slices.Clone(items[:n]), ", ") + fmt.Sprintf(" and %d more", len(items)-n)
+}

@@ -1,0 +1,142 @@
+package reconstruct
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/klog/v2"
+
+	"github.com/volrecon/volrecon/mountscan"
+)
+
+// ExecOptions configure Execute.
+type ExecOptions struct {
+	// Apply makes Execute act. Without it every action is Skipped: a dry run.
+	Apply bool
+	// HostRoot, MountInfoPath, ReadMountTable and MaxReadAttempts: as in Options.
+	HostRoot        string
+	MountInfoPath   string
+	ReadMountTable  func(ctx context.Context) (*mountscan.Table, error)
+	MaxReadAttempts int
+	// Unmount replaces the unmount syscall (tests); it gets a host path
+	// under HostRoot.
+	Unmount func(hostPath string) error
+}
+
+// errNodeChanged marks an action skipped because the node changed since the plan.
+var errNodeChanged = errors.New("the node changed since the plan")
+
+// Execute applies a Plan, in order. Before each action it reads the mount
+// table afresh and checks that nothing is mounted at or below the path; if
+// something is, the action is skipped as Keep. Every removal goes through
+// file descriptors that cannot follow a symlink or cross a mount, confined
+// to the pod dir. When an action of a pod fails or is skipped, the rest of
+// that pod's actions are skipped and Execute goes on with the next pod.
+func Execute(ctx context.Context, plan *Plan, opts ExecOptions) []ActionResult {
+	if opts.MountInfoPath == "" {
+		opts.MountInfoPath = mountscan.DefaultPath
+	}
+	e := &executor{ctx: ctx, log: klog.FromContext(ctx), plan: plan, opts: opts, stopped: map[string]string{}}
+	results := make([]ActionResult, 0, len(plan.Actions))
+	counts := map[Result]int{}
+	for _, a := range plan.Actions {
+		r := e.run(a)
+		counts[r.Result]++
+		e.log.V(4).Info("Cleanup action", "action", r.Action.Action, "path", r.Path, "result", r.Result, "error", r.Error)
+		results = append(results, r)
+	}
+	e.log.V(2).Info("Cleanup finished", "apply", opts.Apply, "done", counts[Done], "skipped", counts[Skipped], "failed", counts[Failed])
+	return results
+}
+
+type executor struct {
+	ctx     context.Context
+	log     klog.Logger
+	plan    *Plan
+	opts    ExecOptions
+	stopped map[string]string // pod UID -> why its remaining actions are skipped
+}
+
+func (e *executor) run(a Action) ActionResult {
+	switch {
+	case !e.opts.Apply:
+		return ActionResult{Action: a, Result: Skipped, Error: "dry run"}
+	case a.Action == Keep || a.Action == NeedsDriver:
+		return ActionResult{Action: a, Result: Skipped}
+	case e.stopped[a.PodUID] != "":
+		return ActionResult{Action: a, Result: Skipped, Error: "not run: " + e.stopped[a.PodUID]}
+	}
+	if err := e.ctx.Err(); err != nil {
+		return e.stop(a, Skipped, err)
+	}
+	podDir, err := e.podDir(a)
+	if err != nil {
+		return e.stop(a, Failed, err)
+	}
+	table, err := e.readTable()
+	if err != nil {
+		return e.keep(a, fmt.Errorf("the mount table could not be read: %w", err))
+	}
+	switch a.Action {
+	case Unmount:
+		err = e.unmount(a, table)
+	case Rmdir, Unlink, RemoveVolumeData:
+		err = e.remove(a, table, podDir)
+	default:
+		err = fmt.Errorf("unknown action %q", a.Action)
+	}
+	switch {
+	case errors.Is(err, errNodeChanged):
+		return e.keep(a, err)
+	case err != nil:
+		return e.stop(a, Failed, err)
+	}
+	return ActionResult{Action: a, Result: Done}
+}
+
+// keep skips an action as Keep, with why, and the rest of its pod.
+func (e *executor) keep(a Action, why error) ActionResult {
+	r := e.stop(a, Skipped, why)
+	r.Action.Action = Keep
+	r.Reason = why.Error() + " (planned: " + string(a.Action) + ")"
+	return r
+}
+
+func (e *executor) stop(a Action, result Result, err error) ActionResult {
+	e.stopped[a.PodUID] = "an earlier action of this pod did not complete (" + err.Error() + ")"
+	return ActionResult{Action: a, Result: result, Error: err.Error()}
+}
+
+// podDir returns the pod dir that confines the action.
+func (e *executor) podDir(a Action) (string, error) {
+	if e.plan.PodsDir == "" || a.PodUID == "" || strings.Contains(a.PodUID, "/") {
+		return "", fmt.Errorf("%s: the action names no pod dir to confine it to", a.Path)
+	}
+	podDir := filepath.Join(e.plan.PodsDir, a.PodUID)
+	if a.Path != podDir && !strings.HasPrefix(a.Path, podDir+"/") || filepath.Clean(a.Path) != a.Path {
+		return "", fmt.Errorf("%s is outside the pod dir %s: refused", a.Path, podDir)
+	}
+	return podDir, nil
+}
+
+func (e *executor) readTable() (*mountscan.Table, error) {
+	if e.opts.ReadMountTable != nil {
+		return e.opts.ReadMountTable(e.ctx)
+	}
+	return mountscan.ReadFile(e.ctx, e.opts.MountInfoPath, e.opts.MaxReadAttempts)
+}
+
+// unmounted checks that nothing is mounted at or below each path.
+func unmounted(table *mountscan.Table, paths ...string) error {
+	for _, p := range paths {
+		if mounts := table.AtOrBelow(p); len(mounts) > 0 {
+			return fmt.Errorf("%w: %s is mounted now", errNodeChanged, mounts[0].MountPoint)
+		}
+	}
+	return nil
+}
+
+func (e *executor) hostPath(p string) string { return filepath.Join(e.opts.HostRoot, p) }

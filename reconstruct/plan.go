@@ -1,0 +1,304 @@
+package reconstruct
+
+import (
+	"path/filepath"
+	"strings"
+
+	"github.com/volrecon/volrecon/podsdir"
+)
+
+// PlanOptions configure PlanCleanup.
+type PlanOptions struct {
+	// Unmount allows unmounting the pod-level mounts of orphaned pods: the
+	// tmpfs of secret, projected, downwardAPI and memory emptyDir volumes,
+	// subpath binds and CSI publish targets. Never a staging mount.
+	Unmount bool
+}
+
+// PlanCleanup turns a State into an ordered cleanup Plan. It is a pure
+// function of the State. Only Orphaned pods are cleaned; nothing Uncertain,
+// nothing at or below a mount point (unless Unmount is allowed, and then
+// only after the unmount), nothing recursive: every file and directory gets
+// an action of its own, deepest first, and the pod dir comes last.
+func PlanCleanup(st *State, opts PlanOptions) *Plan {
+	plan := &Plan{SchemaVersion: SchemaVersion, PodsDir: st.PodsDir}
+	for _, pod := range st.Pods {
+		if pod.Status == PodOrphaned {
+			plan.Actions = append(plan.Actions, planPod(st, pod, opts)...)
+		}
+	}
+	for _, f := range st.Findings {
+		if f.Kind == LeakedGlobalMount {
+			plan.Actions = append(plan.Actions, Action{Action: NeedsDriver, Path: f.Path,
+				Reason:   "NodeUnstage through the CSI driver: the staging mount is not used by any pod mount; it is never touched here",
+				Evidence: []string{f.Message}})
+		}
+	}
+	return plan
+}
+
+// podPlanner plans one orphaned pod.
+type podPlanner struct {
+	st       *State
+	pod      Pod
+	opts     PlanOptions
+	volumes  map[string]Volume // by Path
+	children map[string][]PodEntry
+	actions  []Action
+}
+
+func planPod(st *State, pod Pod, opts PlanOptions) []Action {
+	keep := func(why string) []Action {
+		return []Action{{Action: Keep, Path: pod.Path, PodUID: pod.UID, Reason: why}}
+	}
+	switch {
+	case !st.MountTable.Consistent:
+		return keep("the mount table could not be read consistently")
+	case pod.Contents == nil:
+		return keep("the pod dir was not listed")
+	case pod.Contents.Incomplete != "":
+		return keep("the pod dir could not be listed completely: " + pod.Contents.Incomplete)
+	}
+	p := &podPlanner{st: st, pod: pod, opts: opts, volumes: map[string]Volume{}, children: map[string][]PodEntry{}}
+	for _, v := range st.Volumes {
+		if v.PodUID == pod.UID {
+			if v.State == Uncertain {
+				return keep("volume " + v.Name + " is Uncertain (" + v.Reason + "): nothing of this pod is touched")
+			}
+			p.volumes[v.Path] = v
+		}
+	}
+	for _, e := range pod.Contents.Entries {
+		parent := filepath.Dir(e.Path)
+		p.children[parent] = append(p.children[parent], e)
+	}
+	if p.planDir(pod.Path) {
+		p.add(Rmdir, pod.Path, "the pod dir, last, once empty", "pod "+pod.UID+" is not in the active pod list")
+	} else {
+		p.add(Keep, pod.Path, "the pod dir stays: something below it must stay (see the actions above)")
+	}
+	return p.actions
+}
+
+func (p *podPlanner) add(kind ActionKind, path, reason string, evidence ...string) {
+	p.actions = append(p.actions, Action{Action: kind, Path: path, PodUID: p.pod.UID, Reason: reason, Evidence: evidence})
+}
+
+// planDir plans every entry of dir, deepest first, and reports whether dir
+// will be empty afterwards.
+func (p *podPlanner) planDir(dir string) bool {
+	empty := true
+	for _, e := range p.children[dir] {
+		if !p.planEntry(e) {
+			empty = false
+		}
+	}
+	return empty
+}
+
+// planEntry plans one entry and reports whether it will be gone.
+func (p *podPlanner) planEntry(e PodEntry) bool {
+	rel := strings.TrimPrefix(e.Path, p.pod.Path+"/")
+	parts := strings.Split(rel, "/")
+	switch {
+	case e.Mounted:
+		return p.planMount(e, parts)
+	case e.Foreign:
+		p.add(Keep, e.Path, "on another filesystem although the mount table has no entry: mounted in another mount namespace?")
+		return false
+	}
+	switch parts[0] {
+	case "volumes":
+		return p.planVolumesEntry(e, parts)
+	case "volumeDevices":
+		return p.planBlockEntry(e, parts)
+	case "volume-subpaths":
+		return p.planSubpathEntry(e, parts)
+	}
+	return p.remove(e, "a pod-dir leftover that is not a volume")
+}
+
+// remove removes an entry that is the pod's own: a dir after its contents,
+// anything else unlinked (a symlink itself, never its target).
+func (p *podPlanner) remove(e PodEntry, why string) bool {
+	if e.Type != podsdir.TypeDir {
+		p.add(Unlink, e.Path, why, "not a mount point in the mount table", "type "+string(e.Type)+", not followed")
+		return true
+	}
+	if !p.planDir(e.Path) {
+		return false // what stays below it has a Keep action of its own
+	}
+	p.add(Rmdir, e.Path, why, "no mount at or below it in the mount table")
+	return true
+}
+
+// planMount plans a mount point under the pod dir: an unmount when allowed
+// and the mount is the pod's own, then the removal of the mount point.
+func (p *podPlanner) planMount(e PodEntry, parts []string) bool {
+	if !p.opts.Unmount || !p.podLevelMount(e, parts) {
+		if p.isCSITarget(parts) {
+			p.add(NeedsDriver, e.Path, "NodeUnpublish through the CSI driver (or rerun with unmounting allowed): the publish target is still mounted",
+				"mount table has an entry at the path")
+		} else {
+			p.add(Keep, e.Path, "still mounted ("+e.MountFSType+"): it is not a pod-level mount volrecon may unmount, or unmounting was not allowed",
+				"mount table has an entry at the path")
+		}
+		return false
+	}
+	p.add(Unmount, e.Path, "pod-level "+e.MountFSType+" mount of an orphaned pod", "mount table has an entry at the path")
+	kind := Rmdir
+	if e.Type != podsdir.TypeDir {
+		kind = Unlink
+	}
+	p.add(kind, e.Path, "the mount point, once unmounted", "its unmount comes first")
+	return true
+}
+
+// podLevelMount: a mount volrecon may unmount for an orphaned pod.
+func (p *podPlanner) podLevelMount(e PodEntry, parts []string) bool {
+	switch {
+	case parts[0] == "volume-subpaths" && len(parts) == 4:
+		return true // a subpath bind
+	case p.isCSITarget(parts):
+		return true
+	case parts[0] == "volumes" && len(parts) == 3:
+		v, ok := p.volumes[e.Path]
+		return ok && (tmpfsPlugins[v.Plugin] ||
+			v.Plugin == "kubernetes.io/empty-dir" && (e.MountFSType == "tmpfs" || e.MountFSType == "hugetlbfs"))
+	}
+	return false
+}
+
+func (p *podPlanner) isCSITarget(parts []string) bool {
+	return len(parts) == 4 && parts[0] == "volumes" && parts[1] == "kubernetes.io~csi" && parts[3] == "mount"
+}
+
+// planVolumesEntry plans volumes/, volumes/<plugin>/ and what lies in a volume dir.
+func (p *podPlanner) planVolumesEntry(e PodEntry, parts []string) bool {
+	if len(parts) <= 2 {
+		if e.Type != podsdir.TypeDir {
+			p.add(Keep, e.Path, "an unexpected "+string(e.Type)+" in the volumes tree: not known to be the pod's own")
+			return false
+		}
+		return p.remove(e, "an empty dir of the volumes tree")
+	}
+	volDir := filepath.Join(p.pod.Path, filepath.Join(parts[:3]...))
+	v, ok := p.volumes[volDir]
+	if !ok {
+		p.add(Keep, e.Path, "not a volume dir known to the scan: not known to be the pod's own")
+		return false
+	}
+	switch {
+	case v.Plugin == podsdir.CSIPluginName:
+		return p.planCSIEntry(e, v, parts)
+	case plainDirPlugins[v.Plugin] || tmpfsPlugins[v.Plugin]:
+		return p.remove(e, "content of a "+v.Plugin+" volume: the pod's scratch space or a copy of API objects")
+	case len(parts) == 3:
+		if e.Children > 0 {
+			p.add(Keep, e.Path, "an unmounted "+v.Plugin+" volume dir that holds files: data that landed on the node's disk (DataOnNodeDisk)")
+			return false
+		}
+		return p.remove(e, "an empty, unmounted "+v.Plugin+" volume dir")
+	}
+	p.add(Keep, e.Path, "inside an unmounted "+v.Plugin+" volume dir: data that landed on the node's disk")
+	return false
+}
+
+// planCSIEntry plans a CSI volume dir: its mount dir, its vol_data.json.
+func (p *podPlanner) planCSIEntry(e PodEntry, v Volume, parts []string) bool {
+	switch {
+	case len(parts) == 3:
+		return p.remove(e, "an empty, unmounted CSI volume dir")
+	case len(parts) == 4 && parts[3] == "mount" && e.Type == podsdir.TypeDir && e.Children == 0:
+		return p.remove(e, "an empty, unmounted CSI publish target")
+	case len(parts) == 4 && parts[3] == "mount":
+		p.add(Keep, e.Path, "an unmounted CSI publish target that holds files: data that landed on the node's disk (DataOnNodeDisk)")
+		return false
+	case len(parts) == 4 && parts[3] == "vol_data.json" && e.Type == podsdir.TypeFile:
+		return p.planVolData(e, v)
+	}
+	p.add(Keep, e.Path, "not a file the kubelet writes in a CSI volume dir")
+	return false
+}
+
+// planVolData removes a pod-level vol_data.json only when its volume is
+// unmounted and no staging mount of the volume is live: without it the
+// driver could never be asked to unstage.
+func (p *podPlanner) planVolData(e PodEntry, v Volume) bool {
+	if v.State != Unmounted {
+		p.add(NeedsDriver, e.Path, "kept: the volume is still mounted, and NodeUnpublish needs this file")
+		return false
+	}
+	if live := p.liveStaging(v); live != "" {
+		p.add(NeedsDriver, e.Path, "kept: NodeUnstage through the CSI driver first, the staging mount "+live+" is live and needs this file")
+		return false
+	}
+	a := Action{Action: RemoveVolumeData, Path: e.Path, PodUID: p.pod.UID,
+		Reason:          "vol_data.json of an unmounted CSI volume with no live staging mount (the kubelet's \"not a directory\" loop)",
+		Evidence:        []string{"no mount-table entry at " + v.CheckedPath, "no staging mount of the volume is live"},
+		MustBeUnmounted: []string{v.CheckedPath}}
+	if v.DeviceMountPath != "" {
+		a.MustBeUnmounted = append(a.MustBeUnmounted, v.DeviceMountPath)
+	}
+	p.actions = append(p.actions, a)
+	return true
+}
+
+// liveStaging returns a live staging mount of the volume: by its identity,
+// or, when the identity is unknown, any live staging mount at all.
+func (p *podPlanner) liveStaging(v Volume) string {
+	if v.DeviceMountState == Mounted || v.DeviceMountState == Uncertain {
+		return v.DeviceMountPath
+	}
+	for _, g := range p.st.GlobalMounts {
+		if g.Mode != podsdir.Filesystem || g.State == Unmounted {
+			continue
+		}
+		if v.UniqueName == "" || v.CSI == nil || g.UniqueName == "" || g.UniqueName == v.UniqueName {
+			return g.Path
+		}
+	}
+	return ""
+}
+
+// planBlockEntry plans volumeDevices/: map files are unlinked themselves.
+func (p *podPlanner) planBlockEntry(e PodEntry, parts []string) bool {
+	if len(parts) <= 2 {
+		if e.Type != podsdir.TypeDir {
+			p.add(Keep, e.Path, "an unexpected "+string(e.Type)+" in the volumeDevices tree")
+			return false
+		}
+		return p.remove(e, "an empty dir of the volumeDevices tree")
+	}
+	v, ok := p.volumes[e.Path]
+	switch {
+	case !ok || len(parts) != 3 || e.Type == podsdir.TypeDir:
+		p.add(Keep, e.Path, "not a block map file known to the scan")
+		return false
+	case v.State != Unmounted:
+		p.add(NeedsDriver, e.Path, "kept: the block volume is still mapped ("+v.CheckedPath+"); NodeUnpublish through the CSI driver first")
+		return false
+	}
+	p.add(Unlink, e.Path, "the map file of an unmapped block volume, unlinked itself (never followed)",
+		"no mount-table entry at "+v.CheckedPath)
+	return true
+}
+
+// planSubpathEntry plans volume-subpaths/<volume>/<container>/<index>.
+func (p *podPlanner) planSubpathEntry(e PodEntry, parts []string) bool {
+	switch {
+	case len(parts) < 4 && e.Type == podsdir.TypeDir:
+		return p.remove(e, "a dir of the volume-subpaths tree")
+	case len(parts) != 4:
+		p.add(Keep, e.Path, "not where the kubelet puts subpath entries")
+		return false
+	case e.Type == podsdir.TypeDir && e.Children == 0:
+		p.add(Rmdir, e.Path, "an empty, unmounted subpath bind target", "no mount-table entry at the path")
+		return true
+	case e.Type == podsdir.TypeFile && e.Size == 0, e.Type == podsdir.TypeOther:
+		p.add(Unlink, e.Path, "an unmounted file subpath bind target ("+string(e.Type)+", 0 bytes)", "no mount-table entry at the path")
+		return true
+	}
+	p.add(Keep, e.Path, "an unmounted subpath entry that is not empty: not known to be the pod's own")
+	return false
+}

@@ -1,0 +1,64 @@
+package reconstruct
+
+// ActionKind is what a cleanup action does.
+type ActionKind string
+
+// Action kinds.
+const (
+	// Rmdir removes an empty directory (never recursively).
+	Rmdir ActionKind = "Rmdir"
+	// Unlink removes a file, a symlink (never followed), a fifo or a socket.
+	Unlink ActionKind = "Unlink"
+	// RemoveVolumeData removes the pod-level vol_data.json of a CSI volume
+	// that is unmounted and whose staging mount is not live.
+	RemoveVolumeData ActionKind = "RemoveVolumeData"
+	// Unmount unmounts a pod-level mount, until no entry is left at the path.
+	Unmount ActionKind = "Unmount"
+	// NeedsDriver reports that NodeUnpublish or NodeUnstage must happen
+	// through the CSI driver; nothing is done.
+	NeedsDriver ActionKind = "NeedsDriver"
+	// Keep reports something that must stay, and why; nothing is done.
+	Keep ActionKind = "Keep"
+)
+
+// Action is one step of a cleanup Plan.
+type Action struct {
+	Action ActionKind `json:"action"`
+	Path   string     `json:"path"`
+	PodUID string     `json:"podUID,omitempty"`
+	Reason string     `json:"reason"`
+	// Evidence is what the action rests on, for a person to check.
+	Evidence []string `json:"evidence,omitempty"`
+	// MustBeUnmounted lists paths besides Path that must have no mount at or
+	// below them when the action runs (the executor re-checks them).
+	MustBeUnmounted []string `json:"mustBeUnmounted,omitempty"`
+}
+
+// Plan is an ordered list of cleanup actions: for each orphaned pod the
+// deepest paths first and the pod dir last, then the reports about staging
+// mounts.
+type Plan struct {
+	SchemaVersion string `json:"schemaVersion"`
+	// PodsDir is the pods dir the actions are confined to.
+	PodsDir string   `json:"podsDir,omitempty"`
+	Actions []Action `json:"actions"`
+}
+
+// Result is the outcome of one action.
+type Result string
+
+// Results.
+const (
+	Done    Result = "Done"
+	Skipped Result = "Skipped"
+	Failed  Result = "Failed"
+)
+
+// ActionResult is an Action with what happened to it. An action skipped
+// because the node changed since the plan comes back as Keep, its Reason
+// saying why.
+type ActionResult struct {
+	Action
+	Result Result `json:"result"`
+	Error  string `json:"error,omitempty"`
+}
