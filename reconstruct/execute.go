@@ -139,4 +139,15 @@ func unmounted(table *mountscan.Table, paths ...string) error {
 	return nil
 }
 
+// noMountBetween checks that no mount lies on the way from the pod dir down
+// to path: the action would act inside that mount.
+func noMountBetween(table *mountscan.Table, podDir, path string) error {
+	for dir := filepath.Dir(path); strings.HasPrefix(dir, podDir+"/"); dir = filepath.Dir(dir) {
+		if table.IsMountPoint(dir) {
+			return fmt.Errorf("%w: %s, above it, is mounted now", errNodeChanged, dir)
+		}
+	}
+	return nil
+}
+
 func (e *executor) hostPath(p string) string { return filepath.Join(e.opts.HostRoot, p) }

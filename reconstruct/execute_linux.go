@@ -17,6 +17,9 @@ const maxStacked = 64
 // unmount unmounts a pod-level mount until the table shows no entry left at
 // the path (stacked mounts). Never lazily: a busy mount stays and fails.
 func (e *executor) unmount(a Action, table *mountscan.Table) error {
+	if err := noMountBetween(table, filepath.Join(e.plan.PodsDir, a.PodUID), a.Path); err != nil {
+		return err
+	}
 	below := table.AtOrBelow(a.Path)
 	for _, m := range below {
 		if m.MountPoint != a.Path {
@@ -49,6 +52,9 @@ func (e *executor) unmount(a Action, table *mountscan.Table) error {
 // removed with unlinkat, which never follows it.
 func (e *executor) remove(a Action, table *mountscan.Table, podDir string) error {
 	if err := unmounted(table, append([]string{a.Path}, a.MustBeUnmounted...)...); err != nil {
+		return err
+	}
+	if err := noMountBetween(table, podDir, a.Path); err != nil {
 		return err
 	}
 	if a.Path == podDir {

@@ -1,0 +1,212 @@
+package reconstruct_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/volrecon/volrecon/internal/mountns"
+	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/podsdir"
+	"github.com/volrecon/volrecon/reconstruct"
+)
+
+// orphanNode is a real node with one orphaned pod (realUID1) holding every
+// kind of volume, and witnesses outside the pod dir that show whether any
+// byte was lost: a second mount of the same tmpfs, the bind source of a
+// subpath, the staged ext4, and a directory a planted symlink points to.
+type orphanNode struct {
+	*realNode
+	staging, csiTarget, token, subpath   string
+	tokenWitness, subpathSource, outside string
+}
+
+func newOrphanNode(t *testing.T) *orphanNode {
+	n := &orphanNode{realNode: newRealNode(t)}
+	handle := "vol-orphan-0001"
+	n.staging = n.path("plugins/kubernetes.io/csi/ebs.csi.aws.com", podsdir.StagingHash(handle), "globalmount")
+	n.write(filepath.Join(filepath.Dir(n.staging), "vol_data.json"), `{"driverName":"ebs.csi.aws.com","volumeHandle":"`+handle+`"}`)
+	mountns.Mount(t, mountns.Ext4(t, 16), n.staging, "ext4", 0, "")
+	n.write(filepath.Join(n.staging, "db", "table.dat"), "rows")
+
+	csiVol := n.volume(realUID1, "kubernetes.io~csi", "pvc-orphan")
+	n.write(filepath.Join(csiVol, "vol_data.json"), `{"driverName":"ebs.csi.aws.com","volumeHandle":"`+handle+`","specVolID":"pvc-orphan","volumeLifecycleMode":"Persistent"}`)
+	n.csiTarget = filepath.Join(csiVol, "mount")
+	mountns.Bind(t, n.staging, n.csiTarget)
+
+	n.token = n.volume(realUID1, "kubernetes.io~projected", "kube-api-access-1")
+	mountns.Mount(t, "tmpfs", n.token, "tmpfs", 0, "size=1m")
+	n.write(filepath.Join(n.token, "token"), "secret-token")
+	n.tokenWitness = filepath.Join(t.TempDir(), "token-witness")
+	mountns.Bind(t, n.token, n.tokenWitness)
+
+	// A subpath bind of a dir on the pod dir's own filesystem.
+	n.subpathSource = n.path("app-data")
+	n.write(filepath.Join(n.subpathSource, "keep.txt"), "app data")
+	n.subpath = n.path("pods", realUID1, "volume-subpaths/pvc-orphan/app/0")
+	mountns.Bind(t, n.subpathSource, n.subpath)
+
+	cache := n.volume(realUID1, "kubernetes.io~empty-dir", "cache")
+	n.write(filepath.Join(cache, "scratch", "tmp.bin"), "scratch")
+	config := n.volume(realUID1, "kubernetes.io~configmap", "config")
+	n.write(filepath.Join(config, "..2024_01_01_00_00_00.1", "app.conf"), "conf")
+	require.NoError(t, os.Symlink("..2024_01_01_00_00_00.1", filepath.Join(config, "..data")))
+	require.NoError(t, os.Symlink("..data/app.conf", filepath.Join(config, "app.conf")))
+	n.write(n.path("pods", realUID1, "etc-hosts"), "127.0.0.1 localhost")
+	n.write(n.path("pods", realUID1, "containers/app/1a2b3c"), "")
+	n.write(n.path("pods", realUID1, "plugins/kubernetes.io~empty-dir/cache/ready"), "")
+
+	n.outside = filepath.Join(t.TempDir(), "outside")
+	n.write(filepath.Join(n.outside, "precious.txt"), "outside the pod dir")
+	require.NoError(t, os.Symlink(n.outside, n.path("pods", realUID1, "containers/app/evil")))
+	return n
+}
+
+// assertNoDataLost checks every witness outside the pod dir.
+func (n *orphanNode) assertNoDataLost(t *testing.T) {
+	t.Helper()
+	for path, want := range map[string]string{
+		filepath.Join(n.staging, "db", "table.dat"):             "rows",
+		filepath.Join(n.tokenWitness, "token"):                  "secret-token",
+		filepath.Join(n.subpathSource, "keep.txt"):              "app data",
+		filepath.Join(n.outside, "precious.txt"):                "outside the pod dir",
+		filepath.Join(filepath.Dir(n.staging), "vol_data.json"): `{"driverName":"ebs.csi.aws.com","volumeHandle":"vol-orphan-0001"}`,
+	} {
+		got, err := os.ReadFile(path)
+		require.NoError(t, err, path)
+		assert.Equal(t, want, string(got), path)
+	}
+}
+
+func (n *orphanNode) cleanup(t *testing.T, unmount bool, read func(context.Context) (*mountscan.Table, error)) (*reconstruct.Plan, []reconstruct.ActionResult) {
+	t.Helper()
+	st := n.scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}})
+	plan := reconstruct.PlanCleanup(st, reconstruct.PlanOptions{Unmount: unmount})
+	results := reconstruct.Execute(t.Context(), plan, reconstruct.ExecOptions{Apply: true, ReadMountTable: read})
+	for _, r := range results {
+		require.NotEqual(t, reconstruct.Failed, r.Result, "%s %s: %s", r.Action.Action, r.Path, r.Error)
+	}
+	return plan, results
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+func TestRealCleanupWithoutUnmountKeepsEveryMount(t *testing.T) {
+	if !mountns.Enter(t) {
+		return
+	}
+	n := newOrphanNode(t)
+	n.cleanup(t, false, nil)
+
+	n.assertNoDataLost(t)
+	assert.FileExists(t, filepath.Join(n.token, "token"), "nothing is deleted through a mount")
+	assert.FileExists(t, filepath.Join(n.subpath, "keep.txt"))
+	assert.FileExists(t, filepath.Join(n.csiTarget, "db", "table.dat"))
+	assert.FileExists(t, filepath.Join(filepath.Dir(n.csiTarget), "vol_data.json"), "NodeUnpublish still needs it")
+	assert.False(t, exists(n.path("pods", realUID1, "volumes/kubernetes.io~empty-dir/cache")), "the pod's scratch space goes")
+	assert.False(t, exists(n.path("pods", realUID1, "volumes/kubernetes.io~configmap")), "copies of API objects go")
+	assert.False(t, exists(n.path("pods", realUID1, "etc-hosts")))
+	assert.False(t, exists(n.path("pods", realUID1, "containers")), "the planted symlink is unlinked itself")
+	assert.DirExists(t, n.path("pods", realUID1), "the pod dir stays while mounts remain")
+}
+
+func TestRealCleanupWithUnmountUnmountsOnlyPodLevelMounts(t *testing.T) {
+	if !mountns.Enter(t) {
+		return
+	}
+	n := newOrphanNode(t)
+	n.cleanup(t, true, nil)
+
+	n.assertNoDataLost(t)
+	table, err := mountscan.ReadFile(t.Context(), mountscan.DefaultPath, 0)
+	require.NoError(t, err)
+	assert.True(t, table.IsMountPoint(n.staging), "a staging mount is never unmounted")
+	assert.Empty(t, table.AtOrBelow(n.path("pods", realUID1)), "every pod-level mount is gone")
+	assert.FileExists(t, filepath.Join(filepath.Dir(n.csiTarget), "vol_data.json"),
+		"kept while the staging mount is live: NodeUnstage needs it")
+	assert.DirExists(t, n.path("pods", realUID1))
+}
+
+// After a reboot nothing is mounted: the whole pod dir goes, and so does
+// the vol_data.json, since no staging mount is live either.
+func TestRealCleanupAfterRebootRemovesThePodDir(t *testing.T) {
+	if !mountns.Enter(t) {
+		return
+	}
+	n := newOrphanNode(t)
+	for _, p := range []string{n.subpath, n.token, n.csiTarget, n.staging} {
+		require.NoError(t, unix.Unmount(p, 0))
+	}
+	n.cleanup(t, false, nil)
+
+	assert.False(t, exists(n.path("pods", realUID1)), "the whole pod dir is removed")
+	assert.FileExists(t, filepath.Join(n.subpathSource, "keep.txt"))
+	assert.FileExists(t, filepath.Join(n.outside, "precious.txt"))
+	assert.DirExists(t, n.staging, "staging dirs are never touched")
+}
+
+// A mount that appears while the executor runs is never deleted through:
+// the action on its path is skipped as Keep.
+func TestRealCleanupSkipsAMountAddedMeanwhile(t *testing.T) {
+	if !mountns.Enter(t) {
+		return
+	}
+	n := newOrphanNode(t)
+	late := n.path("pods", realUID1, "volumes/kubernetes.io~empty-dir/cache/scratch")
+	reads := 0
+	read := func(ctx context.Context) (*mountscan.Table, error) {
+		if reads++; reads == 2 {
+			mountns.Mount(t, "tmpfs", late, "tmpfs", 0, "size=1m")
+			n.write(filepath.Join(late, "new.txt"), "written after the plan")
+		}
+		return mountscan.ReadFile(ctx, mountscan.DefaultPath, 0)
+	}
+	_, results := n.cleanup(t, false, read)
+
+	got, err := os.ReadFile(filepath.Join(late, "new.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "written after the plan", string(got))
+	var kept bool
+	for _, r := range results {
+		if r.Action.Action == reconstruct.Keep && r.Result == reconstruct.Skipped && r.Error != "" {
+			kept = true
+		}
+	}
+	assert.True(t, kept, "an action was turned into Keep")
+	n.assertNoDataLost(t)
+}
+
+// A directory swapped for a symlink after the plan makes the removal fail;
+// it never follows the symlink out of the pod dir.
+func TestRealCleanupNeverFollowsASymlinkSwappedIn(t *testing.T) {
+	if !mountns.Enter(t) {
+		return
+	}
+	n := newOrphanNode(t)
+	st := n.scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}})
+	plan := reconstruct.PlanCleanup(st, reconstruct.PlanOptions{})
+	scratch := n.path("pods", realUID1, "volumes/kubernetes.io~empty-dir/cache/scratch")
+	decoy := filepath.Join(t.TempDir(), "decoy")
+	n.write(filepath.Join(decoy, "tmp.bin"), "must survive")
+	require.NoError(t, os.RemoveAll(scratch))
+	require.NoError(t, os.Symlink(decoy, scratch))
+
+	results := reconstruct.Execute(t.Context(), plan, reconstruct.ExecOptions{Apply: true})
+	assert.FileExists(t, filepath.Join(decoy, "tmp.bin"))
+	var failed bool
+	for _, r := range results {
+		if r.Path == filepath.Join(scratch, "tmp.bin") {
+			failed = r.Result == reconstruct.Failed
+		}
+	}
+	assert.True(t, failed, "the removal through the swapped-in symlink fails")
+	n.assertNoDataLost(t)
+}
