@@ -68,3 +68,40 @@ func ExampleScan_inconsistentMountTable() {
 	// token Uncertain
 	// InconsistentMountTable
 }
+
+// Plan the cleanup of a pod that is no longer in the active pod list, and
+// apply it. Without Apply, Execute is a dry run.
+func ExamplePlanCleanup() {
+	hostRoot, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(hostRoot)
+	pod := "/var/lib/kubelet/pods/0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91"
+	_ = os.MkdirAll(filepath.Join(hostRoot, pod, "volumes/kubernetes.io~empty-dir/cache"), 0o750)
+	_ = os.WriteFile(filepath.Join(hostRoot, pod, "etc-hosts"), []byte("127.0.0.1 localhost\n"), 0o600)
+	readTable := func(context.Context) (*mountscan.Table, error) {
+		return mountscan.FromLines("1 0 259:1 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p1 rw")
+	}
+
+	st, err := reconstruct.Scan(context.Background(), reconstruct.Options{
+		HostRoot:       hostRoot,
+		ReadMountTable: readTable,
+		ActivePods:     reconstruct.PodList{"7f8e9d0c-1b2a-4c3d-8e5f-6a7b8c9d0e1f"}, // another pod
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	plan := reconstruct.PlanCleanup(st, reconstruct.PlanOptions{})
+	results := reconstruct.Execute(context.Background(), plan, reconstruct.ExecOptions{
+		Apply: true, HostRoot: hostRoot, ReadMountTable: readTable,
+	})
+	for _, r := range results {
+		rel, _ := filepath.Rel(pod, r.Path)
+		fmt.Println(r.Action.Action, rel, r.Result)
+	}
+	// Output:
+	// Unlink etc-hosts Done
+	// Rmdir volumes/kubernetes.io~empty-dir/cache Done
+	// Rmdir volumes/kubernetes.io~empty-dir Done
+	// Rmdir volumes Done
+	// Rmdir . Done
+}

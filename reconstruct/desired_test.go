@@ -1,0 +1,83 @@
+package reconstruct_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/reconstruct"
+)
+
+// scanPods scans a node with pods realUID1 and realUID2 and nothing mounted.
+func scanPods(t *testing.T, opts reconstruct.Options) (*reconstruct.State, error) {
+	t.Helper()
+	opts.HostRoot = t.TempDir()
+	for _, uid := range []string{realUID1, realUID2} {
+		require.NoError(t, os.MkdirAll(filepath.Join(opts.HostRoot, "/var/lib/kubelet/pods", uid, "containers"), 0o750))
+	}
+	opts.ReadMountTable = func(context.Context) (*mountscan.Table, error) {
+		return mountscan.FromLines("1 0 259:1 / / rw - ext4 /dev/sda1 rw")
+	}
+	return reconstruct.Scan(t.Context(), opts)
+}
+
+func statuses(st *reconstruct.State) []reconstruct.PodStatus {
+	var out []reconstruct.PodStatus
+	for _, p := range st.Pods {
+		out = append(out, p.Status)
+	}
+	return out
+}
+
+func TestActivePods(t *testing.T) {
+	tests := []struct {
+		name          string
+		source        reconstruct.PodSource
+		authoritative bool
+		want          []reconstruct.PodStatus
+		wantFindings  []reconstruct.FindingKind
+	}{
+		{"no source", nil, false, []reconstruct.PodStatus{reconstruct.PodUnknown, reconstruct.PodUnknown}, nil},
+		{"source failed", reconstruct.PodSourceFunc(func(context.Context) ([]string, error) { return nil, errors.New("apiserver timeout") }),
+			false, []reconstruct.PodStatus{reconstruct.PodUnknown, reconstruct.PodUnknown}, nil},
+		{"one listed, in upper case", reconstruct.PodList{strings.ToUpper(realUID1)}, false,
+			[]reconstruct.PodStatus{reconstruct.PodActive, reconstruct.PodOrphaned}, []reconstruct.FindingKind{reconstruct.OrphanedPodRemovable}},
+		{"empty and authoritative", reconstruct.PodList{}, true,
+			[]reconstruct.PodStatus{reconstruct.PodOrphaned, reconstruct.PodOrphaned},
+			[]reconstruct.FindingKind{reconstruct.OrphanedPodRemovable, reconstruct.OrphanedPodRemovable}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := scanPods(t, reconstruct.Options{ActivePods: tc.source, EmptyActivePodsAuthoritative: tc.authoritative})
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, statuses(st))
+			var kinds []reconstruct.FindingKind
+			for _, f := range st.Findings {
+				kinds = append(kinds, f.Kind)
+			}
+			assert.Equal(t, tc.wantFindings, kinds)
+		})
+	}
+}
+
+// An empty answer would orphan every pod: it is refused unless the caller
+// says it is authoritative.
+func TestEmptyActivePodsAreRefused(t *testing.T) {
+	_, err := scanPods(t, reconstruct.Options{ActivePods: reconstruct.PodList{}})
+	require.ErrorIs(t, err, reconstruct.ErrEmptyActivePods)
+	assert.Contains(t, err.Error(), "2 pod dirs")
+}
+
+// Without a positive answer nothing is planned: Unknown pods are never cleaned.
+func TestUnknownPodsGetNoPlan(t *testing.T) {
+	st, err := scanPods(t, reconstruct.Options{})
+	require.NoError(t, err)
+	assert.Empty(t, reconstruct.PlanCleanup(st, reconstruct.PlanOptions{Unmount: true}).Actions)
+}
