@@ -30,7 +30,10 @@ var otherKnownPlugins = map[string]bool{
 	"kubernetes.io/fc":           true,
 }
 
-func knownPlugin(p string) bool {
+// KnownPlugin reports whether volrecon knows a volume plugin: the plugins
+// the kubelet still ships and can reconstruct from disk. Others (FlexVolume,
+// in-tree plugins migrated to CSI) get an UnknownPlugin finding.
+func KnownPlugin(p string) bool {
 	return plainDirPlugins[p] || tmpfsPlugins[p] || otherKnownPlugins[p]
 }
 
@@ -52,7 +55,7 @@ func (b *builder) volume(v podsdir.Volume) Volume {
 	default:
 		b.inTreeFilesystemVolume(v, &out)
 	}
-	if !knownPlugin(v.Plugin) {
+	if !KnownPlugin(v.Plugin) {
 		b.unknownPlugin(out)
 	}
 	b.log.V(4).Info("Reconstructed volume", "podUID", out.PodUID, "volume", out.Name, "plugin", out.Plugin,

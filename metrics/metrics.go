@@ -1,0 +1,188 @@
+package metrics
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/volrecon/volrecon/reconstruct"
+)
+
+// namespace prefixes every metric registered by New.
+const namespace = "volrecon"
+
+// Values of the result label of volrecon_scans_total.
+const (
+	resultSuccess = "success"
+	resultFailure = "failure"
+)
+
+// scanDurationBuckets span a scan of a small node (about a millisecond) to
+// one that waits on probe timeouts (up to a minute), in seconds.
+var scanDurationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+
+// Metrics are volrecon's own metrics. A nil *Metrics is valid and does
+// nothing.
+type Metrics struct {
+	now func() time.Time
+
+	mu           sync.Mutex // serializes the replacement of the scan gauges
+	volumes      *gaugeSet
+	globalMounts *gaugeSet
+	pods         *gaugeSet
+	findings     *gaugeSet
+	severities   *gaugeSet
+
+	volumesInUse      prometheus.Gauge
+	mountTableEntries prometheus.Gauge
+	mountTableOK      prometheus.Gauge
+	lastSuccess       prometheus.Gauge
+	scanDuration      prometheus.Histogram
+	scans             *prometheus.CounterVec
+	cleanupActions    *prometheus.CounterVec
+}
+
+// New creates volrecon's own metrics and registers them on reg, which must
+// not be nil (ErrNilRegisterer). It registers all of them or none: an error
+// from reg, such as a prometheus.AlreadyRegisteredError when called twice
+// with one registry, is returned wrapped.
+//
+// Until the first successful scan, the gauges about a scan are 0 and
+// volrecon_volumes has no series.
+func New(reg prometheus.Registerer) (*Metrics, error) {
+	name := func(n string) string { return prometheus.BuildFQName(namespace, "", n) }
+	m := &Metrics{
+		now: time.Now,
+		volumes: newGaugeSet(name("volumes"),
+			"Number of pod volumes found by the last successful scan, by volume plugin and mount state. "+
+				`Plugins volrecon does not know are counted under plugin "other".`,
+			nil, "plugin", "state"),
+		globalMounts: newGaugeSet(name("global_mounts"),
+			"Number of CSI staging (global mount) directories found by the last successful scan, by volume mode and mount state.",
+			keys2(allModes, allVolumeStates), "mode", "state"),
+		pods: newGaugeSet(name("pods"),
+			"Number of pod directories found by the last successful scan, by whether the pod should exist.",
+			keys1(allPodStatuses), "status"),
+		findings: newGaugeSet(name("findings"),
+			"Number of findings of the last successful scan, by kind.",
+			keys1(allFindingKinds), "kind"),
+		severities: newGaugeSet(name("findings_by_severity"),
+			"Number of findings of the last successful scan, by severity.",
+			keys1(allSeverities), "severity"),
+		volumesInUse: prometheus.NewGauge(prometheus.GaugeOpts{Name: name("volumes_in_use"),
+			Help: "Number of volumes the last successful scan reported in use, which must not be detached from the node."}),
+		mountTableEntries: prometheus.NewGauge(prometheus.GaugeOpts{Name: name("mount_table_entries"),
+			Help: "Number of entries in the mount table read by the last successful scan."}),
+		mountTableOK: prometheus.NewGauge(prometheus.GaugeOpts{Name: name("mount_table_consistent"),
+			Help: "Whether the last successful scan read the mount table consistently (1) or not (0, every volume state is then Uncertain)."}),
+		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Name: name("last_successful_scan_timestamp_seconds"),
+			Help: "Time the last successful scan was recorded, in seconds since the Unix epoch, or 0 when no scan has succeeded."}),
+		scanDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: name("scan_duration_seconds"),
+			Help:    "Duration of the scans of the node's volume state, successful or not.",
+			Buckets: scanDurationBuckets}),
+		scans: prometheus.NewCounterVec(prometheus.CounterOpts{Name: name("scans_total"),
+			Help: "Number of scans of the node's volume state, by result (success or failure)."}, []string{"result"}),
+		cleanupActions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: name("cleanup_actions_total"),
+			Help: "Number of cleanup actions by action kind and result. Actions of a dry run count as Skipped."},
+			[]string{"action", "result"}),
+	}
+	m.scans.WithLabelValues(resultSuccess)
+	m.scans.WithLabelValues(resultFailure)
+	for _, k := range keys2(allActionKinds, allResults) {
+		m.cleanupActions.WithLabelValues(k[0], k[1])
+	}
+	if err := register(reg, m.collectors()...); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		m.volumes.vec, m.globalMounts.vec, m.pods.vec, m.findings.vec, m.severities.vec,
+		m.volumesInUse, m.mountTableEntries, m.mountTableOK, m.lastSuccess,
+		m.scanDuration, m.scans, m.cleanupActions,
+	}
+}
+
+// ObserveScan records one scan that took duration. A scan that failed (err
+// is not nil, st is then nil) only counts as a failure; a successful one
+// also replaces every gauge with what st says and sets the time of the last
+// successful scan. A nil st without an error counts as a failure too, since
+// there is nothing to record.
+func (m *Metrics) ObserveScan(st *reconstruct.State, duration time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	m.scanDuration.Observe(duration.Seconds())
+	if err != nil || st == nil {
+		m.scans.WithLabelValues(resultFailure).Inc()
+		return
+	}
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.volumes.replace(countVolumes(st.Volumes))
+	m.globalMounts.replace(countGlobalMounts(st.GlobalMounts))
+	m.pods.replace(countPods(st.Pods))
+	byKind, bySeverity := countFindings(st.Findings)
+	m.findings.replace(byKind)
+	m.severities.replace(bySeverity)
+	m.volumesInUse.Set(float64(len(st.VolumesInUse)))
+	m.mountTableEntries.Set(float64(st.MountTable.Entries))
+	m.mountTableOK.Set(boolToFloat(st.MountTable.Consistent))
+	m.lastSuccess.Set(float64(m.now().UnixNano()) / 1e9)
+	m.scans.WithLabelValues(resultSuccess).Inc()
+}
+
+// ObserveCleanup counts the actions of one cleanup run by action kind and
+// result.
+func (m *Metrics) ObserveCleanup(results []reconstruct.ActionResult) {
+	if m == nil {
+		return
+	}
+	for _, r := range results {
+		m.cleanupActions.WithLabelValues(string(r.Action.Action), string(r.Result)).Inc()
+	}
+}
+
+func countVolumes(vs []reconstruct.Volume) map[key]float64 {
+	n := make(map[key]float64)
+	for _, v := range vs {
+		n[key{pluginLabel(v.Plugin), string(v.State)}]++
+	}
+	return n
+}
+
+func countGlobalMounts(gs []reconstruct.GlobalMount) map[key]float64 {
+	n := make(map[key]float64)
+	for _, g := range gs {
+		n[key{string(g.Mode), string(g.State)}]++
+	}
+	return n
+}
+
+func countPods(ps []reconstruct.Pod) map[key]float64 {
+	n := make(map[key]float64)
+	for _, p := range ps {
+		n[key{string(p.Status)}]++
+	}
+	return n
+}
+
+func countFindings(fs []reconstruct.Finding) (byKind, bySeverity map[key]float64) {
+	byKind, bySeverity = make(map[key]float64), make(map[key]float64)
+	for _, f := range fs {
+		byKind[key{string(f.Kind)}]++
+		bySeverity[key{string(f.Severity)}]++
+	}
+	return byKind, bySeverity
+}
+
+func boolToFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
