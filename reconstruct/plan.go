@@ -135,14 +135,19 @@ func (p *podPlanner) remove(e PodEntry, why string) bool {
 // planMount plans a mount point under the pod dir: an unmount when allowed
 // and the mount is the pod's own, then the removal of the mount point.
 func (p *podPlanner) planMount(e PodEntry, parts []string) bool {
-	if !p.opts.Unmount || !p.podLevelMount(e, parts) {
-		if p.isCSITarget(parts) {
-			p.add(NeedsDriver, e.Path, "NodeUnpublish through the CSI driver (or rerun with unmounting allowed): the publish target is still mounted",
-				"mount table has an entry at the path")
-		} else {
-			p.add(Keep, e.Path, "still mounted ("+e.MountFSType+"): it is not a pod-level mount volrecon may unmount, or unmounting was not allowed",
-				"mount table has an entry at the path")
-		}
+	podLevel := p.podLevelMount(e, parts)
+	switch {
+	case p.isCSITarget(parts) && !p.opts.Unmount:
+		p.add(NeedsDriver, e.Path, "NodeUnpublish through the CSI driver (or allow unmounting): the publish target is still mounted",
+			"mount table has an entry at the path")
+		return false
+	case podLevel && !p.opts.Unmount:
+		p.add(Keep, e.Path, "a pod-level "+e.MountFSType+" mount, still mounted: allow unmounting to remove it",
+			"mount table has an entry at the path")
+		return false
+	case !podLevel:
+		p.add(Keep, e.Path, "still mounted ("+e.MountFSType+"), and not a pod-level mount volrecon may unmount",
+			"mount table has an entry at the path")
 		return false
 	}
 	p.add(Unmount, e.Path, "pod-level "+e.MountFSType+" mount of an orphaned pod", "mount table has an entry at the path")

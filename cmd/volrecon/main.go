@@ -1,5 +1,6 @@
 // Command volrecon rebuilds a Kubernetes node's volume state from the mount
-// table and the kubelet root dir, and reports what it finds.
+// table and the kubelet root dir, plans and applies a safe cleanup of
+// orphaned pod dirs, and exports Prometheus metrics.
 package main
 
 import (
@@ -18,51 +19,83 @@ const (
 	exitOK       = 0
 	exitScanFail = 1 // the scan could not be done
 	exitUsage    = 2
+	exitFailed   = 3 // cleanup --apply finished with failed actions
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr})
 	stop()
 	os.Exit(code)
+}
+
+// env is what a command reads from and writes to.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
 }
 
 const usage = `volrecon rebuilds a Kubernetes node's volume state from the mount table
 and the kubelet root dir, without an API server or CSI driver.
 
 Usage:
-  volrecon scan [flags]    print the node's volume state
-  volrecon help            this text
+  volrecon scan [flags]      print the node's volume state
+  volrecon plan [flags]      print the cleanup plan for orphaned pod dirs
+  volrecon cleanup [flags]   print the plan, and apply it with --apply
+  volrecon serve [flags]     export Prometheus metrics (read-only)
+  volrecon version           print the version
 
-Run "volrecon scan --help" for the flags.
+Run "volrecon <command> --help" for the flags of a command.
 `
 
 // errUsage marks bad usage; its message has been printed already.
 var errUsage = errors.New("bad usage")
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// exitError carries an exit code other than 1 for an error.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+var commands = map[string]func(context.Context, []string, env) error{
+	"scan":    runScan,
+	"plan":    runPlan,
+	"cleanup": runCleanup,
+	"serve":   runServe,
+	"version": runVersion,
+}
+
+func run(ctx context.Context, args []string, e env) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(e.stderr, usage)
 		return exitUsage
 	}
-	var err error
-	switch args[0] {
-	case "scan":
-		err = runScan(ctx, args[1:], stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(e.stdout, usage)
 		return exitOK
-	default:
-		fmt.Fprintf(stderr, "volrecon: unknown command %q\n\n%s", args[0], usage)
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(e.stderr, "volrecon: unknown command %q\n\n%s", args[0], usage)
 		return exitUsage
 	}
+	return exitCode(cmd(ctx, args[1:], e), e.stderr)
+}
+
+func exitCode(err error, stderr io.Writer) int {
+	var ee *exitError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case errors.Is(err, errUsage):
 		return exitUsage
-	default:
+	case errors.As(err, &ee):
 		fmt.Fprintf(stderr, "volrecon: %v\n", err)
-		return exitScanFail
+		return ee.code
 	}
+	fmt.Fprintf(stderr, "volrecon: %v\n", err)
+	return exitScanFail
 }

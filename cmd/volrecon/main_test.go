@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,15 +15,15 @@ import (
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
-func runCLI(t *testing.T, args ...string) (int, string, string) {
+func runCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), args, &stdout, &stderr)
+	code := run(t.Context(), args, env{stdin: strings.NewReader(stdin), stdout: &stdout, stderr: &stderr})
 	return code, stdout.String(), stderr.String()
 }
 
 func TestScanDemoJSONIsTheReviewedState(t *testing.T) {
-	code, out, errOut := runCLI(t, "scan", "--demo", "-o", "json")
+	code, out, errOut := runCLI(t, "", "scan", "--demo", "-o", "json")
 	require.Equal(t, exitOK, code, errOut)
 	var st reconstruct.State
 	require.NoError(t, json.Unmarshal([]byte(out), &st))
@@ -31,47 +33,84 @@ func TestScanDemoJSONIsTheReviewedState(t *testing.T) {
 	assert.JSONEq(t, string(want), out)
 }
 
-func TestScanDemoTable(t *testing.T) {
-	code, out, _ := runCLI(t, "scan", "--demo")
-	require.Equal(t, exitOK, code)
-	assert.Contains(t, out, "pod 0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91 (Unknown, 2 mount points)")
-	assert.Contains(t, out, "3 pods, 12 volumes, 3 global mounts, 6 volumes in use, 0 findings; mount table consistent")
-}
-
 func TestExitCodes(t *testing.T) {
-	missing := t.TempDir() + "/no-such-kubelet"
+	missing := filepath.Join(t.TempDir(), "no-such-kubelet")
 	tests := []struct {
 		name    string
+		stdin   string
 		args    []string
 		code    int
 		errText string
 	}{
-		{"no command", nil, exitUsage, "Usage:"},
-		{"unknown command", []string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
-		{"unknown flag", []string{"scan", "--no-such-flag"}, exitUsage, "flag provided but not defined"},
-		{"bad output format", []string{"scan", "--demo", "-o", "yaml"}, exitUsage, `"yaml"`},
-		{"stray argument", []string{"scan", "--demo", "extra"}, exitUsage, "unexpected argument"},
-		{"missing root dir", []string{"scan", "--root-dir", missing}, exitScanFail, missing},
-		{"help", []string{"scan", "--help"}, exitOK, "Usage: volrecon scan"},
+		{"no command", "", nil, exitUsage, "Usage:"},
+		{"unknown command", "", []string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
+		{"unknown flag", "", []string{"scan", "--no-such-flag"}, exitUsage, "flag provided but not defined"},
+		{"bad output format", "", []string{"scan", "--demo", "-o", "yaml"}, exitUsage, `"yaml"`},
+		{"stray argument", "", []string{"scan", "--demo", "extra"}, exitUsage, `unexpected argument "extra"`},
+		{"missing root dir", "", []string{"scan", "--root-dir", missing}, exitScanFail, missing},
+		{"unreadable mount table", "", []string{"scan", "--demo", "--mountinfo", missing}, exitOK, ""},
+		{"scan help", "", []string{"scan", "--help"}, exitOK, "Usage: volrecon scan"},
+		{"cleanup without active pods", "", []string{"cleanup", "--demo"}, exitUsage, "--active-pods is required"},
+		{"bad active pods", "not-a-uid\n", []string{"plan", "--demo", "--active-pods", "-"}, exitUsage, `line 1: "not-a-uid" is not a pod UID`},
+		{"empty active pods", "", []string{"plan", "--demo", "--active-pods", "-"}, exitUsage, "--empty-active-pods-ok"},
+		{"serve with a bad interval", "", []string{"serve", "--demo", "--interval", "0s"}, exitUsage, "--interval must be positive"},
+		{"version", "", []string{"version"}, exitOK, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			code, _, errOut := runCLI(t, tc.args...)
-			assert.Equal(t, tc.code, code)
+			code, _, errOut := runCLI(t, tc.stdin, tc.args...)
+			assert.Equal(t, tc.code, code, errOut)
 			assert.Contains(t, errOut, tc.errText)
 		})
 	}
 }
 
-// An unreadable mount table is not a failed scan: the State says every
-// volume is Uncertain.
+// A mount table that cannot be read is a failed scan (exit 1) that still
+// prints the State, every volume Uncertain, and says what to do.
 func TestScanWithUnreadableMountTable(t *testing.T) {
 	root := t.TempDir()
-	require.NoError(t, os.MkdirAll(root+"/pods", 0o750))
-	code, out, errOut := runCLI(t, "scan", "--root-dir", root, "--mountinfo", root+"/no-mountinfo", "-o", "json")
-	require.Equal(t, exitOK, code, errOut)
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "pods", "11111111-1111-4111-8111-111111111111", "volumes", "kubernetes.io~secret", "token"), 0o750))
+	code, out, errOut := runCLI(t, "", "scan", "--root-dir", root, "--mountinfo", root+"/no-mountinfo", "-o", "json")
+	require.Equal(t, exitScanFail, code)
+	assert.Contains(t, errOut, "could not be read consistently")
+	assert.Contains(t, errOut, "--mountinfo")
 	var st reconstruct.State
 	require.NoError(t, json.Unmarshal([]byte(out), &st))
 	assert.False(t, st.MountTable.Consistent)
-	assert.Contains(t, st.MountTable.Error, "no-mountinfo")
+	require.Len(t, st.Volumes, 1)
+	assert.Equal(t, reconstruct.Uncertain, st.Volumes[0].State)
+}
+
+func TestReadActivePods(t *testing.T) {
+	const uidA, uidB = "0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91", "2c4e6a8b-3d5f-4e7a-8b9c-0d1e2f3a4b5c"
+	kubectl := `{"apiVersion":"v1","kind":"List","items":[{"metadata":{"name":"web-0","uid":"` + uidA + `"}},{"metadata":{"uid":"` + uidB + `"}}]}`
+	tests := []struct {
+		name, input string
+		want        []string
+		err         string
+	}{
+		{"lines with comments", "# node-a\n" + uidA + "\n\n  " + uidB + "  # web\n", []string{uidA, uidB}, ""},
+		{"static pod uid", "6e3e5b3f0d8c4a1b9f2e7d6c5b4a3928\n", []string{"6e3e5b3f0d8c4a1b9f2e7d6c5b4a3928"}, ""},
+		{"kubectl json", kubectl, []string{uidA, uidB}, ""},
+		{"kubectl json, no pods", `{"kind":"List","items":[]}`, []string{}, ""},
+		{"json without items", `{"kind":"Pod","metadata":{"uid":"` + uidA + `"}}`, nil, `without "items"`},
+		{"json with a bad uid", `{"items":[{"metadata":{"uid":"x"}}]}`, nil, `items[0].metadata.uid "x"`},
+		{"not a uid", uidA + "\nweb-0\n", nil, `line 2: "web-0" is not a pod UID`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := readActivePods("-", strings.NewReader(tc.input))
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestReadActivePodsNamesAMissingFile(t *testing.T) {
+	_, err := readActivePods("/no/such/file", nil)
+	require.ErrorContains(t, err, "--active-pods /no/such/file")
 }

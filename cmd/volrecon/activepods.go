@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+)
+
+// podUID accepts the UIDs the API server assigns and the 32-hex-digit ones
+// the kubelet gives static pods.
+var podUID = regexp.MustCompile(`^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F]{32})$`)
+
+// readActivePods reads the pods that should exist: one UID per line ("#"
+// starts a comment), or the JSON of `kubectl get pods -o json`.
+func readActivePods(path string, stdin io.Reader) ([]string, error) {
+	data, err := readAll(path, stdin)
+	if err != nil {
+		return nil, fmt.Errorf("--active-pods %s: %w", path, err)
+	}
+	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
+		return podUIDsFromJSON(path, trimmed)
+	}
+	var uids []string
+	for i, line := range strings.Split(string(data), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if !podUID.MatchString(line) {
+			return nil, fmt.Errorf("--active-pods %s: line %d: %q is not a pod UID (want one UID per line, or kubectl's JSON)", path, i+1, line)
+		}
+		uids = append(uids, line)
+	}
+	return uids, nil
+}
+
+func readAll(path string, stdin io.Reader) ([]byte, error) {
+	if path == "-" {
+		return io.ReadAll(stdin)
+	}
+	return os.ReadFile(path)
+}
+
+// podList is the part of kubectl's JSON that matters.
+type podList struct {
+	Kind  string `json:"kind"`
+	Items *[]struct {
+		Metadata struct {
+			UID string `json:"uid"`
+		} `json:"metadata"`
+	} `json:"items"`
+}
+
+func podUIDsFromJSON(path string, data []byte) ([]string, error) {
+	var list podList
+	if err := json.Unmarshal(data, &list); err != nil {
+		return nil, fmt.Errorf("--active-pods %s: not kubectl's JSON: %w", path, err)
+	}
+	if list.Items == nil {
+		return nil, fmt.Errorf("--active-pods %s: JSON without \"items\" (kind %q): pass the output of kubectl get pods -o json", path, list.Kind)
+	}
+	uids := make([]string, 0, len(*list.Items))
+	for i, item := range *list.Items {
+		if !podUID.MatchString(item.Metadata.UID) {
+			return nil, fmt.Errorf("--active-pods %s: items[%d].metadata.uid %q is not a pod UID", path, i, item.Metadata.UID)
+		}
+		uids = append(uids, item.Metadata.UID)
+	}
+	return uids, nil
+}

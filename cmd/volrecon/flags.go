@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/volrecon/volrecon/internal/fixture"
+	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/podsdir"
+	"github.com/volrecon/volrecon/reconstruct"
+)
+
+// nodeFlags are the flags every command shares: where the node is.
+type nodeFlags struct {
+	rootDir, hostRoot, mountInfo string
+	rootDirAliases               stringList
+	probe, demo                  bool
+	probeTimeout                 time.Duration
+	activePods                   string
+	emptyActivePodsOK            bool
+}
+
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+func (f *nodeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.rootDir, "root-dir", podsdir.DefaultRootDir, "the kubelet's --root-dir, as a host path")
+	fs.Var(&f.rootDirAliases, "root-dir-alias", "another host path of the kubelet root that CSI drivers may mount under (repeatable)")
+	fs.StringVar(&f.hostRoot, "host-root", "", "read the host's filesystem under this prefix (e.g. /host in a container)")
+	fs.StringVar(&f.mountInfo, "mountinfo", mountscan.DefaultPath, "mount table to read (/proc/1/mountinfo in a container with hostPID)")
+	fs.BoolVar(&f.probe, "probe", false, "stat every mounted path, with a timeout, to find broken and hung mounts")
+	fs.DurationVar(&f.probeTimeout, "probe-timeout", reconstruct.DefaultProbeTimeout, "how long one probe may take before the mount counts as hung")
+	fs.BoolVar(&f.demo, "demo", false, "use an embedded sample node (an EBS-like node of three pods) instead of this machine")
+	fs.StringVar(&f.activePods, "active-pods", "", "file (or - for stdin) of the pods that should exist on this node: one UID per line,\n"+
+		"or the JSON of kubectl get pods -A --field-selector spec.nodeName=NODE -o json")
+	fs.BoolVar(&f.emptyActivePodsOK, "empty-active-pods-ok", false, "accept an empty --active-pods list: every pod dir is then orphaned")
+}
+
+// commandFlags holds a command's flag set and the flags every command has.
+type commandFlags struct {
+	fs     *flag.FlagSet
+	node   nodeFlags
+	output string
+}
+
+func newCommandFlags(name, summary string, outputs []string, e env) *commandFlags {
+	c := &commandFlags{fs: flag.NewFlagSet("volrecon "+name, flag.ContinueOnError)}
+	c.fs.SetOutput(e.stderr)
+	c.node.register(c.fs)
+	if len(outputs) > 0 {
+		c.fs.StringVar(&c.output, "o", outputs[0], "output format: "+strings.Join(outputs, ", "))
+	}
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	c.fs.Var(klogFlags.Lookup("v").Value, "v", "log verbosity to stderr (2: a summary, 4: every decision)")
+	c.fs.Usage = func() {
+		fmt.Fprintf(e.stderr, "Usage: volrecon %s [flags]\n\n%s\nFlags:\n", name, summary)
+		c.fs.PrintDefaults()
+	}
+	return c
+}
+
+// parse parses args and checks the output format.
+func (c *commandFlags) parse(args []string, outputs []string, stderr io.Writer) error {
+	if err := c.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if c.fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", c.fs.Name(), c.fs.Arg(0))
+		return errUsage
+	}
+	if len(outputs) > 0 && !contains(outputs, c.output) {
+		fmt.Fprintf(stderr, "%s: unknown output format %q (want %s)\n", c.fs.Name(), c.output, strings.Join(outputs, ", "))
+		return errUsage
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// node is where a command works: the scan options, and for --demo the temp
+// dir the sample node was materialised in.
+type node struct {
+	opts    reconstruct.Options
+	cleanup func()
+}
+
+// openNode turns the flags into scan options. For --demo it materialises
+// the sample node in a temp dir; call cleanup when done.
+func (f *nodeFlags) openNode(stdin io.Reader) (*node, error) {
+	n := &node{cleanup: func() {}, opts: reconstruct.Options{
+		RootDir: f.rootDir, RootDirAliases: f.rootDirAliases, HostRoot: f.hostRoot, MountInfoPath: f.mountInfo,
+		Probe: f.probe, ProbeTimeout: f.probeTimeout, EmptyActivePodsAuthoritative: f.emptyActivePodsOK,
+	}}
+	if f.activePods != "" {
+		uids, err := readActivePods(f.activePods, stdin)
+		if err != nil {
+			return nil, &exitError{code: exitUsage, err: err}
+		}
+		n.opts.ActivePods = reconstruct.PodList(uids)
+	}
+	if f.demo {
+		if err := n.materialiseDemo(); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+// materialiseDemo writes the sample node to a temp dir and points the
+// options at it, as a fixture test does.
+func (n *node) materialiseDemo() error {
+	dir, err := os.MkdirTemp("", "volrecon-demo-")
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	n.cleanup = func() { _ = os.RemoveAll(dir) }
+	demo := fixture.Demo()
+	if err := demo.Materialize(dir); err != nil {
+		n.cleanup()
+		return fmt.Errorf("demo: %w", err)
+	}
+	demoOpts, err := demo.ScanOptions(dir)
+	if err != nil {
+		n.cleanup()
+		return fmt.Errorf("demo: %w", err)
+	}
+	demoOpts.Probe, demoOpts.ProbeTimeout = n.opts.Probe, n.opts.ProbeTimeout
+	demoOpts.ActivePods, demoOpts.EmptyActivePodsAuthoritative = n.opts.ActivePods, n.opts.EmptyActivePodsAuthoritative
+	n.opts = demoOpts
+	return nil
+}
+
+// scan scans the node. A mount table that could not be read consistently
+// still gives a State (every volume Uncertain) and an error for the exit code.
+func (n *node) scan(ctx context.Context) (*reconstruct.State, error) {
+	st, err := reconstruct.Scan(ctx, n.opts)
+	switch {
+	case errors.Is(err, podsdir.ErrRootNotFound):
+		return nil, fmt.Errorf("%w: is this a Kubernetes node? Pass --root-dir if the kubelet uses another root dir "+
+			"(k0s: /var/lib/k0s/kubelet), --host-root in a container, or --demo to see a sample node", err)
+	case errors.Is(err, reconstruct.ErrEmptyActivePods):
+		return nil, &exitError{code: exitUsage, err: fmt.Errorf("%w; pass --empty-active-pods-ok only if no pod at all should run on this node", err)}
+	case err != nil:
+		return nil, err
+	}
+	return st, nil
+}
+
+// mountTableError is the error for a State whose mount table could not be
+// read consistently.
+func mountTableError(st *reconstruct.State) error {
+	if st.MountTable.Consistent {
+		return nil
+	}
+	return fmt.Errorf("the mount table %s could not be read consistently (%s): every volume is Uncertain and nothing can be cleaned up; "+
+		"check --mountinfo (in a container with hostPID use /proc/1/mountinfo)", st.MountTable.Path, st.MountTable.Error)
+}
+
+func (n *node) execOptions(apply bool) reconstruct.ExecOptions {
+	return reconstruct.ExecOptions{Apply: apply, HostRoot: n.opts.HostRoot, MountInfoPath: n.opts.MountInfoPath,
+		ReadMountTable: n.opts.ReadMountTable, MaxReadAttempts: n.opts.MaxReadAttempts}
+}
+
+func withLogger(ctx context.Context) context.Context {
+	return klog.NewContext(ctx, klog.Background())
+}

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/volrecon/volrecon/reconstruct"
+)
+
+// printer writes a State or a Plan in one output format.
+type printer struct {
+	out    io.Writer
+	format string
+	colour bool
+}
+
+func newPrinter(out io.Writer, format string) *printer {
+	return &printer{out: out, format: format, colour: isTerminal(out)}
+}
+
+// isTerminal: colour only on a terminal, and never with NO_COLOR set.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok || os.Getenv("NO_COLOR") != "" || os.Getenv("TERM") == "dumb" {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+const (
+	red    = "\x1b[31m"
+	green  = "\x1b[32m"
+	yellow = "\x1b[33m"
+	reset  = "\x1b[0m"
+)
+
+var colours = map[string]string{
+	string(reconstruct.Mounted): green, string(reconstruct.Uncertain): yellow,
+	string(reconstruct.SeverityCritical): red, string(reconstruct.SeverityWarning): yellow,
+	string(reconstruct.PodOrphaned): yellow,
+	string(reconstruct.Failed):      red, string(reconstruct.Done): green,
+}
+
+// paint colours a word on a terminal. The colour codes go around the
+// padding-free word, so tabwriter columns stay aligned only for uncoloured
+// output; on a terminal a little misalignment is the price of colour.
+func (p *printer) paint(word string) string {
+	if c := colours[word]; p.colour && c != "" {
+		return c + word + reset
+	}
+	return word
+}
+
+func (p *printer) json(v any) error {
+	enc := json.NewEncoder(p.out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// state prints a State: volumes grouped by pod, then the global mounts and
+// the findings, then one summary line.
+func (p *printer) state(st *reconstruct.State) error {
+	if p.format == "json" {
+		return p.json(st)
+	}
+	w := tabwriter.NewWriter(p.out, 0, 4, 2, ' ', 0)
+	p.pods(w, st)
+	p.globalMounts(w, st)
+	p.findings(w, st)
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(p.out, stateSummary(st))
+	return err
+}
+
+func (p *printer) pods(w io.Writer, st *reconstruct.State) {
+	byPod := map[string][]reconstruct.Volume{}
+	for _, v := range st.Volumes {
+		byPod[v.PodUID] = append(byPod[v.PodUID], v)
+	}
+	for _, pod := range st.Pods {
+		// A line without tabs ends a column block: each pod aligns on its own.
+		fmt.Fprintf(w, "pod %s (%s, %s)\n", pod.UID, p.paint(string(pod.Status)), plural(len(pod.MountPoints), "mount point"))
+		header := "  VOLUME\tPLUGIN\tSTATE\tDRIVER\tDEVICE MOUNT PATH"
+		if p.format == "wide" {
+			header += "\tSOURCE\tFSTYPE"
+		}
+		fmt.Fprintln(w, header)
+		for _, v := range byPod[pod.UID] {
+			line := fmt.Sprintf("  %s\t%s\t%s\t%s\t%s", v.Name, v.Plugin, p.paint(string(v.State)), driverOf(v), dash(v.DeviceMountPath))
+			if p.format == "wide" {
+				line += "\t" + mountSource(v.Mount) + "\t" + mountFSType(v.Mount)
+			}
+			fmt.Fprintln(w, line)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+func (p *printer) globalMounts(w io.Writer, st *reconstruct.State) {
+	if len(st.GlobalMounts) == 0 {
+		return
+	}
+	header := "GLOBAL MOUNT\tSTATE\tDRIVER\tPODS"
+	if p.format == "wide" {
+		header += "\tSOURCE\tFSTYPE"
+	}
+	fmt.Fprintln(w, header)
+	for _, g := range st.GlobalMounts {
+		line := fmt.Sprintf("%s\t%s\t%s\t%d", g.Path, p.paint(string(g.State)), dash(g.DriverName), len(g.PodUIDs))
+		if p.format == "wide" {
+			line += "\t" + mountSource(g.Mount) + "\t" + mountFSType(g.Mount)
+		}
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintln(w)
+}
+
+func (p *printer) findings(w io.Writer, st *reconstruct.State) {
+	if len(st.Findings) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "FINDING\tSEVERITY\tPATH\tMESSAGE")
+	for _, f := range st.Findings {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", f.Kind, p.paint(string(f.Severity)), dash(f.Path), f.Message)
+	}
+	fmt.Fprintln(w)
+}
+
+func stateSummary(st *reconstruct.State) string {
+	table := "mount table consistent"
+	if !st.MountTable.Consistent {
+		table = "MOUNT TABLE NOT CONSISTENT: every state is Uncertain"
+	}
+	orphans := ""
+	if n := countPods(st, reconstruct.PodOrphaned); n > 0 {
+		orphans = fmt.Sprintf(" (%d orphaned)", n)
+	}
+	return fmt.Sprintf("%s%s, %s, %s, %s in use, %s; %s (%s, %d entries)",
+		plural(len(st.Pods), "pod"), orphans, plural(len(st.Volumes), "volume"), plural(len(st.GlobalMounts), "global mount"),
+		plural(len(st.VolumesInUse), "volume"), plural(len(st.Findings), "finding"),
+		table, st.MountTable.Path, st.MountTable.Entries)
+}
+
+func countPods(st *reconstruct.State, status reconstruct.PodStatus) int {
+	n := 0
+	for _, p := range st.Pods {
+		if p.Status == status {
+			n++
+		}
+	}
+	return n
+}
+
+// plan prints a Plan, with the results when it was executed.
+func (p *printer) plan(plan *reconstruct.Plan, results []reconstruct.ActionResult) error {
+	if p.format == "json" {
+		if results == nil {
+			return p.json(plan)
+		}
+		return p.json(struct {
+			SchemaVersion string                     `json:"schemaVersion"`
+			PodsDir       string                     `json:"podsDir,omitempty"`
+			Actions       []reconstruct.ActionResult `json:"actions"`
+		}{plan.SchemaVersion, plan.PodsDir, results})
+	}
+	w := tabwriter.NewWriter(p.out, 0, 4, 2, ' ', 0)
+	header := "ACTION\tPOD\tPATH\tREASON"
+	if results != nil {
+		header = "ACTION\tRESULT\tPOD\tPATH\tREASON"
+	}
+	fmt.Fprintln(w, header)
+	for i, a := range plan.Actions {
+		if results != nil {
+			fmt.Fprintln(w, p.resultLine(results[i], plan.PodsDir))
+			continue
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", a.Action, shortUID(a.PodUID), relPath(plan.PodsDir, a), a.Reason)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(p.out, planTotals(plan, results))
+	return err
+}
+
+func (p *printer) resultLine(r reconstruct.ActionResult, podsDir string) string {
+	reason := r.Reason
+	if r.Error != "" {
+		reason += " [" + r.Error + "]"
+	}
+	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", r.Action.Action, p.paint(string(r.Result)), shortUID(r.PodUID), relPath(podsDir, r.Action), reason)
+}
+
+func planTotals(plan *reconstruct.Plan, results []reconstruct.ActionResult) string {
+	counts := map[reconstruct.ActionKind]int{}
+	for _, a := range plan.Actions {
+		counts[a.Action]++
+	}
+	var parts []string
+	for _, k := range []reconstruct.ActionKind{reconstruct.Unmount, reconstruct.Rmdir, reconstruct.Unlink,
+		reconstruct.RemoveVolumeData, reconstruct.NeedsDriver, reconstruct.Keep} {
+		if counts[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
+		}
+	}
+	summary := plural(len(plan.Actions), "action")
+	if len(parts) > 0 {
+		summary += " (" + strings.Join(parts, ", ") + ")"
+	}
+	switch {
+	case results == nil:
+		return summary + "; nothing was changed"
+	case len(results) > 0 && results[0].Error == "dry run":
+		return summary + "; dry run, nothing was changed: add --apply to apply"
+	}
+	return fmt.Sprintf("%s: %d done, %d skipped, %d failed", summary,
+		countResults(results, reconstruct.Done), countResults(results, reconstruct.Skipped), countResults(results, reconstruct.Failed))
+}
+
+// relPath shows a path relative to its pod dir; other paths in full.
+func relPath(podsDir string, a reconstruct.Action) string {
+	if podsDir == "" || a.PodUID == "" {
+		return a.Path
+	}
+	if rel, err := filepath.Rel(filepath.Join(podsDir, a.PodUID), a.Path); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return a.Path
+}
+
+func shortUID(uid string) string {
+	if uid == "" {
+		return "-"
+	}
+	return uid
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func driverOf(v reconstruct.Volume) string {
+	if v.CSI == nil {
+		return "-"
+	}
+	return dash(v.CSI.DriverName)
+}
+
+func mountSource(m *reconstruct.MountRef) string {
+	if m == nil {
+		return "-"
+	}
+	return m.Source
+}
+
+func mountFSType(m *reconstruct.MountRef) string {
+	if m == nil {
+		return "-"
+	}
+	return m.FSType
+}

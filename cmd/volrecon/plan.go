@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/volrecon/volrecon/reconstruct"
+)
+
+const planSummary = `Prints the cleanup plan for the orphaned pod dirs: what would be removed,
+unmounted (with --unmount), left to the CSI driver, or kept, and why. Orphans
+are the pod dirs whose UID is not in --active-pods. Nothing is changed.`
+
+const cleanupSummary = `Prints the cleanup plan for the orphaned pod dirs and, with --apply, applies
+it: nothing at or below a mount point, nothing recursive, nothing uncertain, and
+each action re-checked against a fresh mount table right before it runs. It
+refuses to run without --active-pods.
+
+Exit codes: 0 done, 1 the scan could not be done, 2 bad usage, 3 --apply
+finished with failed actions.`
+
+func runPlan(ctx context.Context, args []string, e env) error {
+	return planOrCleanup(ctx, "plan", planSummary, args, e)
+}
+
+func runCleanup(ctx context.Context, args []string, e env) error {
+	return planOrCleanup(ctx, "cleanup", cleanupSummary, args, e)
+}
+
+func planOrCleanup(ctx context.Context, name, summary string, args []string, e env) error {
+	c := newCommandFlags(name, summary, outputFormats, e)
+	unmount := c.fs.Bool("unmount", false, "allow unmounting pod-level mounts of orphaned pods (tmpfs, subpath binds, CSI publish targets; never a staging mount)")
+	var apply *bool
+	if name == "cleanup" {
+		apply = c.fs.Bool("apply", false, "apply the plan (without it nothing is changed)")
+	}
+	if err := c.parse(args, outputFormats, e.stderr); err != nil {
+		return err
+	}
+	if c.node.activePods == "" {
+		if name == "cleanup" {
+			fmt.Fprintln(e.stderr, "volrecon cleanup: --active-pods is required: without the pods that should exist, no pod dir is known to be orphaned")
+			return errUsage
+		}
+		fmt.Fprintln(e.stderr, "volrecon plan: no --active-pods: every pod is Unknown, so nothing is planned")
+	}
+	n, err := c.node.openNode(e.stdin)
+	if err != nil {
+		return err
+	}
+	defer n.cleanup()
+	ctx = withLogger(ctx)
+	st, err := n.scan(ctx)
+	if err != nil {
+		return err
+	}
+	plan := reconstruct.PlanCleanup(st, reconstruct.PlanOptions{Unmount: *unmount})
+	out := newPrinter(e.stdout, c.output)
+	if apply == nil {
+		return errors.Join(out.plan(plan, nil), mountTableError(st))
+	}
+	results := reconstruct.Execute(ctx, plan, n.execOptions(*apply))
+	if err := out.plan(plan, results); err != nil {
+		return err
+	}
+	if failed := countResults(results, reconstruct.Failed); failed > 0 {
+		return &exitError{code: exitFailed, err: fmt.Errorf("%d cleanup actions failed; see their errors above", failed)}
+	}
+	return mountTableError(st)
+}
+
+func countResults(results []reconstruct.ActionResult, want reconstruct.Result) int {
+	n := 0
+	for _, r := range results {
+		if r.Result == want {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/klog/v2"
+
+	"github.com/volrecon/volrecon/metrics"
+	"github.com/volrecon/volrecon/reconstruct"
+)
+
+const serveSummary = `Rescans the node every --interval and serves /metrics (volrecon's Prometheus
+metrics), /healthz and /report (the latest State as JSON) on --listen. It is
+read-only: it never cleans up. With --textfile it instead scans once and writes
+the metrics to a file in node_exporter's textfile format (atomically), for
+nodes that already run node_exporter.`
+
+func runServe(ctx context.Context, args []string, e env) error {
+	c := newCommandFlags("serve", serveSummary, nil, e)
+	listen := c.fs.String("listen", ":9830", "address to serve /metrics, /healthz and /report on")
+	interval := c.fs.Duration("interval", 60*time.Second, "time between scans")
+	textfile := c.fs.String("textfile", "", "write the metrics once to this file (node_exporter textfile collector) and exit")
+	if err := c.parse(args, nil, e.stderr); err != nil {
+		return err
+	}
+	if *interval <= 0 {
+		fmt.Fprintln(e.stderr, "volrecon serve: --interval must be positive")
+		return errUsage
+	}
+	n, err := c.node.openNode(e.stdin)
+	if err != nil {
+		return err
+	}
+	defer n.cleanup()
+	s, err := newServer(n, *interval)
+	if err != nil {
+		return err
+	}
+	ctx = withLogger(ctx)
+	if *textfile != "" {
+		return s.writeTextfile(ctx, *textfile)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (pick another address with --listen)", *listen, err)
+	}
+	fmt.Fprintf(e.stderr, "volrecon: serving /metrics, /healthz and /report on %s, scanning every %s\n", ln.Addr(), *interval)
+	return s.serve(ctx, ln)
+}
+
+// server rescans the node and serves the latest result.
+type server struct {
+	node     *node
+	interval time.Duration
+	registry *prometheus.Registry
+	metrics  *metrics.Metrics
+
+	mu      sync.Mutex
+	latest  *reconstruct.State
+	lastOK  time.Time
+	lastErr error
+}
+
+func newServer(n *node, interval time.Duration) (*server, error) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &server{node: n, interval: interval, registry: reg, metrics: m}, nil
+}
+
+// scanOnce scans and records the outcome.
+func (s *server) scanOnce(ctx context.Context) {
+	start := time.Now()
+	st, err := s.node.scan(ctx)
+	s.metrics.ObserveScan(st, time.Since(start), err)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastErr = err
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Scan failed")
+		return
+	}
+	s.latest, s.lastOK = st, time.Now()
+}
+
+func (s *server) writeTextfile(ctx context.Context, path string) error {
+	s.scanOnce(ctx)
+	if err := prometheus.WriteToTextfile(path, s.registry); err != nil {
+		return fmt.Errorf("write the metrics to %s: %w", path, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastErr
+}
+
+// serve scans every interval and serves HTTP on ln until ctx is done.
+func (s *server) serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.scanOnce(ctx)
+		ticker := time.NewTicker(s.interval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+				s.scanOnce(ctx)
+			}
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	err := srv.Serve(ln)
+	<-done
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+func (s *server) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
+	mux.HandleFunc("/healthz", s.healthz)
+	mux.HandleFunc("/report", s.report)
+	return mux
+}
+
+// healthz is ready once a scan succeeded within the last three intervals.
+func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	lastOK, lastErr := s.lastOK, s.lastErr
+	s.mu.Unlock()
+	switch {
+	case lastOK.IsZero() && lastErr == nil:
+		http.Error(w, "no scan yet", http.StatusServiceUnavailable)
+	case time.Since(lastOK) > 3*s.interval:
+		http.Error(w, fmt.Sprintf("no successful scan since %s: %v", lastOK.Format(time.RFC3339), lastErr), http.StatusServiceUnavailable)
+	default:
+		fmt.Fprintln(w, "ok")
+	}
+}
+
+func (s *server) report(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	st := s.latest
+	s.mu.Unlock()
+	if st == nil {
+		http.Error(w, "no successful scan yet", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(st)
+}
