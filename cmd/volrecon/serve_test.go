@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/volrecon/volrecon/internal/fixture"
+	"github.com/volrecon/volrecon/reconstruct"
+)
+
+// demoNode materialises the sample node in a temp dir and writes its mount
+// table to a file, so the command reads it like a real one.
+func demoNode(t *testing.T) (hostRoot, mountinfo string) {
+	t.Helper()
+	demo := fixture.Demo()
+	hostRoot = t.TempDir()
+	require.NoError(t, demo.Materialize(hostRoot))
+	mountinfo = filepath.Join(t.TempDir(), "mountinfo")
+	require.NoError(t, os.WriteFile(mountinfo, demo.MountInfoReads()[0], 0o600))
+	return hostRoot, mountinfo
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url) //nolint:noctx // a test against loopback
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
+}
+
+// TestServe scrapes a real listener on loopback twice, across a change on
+// disk: a new pod dir appears in /report and in /metrics.
+func TestServe(t *testing.T) {
+	hostRoot, mountinfo := demoNode(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	base := "http://" + ln.Addr().String()
+	ctx, cancel := context.WithCancel(t.Context())
+	flags := nodeFlags{rootDir: "/var/lib/kubelet", hostRoot: hostRoot, mountInfo: mountinfo}
+	n, err := flags.openNode(nil)
+	require.NoError(t, err)
+	s, err := newServer(n, 20*time.Millisecond)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- s.serve(ctx, ln) }()
+
+	require.Eventually(t, func() bool { code, _ := get(t, base+"/healthz"); return code == http.StatusOK }, 5*time.Second, 10*time.Millisecond)
+	_, metricsText := get(t, base+"/metrics")
+	assert.Contains(t, metricsText, `volrecon_pods{status="Unknown"} 3`)
+	assert.Contains(t, metricsText, `volrecon_volumes_in_use 6`)
+	assert.Contains(t, metricsText, `volrecon_scans_total{result="success"}`)
+
+	newPod := filepath.Join(hostRoot, "/var/lib/kubelet/pods/99999999-9999-4999-8999-999999999999/volumes/kubernetes.io~empty-dir/tmp")
+	require.NoError(t, os.MkdirAll(newPod, 0o750))
+	require.Eventually(t, func() bool {
+		code, body := get(t, base+"/report")
+		var st reconstruct.State
+		return code == http.StatusOK && json.Unmarshal([]byte(body), &st) == nil && len(st.Pods) == 4
+	}, 5*time.Second, 10*time.Millisecond)
+	_, metricsText = get(t, base+"/metrics")
+	assert.Contains(t, metricsText, `volrecon_pods{status="Unknown"} 4`)
+
+	cancel()
+	require.NoError(t, <-done)
+}
+
+func TestHealthzBeforeAndAfterFailures(t *testing.T) {
+	flags := nodeFlags{rootDir: "/no/such/root", mountInfo: "/proc/self/mountinfo"}
+	n, err := flags.openNode(nil)
+	require.NoError(t, err)
+	s, err := newServer(n, time.Millisecond)
+	require.NoError(t, err)
+	rec := func() (int, string) {
+		w := httptest.NewRecorder()
+		s.healthz(w, nil)
+		return w.Code, w.Body.String()
+	}
+	code, body := rec()
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, body, "no scan yet")
+	s.scanOnce(t.Context())
+	code, body = rec()
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, body, "/no/such/root")
+}
+
+func TestServeTextfile(t *testing.T) {
+	hostRoot, mountinfo := demoNode(t)
+	out := filepath.Join(t.TempDir(), "volrecon.prom")
+	code, _, errOut := runCLI(t, "", "serve", "--host-root", hostRoot, "--mountinfo", mountinfo, "--textfile", out)
+	require.Equal(t, exitOK, code, errOut)
+	text, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Contains(t, string(text), "# TYPE volrecon_volumes gauge")
+	assert.Contains(t, string(text), `volrecon_global_mounts{mode="Filesystem",state="Mounted"} 3`)
+	entries, err := os.ReadDir(filepath.Dir(out))
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "written atomically: no temp file is left")
+}
