@@ -87,7 +87,7 @@ func (b *builder) noteOrphans() {
 					plural(len(p.MountPoints), "mount point", "mount points"), summarize(p.MountPoints, 3))})
 		default:
 			b.add(Finding{Kind: OrphanedPodRemovable, Severity: SeverityInfo, Path: p.Path, PodUID: p.UID,
-				Message: "orphaned pod with nothing mounted at or below its dir: its directories can go"})
+				Message: "orphaned pod with nothing mounted at or below its dir: the cleanup plan says what of it can go"})
 		}
 	}
 }

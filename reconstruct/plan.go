@@ -21,7 +21,7 @@ type PlanOptions struct {
 // only after the unmount), nothing recursive: every file and directory gets
 // an action of its own, deepest first, and the pod dir comes last.
 func PlanCleanup(st *State, opts PlanOptions) *Plan {
-	plan := &Plan{SchemaVersion: SchemaVersion, PodsDir: st.PodsDir}
+	plan := &Plan{SchemaVersion: SchemaVersion, PodsDir: st.PodsDir, Actions: []Action{}}
 	for _, pod := range st.Pods {
 		if pod.Status == PodOrphaned {
 			plan.Actions = append(plan.Actions, planPod(st, pod, opts)...)
@@ -30,11 +30,27 @@ func PlanCleanup(st *State, opts PlanOptions) *Plan {
 	for _, f := range st.Findings {
 		if f.Kind == LeakedGlobalMount {
 			plan.Actions = append(plan.Actions, Action{Action: NeedsDriver, Path: f.Path,
-				Reason:   "NodeUnstage through the CSI driver: the staging mount is not used by any pod mount; it is never touched here",
-				Evidence: []string{f.Message}})
+				Reason: leakedReason(st, f.Path), Evidence: []string{f.Message}})
 		}
 	}
 	return plan
+}
+
+// leakedReason says what to do about a leaked staging mount, and how sure
+// that is: an uncertain state or an unknown identity must be checked first.
+func leakedReason(st *State, path string) string {
+	for _, g := range st.GlobalMounts {
+		switch {
+		case g.Path != path:
+		case g.State == Uncertain:
+			return "check first, its state is uncertain (" + g.Reason + "): if it is staged, NodeUnstage through the CSI driver; never act on this path by hand"
+		case g.UniqueName == "":
+			return "its volume is unknown (no readable vol_data.json): find out which volume it is, then NodeUnstage it through the CSI driver"
+		default:
+			return "NodeUnstage " + g.DriverName + "^" + g.VolumeHandle + " through the CSI driver: no pod mount uses this staging mount; it is never touched here"
+		}
+	}
+	return "NodeUnstage through the CSI driver: no pod mount uses this staging mount; it is never touched here"
 }
 
 // podPlanner plans one orphaned pod.
@@ -45,6 +61,7 @@ type podPlanner struct {
 	volumes  map[string]Volume // by Path
 	children map[string][]PodEntry
 	actions  []Action
+	after    []Action // reports that follow the pod's own actions
 }
 
 func planPod(st *State, pod Pod, opts PlanOptions) []Action {
@@ -72,12 +89,73 @@ func planPod(st *State, pod Pod, opts PlanOptions) []Action {
 		parent := filepath.Dir(e.Path)
 		p.children[parent] = append(p.children[parent], e)
 	}
+	if stay := p.mountsThatStay(); stay > 0 {
+		return p.reportMountsOnly(stay)
+	}
 	if p.planDir(pod.Path) {
 		p.add(Rmdir, pod.Path, "the pod dir, last, once empty", "pod "+pod.UID+" is not in the active pod list")
 	} else {
 		p.add(Keep, pod.Path, "the pod dir stays: something below it must stay (see the actions above)")
 	}
+	return append(unmountsFirst(p.actions), p.after...)
+}
+
+// unmountsFirst moves every Unmount before every removal, keeping their
+// order (post-order: nested mounts before their parents), so that a failed
+// unmount stops the pod before anything of it is removed.
+func unmountsFirst(actions []Action) []Action {
+	out := make([]Action, 0, len(actions))
+	for _, a := range actions {
+		if a.Action == Unmount {
+			out = append(out, a)
+		}
+	}
+	for _, a := range actions {
+		if a.Action != Unmount {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// mountsThatStay counts the mounts under the pod dir that this plan will
+// not unmount, including mounts of another mount namespace.
+func (p *podPlanner) mountsThatStay() int {
+	n := 0
+	for _, e := range p.pod.Contents.Entries {
+		if e.Foreign || e.Mounted && !(p.opts.Unmount && p.podLevelMount(e, p.parts(e))) {
+			n++
+		}
+	}
+	return n
+}
+
+// reportMountsOnly plans a pod that keeps mounts: while anything of it is
+// still mounted its containers may still be running, so nothing of it is
+// removed or unmounted; each mount is reported.
+func (p *podPlanner) reportMountsOnly(stay int) []Action {
+	for _, e := range p.pod.Contents.Entries {
+		switch parts := p.parts(e); {
+		case e.Foreign:
+			p.add(Keep, e.Path, "on another filesystem although the mount table has no entry: mounted in another mount namespace?")
+		case !e.Mounted:
+		case p.isCSITarget(parts):
+			p.add(NeedsDriver, e.Path, "NodeUnpublish through the CSI driver: the publish target is still mounted", "mount table has an entry at the path")
+		case p.podLevelMount(e, parts) && !p.opts.Unmount:
+			p.add(Keep, e.Path, "a pod-level "+e.MountFSType+" mount, still mounted: allow unmounting to remove it", "mount table has an entry at the path")
+		case p.podLevelMount(e, parts):
+			p.add(Keep, e.Path, "a pod-level "+e.MountFSType+" mount, left mounted: other mounts of the pod stay", "mount table has an entry at the path")
+		default:
+			p.add(Keep, e.Path, "still mounted ("+e.MountFSType+")", "mount table has an entry at the path")
+		}
+	}
+	p.add(Keep, p.pod.Path, plural(stay, "mount stays", "mounts stay")+" under the pod dir: its containers may still be running, "+
+		"so nothing of it is removed until they are gone (by the CSI driver, or by unmounting where allowed)")
 	return p.actions
+}
+
+func (p *podPlanner) parts(e PodEntry) []string {
+	return strings.Split(strings.TrimPrefix(e.Path, p.pod.Path+"/"), "/")
 }
 
 func (p *podPlanner) add(kind ActionKind, path, reason string, evidence ...string) {
@@ -98,8 +176,7 @@ func (p *podPlanner) planDir(dir string) bool {
 
 // planEntry plans one entry and reports whether it will be gone.
 func (p *podPlanner) planEntry(e PodEntry) bool {
-	rel := strings.TrimPrefix(e.Path, p.pod.Path+"/")
-	parts := strings.Split(rel, "/")
+	parts := p.parts(e)
 	switch {
 	case e.Mounted:
 		return p.planMount(e, parts)
@@ -151,6 +228,11 @@ func (p *podPlanner) planMount(e PodEntry, parts []string) bool {
 		return false
 	}
 	p.add(Unmount, e.Path, "pod-level "+e.MountFSType+" mount of an orphaned pod", "mount table has an entry at the path")
+	if v, ok := p.volumes[filepath.Dir(e.Path)]; ok && p.isCSITarget(parts) && v.DeviceMountPath != "" && v.DeviceMountState != Unmounted {
+		p.after = append(p.after, Action{Action: NeedsDriver, Path: v.DeviceMountPath,
+			Reason: "NodeUnstage through the CSI driver once no other pod uses it: this plan unmounts the publish target of " +
+				p.pod.UID + " that used it; the staging mount is never touched here"})
+	}
 	kind := Rmdir
 	if e.Type != podsdir.TypeDir {
 		kind = Unlink
@@ -220,7 +302,7 @@ func (p *podPlanner) planCSIEntry(e PodEntry, v Volume, parts []string) bool {
 		p.add(Keep, e.Path, "an unmounted CSI publish target that holds files: data that landed on the node's disk (DataOnNodeDisk)")
 		return false
 	case len(parts) == 4 && parts[3] == "vol_data.json" && e.Type == podsdir.TypeFile:
-		return p.planVolData(e, v)
+		return p.planVolData(e, v, parts)
 	}
 	p.add(Keep, e.Path, "not a file the kubelet writes in a CSI volume dir")
 	return false
@@ -229,12 +311,23 @@ func (p *podPlanner) planCSIEntry(e PodEntry, v Volume, parts []string) bool {
 // planVolData removes a pod-level vol_data.json only when its volume is
 // unmounted and no staging mount of the volume is live: without it the
 // driver could never be asked to unstage.
-func (p *podPlanner) planVolData(e PodEntry, v Volume) bool {
-	if v.State != Unmounted {
+func (p *podPlanner) planVolData(e PodEntry, v Volume, parts []string) bool {
+	mountDir := filepath.Join(filepath.Dir(e.Path), "mount")
+	switch live := p.liveStaging(v); {
+	case v.State != Unmounted && p.opts.Unmount && p.podLevelMount(PodEntry{Path: mountDir}, append(parts[:3:3], "mount")):
+		p.add(Keep, e.Path, "kept for now: this plan unmounts the publish target first; run again afterwards to remove it once no staging mount is live")
+		return false
+	case v.State != Unmounted:
 		p.add(NeedsDriver, e.Path, "kept: the volume is still mounted, and NodeUnpublish needs this file")
 		return false
-	}
-	if live := p.liveStaging(v); live != "" {
+	case p.holdsData(mountDir):
+		p.add(Keep, e.Path, "kept with the data its mount dir holds (DataOnNodeDisk): it names the volume that data belongs to")
+		return false
+	case live != "" && (v.CSI == nil || v.UniqueName == ""):
+		p.add(NeedsDriver, e.Path, "kept: the volume's identity is unknown and a staging mount is live on this node ("+live+
+			"): it may be this volume's, and NodeUnstage would need this file")
+		return false
+	case live != "":
 		p.add(NeedsDriver, e.Path, "kept: NodeUnstage through the CSI driver first, the staging mount "+live+" is live and needs this file")
 		return false
 	}
@@ -247,6 +340,16 @@ func (p *podPlanner) planVolData(e PodEntry, v Volume) bool {
 	}
 	p.actions = append(p.actions, a)
 	return true
+}
+
+// holdsData says whether the dir at path was listed with entries.
+func (p *podPlanner) holdsData(path string) bool {
+	for _, e := range p.children[filepath.Dir(path)] {
+		if e.Path == path {
+			return e.Children > 0
+		}
+	}
+	return false
 }
 
 // liveStaging returns a live staging mount of the volume: by its identity,
@@ -282,6 +385,10 @@ func (p *podPlanner) planBlockEntry(e PodEntry, parts []string) bool {
 		return false
 	case v.State != Unmounted:
 		p.add(NeedsDriver, e.Path, "kept: the block volume is still mapped ("+v.CheckedPath+"); NodeUnpublish through the CSI driver first")
+		return false
+	case v.DeviceMountState != "" && v.DeviceMountState != Unmounted:
+		p.add(NeedsDriver, e.Path, "kept: the block volume's staging "+v.DeviceMountPath+" is "+string(v.DeviceMountState)+
+			"; NodeUnstage through the CSI driver first (the kubelet finds block volumes by this file)")
 		return false
 	}
 	p.add(Unlink, e.Path, "the map file of an unmapped block volume, unlinked itself (never followed)",

@@ -111,11 +111,10 @@ func TestRealCleanupWithoutUnmountKeepsEveryMount(t *testing.T) {
 	assert.FileExists(t, filepath.Join(n.subpath, "keep.txt"))
 	assert.FileExists(t, filepath.Join(n.csiTarget, "db", "table.dat"))
 	assert.FileExists(t, filepath.Join(filepath.Dir(n.csiTarget), "vol_data.json"), "NodeUnpublish still needs it")
-	assert.False(t, exists(n.path("pods", realUID1, "volumes/kubernetes.io~empty-dir/cache")), "the pod's scratch space goes")
-	assert.False(t, exists(n.path("pods", realUID1, "volumes/kubernetes.io~configmap")), "copies of API objects go")
-	assert.False(t, exists(n.path("pods", realUID1, "etc-hosts")))
-	assert.False(t, exists(n.path("pods", realUID1, "containers")), "the planted symlink is unlinked itself")
-	assert.DirExists(t, n.path("pods", realUID1), "the pod dir stays while mounts remain")
+	// While its mounts stay, its containers may still run: nothing of it goes.
+	assert.FileExists(t, n.path("pods", realUID1, "volumes/kubernetes.io~empty-dir/cache/scratch/tmp.bin"))
+	assert.FileExists(t, n.path("pods", realUID1, "etc-hosts"))
+	assert.DirExists(t, n.path("pods", realUID1))
 }
 
 func TestRealCleanupWithUnmountUnmountsOnlyPodLevelMounts(t *testing.T) {
@@ -132,6 +131,9 @@ func TestRealCleanupWithUnmountUnmountsOnlyPodLevelMounts(t *testing.T) {
 	assert.Empty(t, table.AtOrBelow(n.path("pods", realUID1)), "every pod-level mount is gone")
 	assert.FileExists(t, filepath.Join(filepath.Dir(n.csiTarget), "vol_data.json"),
 		"kept while the staging mount is live: NodeUnstage needs it")
+	assert.False(t, exists(n.path("pods", realUID1, "volumes/kubernetes.io~empty-dir")), "the pod's scratch space goes")
+	assert.False(t, exists(n.path("pods", realUID1, "volumes/kubernetes.io~configmap")), "copies of API objects go")
+	assert.False(t, exists(n.path("pods", realUID1, "containers")), "the planted symlink is unlinked itself")
 	assert.DirExists(t, n.path("pods", realUID1))
 }
 
@@ -169,7 +171,7 @@ func TestRealCleanupSkipsAMountAddedMeanwhile(t *testing.T) {
 		}
 		return mountscan.ReadFile(ctx, mountscan.DefaultPath, 0)
 	}
-	_, results := n.cleanup(t, false, read)
+	_, results := n.cleanup(t, true, read)
 
 	got, err := os.ReadFile(filepath.Join(late, "new.txt"))
 	require.NoError(t, err)
@@ -192,7 +194,7 @@ func TestRealCleanupNeverFollowsASymlinkSwappedIn(t *testing.T) {
 	}
 	n := newOrphanNode(t)
 	st := n.scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}})
-	plan := reconstruct.PlanCleanup(st, reconstruct.PlanOptions{})
+	plan := reconstruct.PlanCleanup(st, reconstruct.PlanOptions{Unmount: true})
 	scratch := n.path("pods", realUID1, "volumes/kubernetes.io~empty-dir/cache/scratch")
 	decoy := filepath.Join(t.TempDir(), "decoy")
 	n.write(filepath.Join(decoy, "tmp.bin"), "must survive")

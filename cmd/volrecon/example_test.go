@@ -20,15 +20,16 @@ func Example() {
 	// 3 pods, 12 volumes, 3 global mounts, 6 volumes in use, 0 findings; mount table consistent (/proc/self/mountinfo, 14 entries)
 }
 
-// Planning the cleanup of the sample node when one of its pods is gone.
+// Planning the cleanup of the sample node when one of its pods is gone,
+// allowing volrecon to unmount that pod's own mounts.
 func Example_plan() {
 	var out bytes.Buffer
 	stdin := strings.NewReader("0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91\n2c4e6a8b-3d5f-4e7a-8b9c-0d1e2f3a4b5c\n")
-	code := run(context.Background(), []string{"plan", "--demo", "--active-pods", "-"}, env{stdin: stdin, stdout: &out, stderr: os.Stderr})
+	code := run(context.Background(), []string{"plan", "--demo", "--unmount", "--active-pods", "-"}, env{stdin: stdin, stdout: &out, stderr: os.Stderr})
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	fmt.Println("exit code", code)
 	fmt.Println(lines[len(lines)-1])
 	// Output:
 	// exit code 0
-	// 17 actions (10 Rmdir, 3 Unlink, 2 NeedsDriver, 2 Keep); nothing was changed
+	// 21 actions (2 Unmount, 13 Rmdir, 3 Unlink, 1 NeedsDriver, 2 Keep); nothing was changed
 }
