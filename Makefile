@@ -3,7 +3,9 @@ GO ?= go
 STATICCHECK_VERSION := v0.8.2
 GOBIN := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: test bench lint demo update-fixtures
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+.PHONY: test bench lint demo build update-fixtures
 
 ## test: gofmt check, go vet, and every test with the race detector.
 ## As root, the tests that need real mounts run in private mount namespaces.
@@ -22,6 +24,10 @@ lint:
 	$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$(GOBIN)/staticcheck ./...
 
+## build: the volrecon binary, with its version.
+build:
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o volrecon ./cmd/volrecon
+
 ## demo: scan the embedded sample node.
 demo:
 	$(GO) run ./cmd/volrecon scan --demo
@@ -30,3 +36,4 @@ demo:
 update-fixtures:
 	$(GO) test ./reconstruct -run TestFixtures -update
 	cp testdata/ebs-current.txtar internal/fixture/demo.txtar
+	$(GO) test ./cmd/volrecon -run 'Golden' -update
