@@ -278,6 +278,8 @@ func (p *podPlanner) planVolumesEntry(e PodEntry, parts []string) bool {
 	switch {
 	case v.Plugin == podsdir.CSIPluginName:
 		return p.planCSIEntry(e, v, parts)
+	case (plainDirPlugins[v.Plugin] || tmpfsPlugins[v.Plugin]) && len(parts) == 3:
+		return p.remove(e, "an unmounted "+v.Plugin+" volume dir, once emptied")
 	case plainDirPlugins[v.Plugin] || tmpfsPlugins[v.Plugin]:
 		return p.remove(e, "content of a "+v.Plugin+" volume: the pod's scratch space or a copy of API objects")
 	case len(parts) == 3:
