@@ -51,10 +51,6 @@ func (n *execNode) table(context.Context) (*mountscan.Table, error) {
 	return mountscan.FromLines(lines...)
 }
 
-func itoa(n int) string {
-	return string(rune('0'+n/100)) + string(rune('0'+n/10%10)) + string(rune('0'+n%10))
-}
-
 func (n *execNode) exec(plan *reconstruct.Plan, opts reconstruct.ExecOptions) []reconstruct.ActionResult {
 	opts.HostRoot, opts.ReadMountTable = n.hostRoot, n.table
 	return reconstruct.Execute(n.t.Context(), plan, opts)

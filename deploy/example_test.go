@@ -1,0 +1,33 @@
+package deploy_test
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/promql/parser"
+)
+
+// Example lists the alerts of alerts.yaml, read with Prometheus's own rule
+// parser as Prometheus and promtool read it.
+func Example() {
+	groups, errs := rulefmt.ParseFile("alerts.yaml", false, model.LegacyValidation,
+		parser.NewParser(parser.Options{}), slog.New(slog.DiscardHandler))
+	if len(errs) > 0 {
+		fmt.Println(errs)
+		return
+	}
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			fmt.Printf("%s: %s after %s\n", r.Alert, r.Labels["severity"], r.For)
+		}
+	}
+	// Output:
+	// VolreconLeakedStagingMount: warning after 30m
+	// VolreconOrphanedPodWithMounts: warning after 30m
+	// VolreconDataOnNodeDisk: critical after 5m
+	// VolreconScanFailing: warning after 5m
+	// VolreconMountTableInconsistent: warning after 15m
+	// VolreconDown: warning after 10m
+}
