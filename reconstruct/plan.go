@@ -22,9 +22,13 @@ type PlanOptions struct {
 // an action of its own, deepest first, and the pod dir comes last.
 func PlanCleanup(st *State, opts PlanOptions) *Plan {
 	plan := &Plan{SchemaVersion: SchemaVersion, PodsDir: st.PodsDir, Actions: []Action{}}
+	volumes := map[string][]Volume{}
+	for _, v := range st.Volumes {
+		volumes[v.PodUID] = append(volumes[v.PodUID], v)
+	}
 	for _, pod := range st.Pods {
 		if pod.Status == PodOrphaned {
-			plan.Actions = append(plan.Actions, planPod(st, pod, opts)...)
+			plan.Actions = append(plan.Actions, planPod(st, pod, volumes[pod.UID], opts)...)
 		}
 	}
 	for _, f := range st.Findings {
@@ -64,7 +68,7 @@ type podPlanner struct {
 	after    []Action // reports that follow the pod's own actions
 }
 
-func planPod(st *State, pod Pod, opts PlanOptions) []Action {
+func planPod(st *State, pod Pod, volumes []Volume, opts PlanOptions) []Action {
 	keep := func(why string) []Action {
 		return []Action{{Action: Keep, Path: pod.Path, PodUID: pod.UID, Reason: why}}
 	}
@@ -77,13 +81,11 @@ func planPod(st *State, pod Pod, opts PlanOptions) []Action {
 		return keep("the pod dir could not be listed completely: " + pod.Contents.Incomplete)
 	}
 	p := &podPlanner{st: st, pod: pod, opts: opts, volumes: map[string]Volume{}, children: map[string][]PodEntry{}}
-	for _, v := range st.Volumes {
-		if v.PodUID == pod.UID {
-			if v.State == Uncertain {
-				return keep("volume " + v.Name + " is Uncertain (" + v.Reason + "): nothing of this pod is touched")
-			}
-			p.volumes[v.Path] = v
+	for _, v := range volumes {
+		if v.State == Uncertain {
+			return keep("volume " + v.Name + " is Uncertain (" + v.Reason + "): nothing of this pod is touched")
 		}
+		p.volumes[v.Path] = v
 	}
 	for _, e := range pod.Contents.Entries {
 		parent := filepath.Dir(e.Path)
