@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -82,20 +83,11 @@ func (c *commandFlags) parse(args []string, outputs []string, stderr io.Writer) 
 		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", c.fs.Name(), c.fs.Arg(0))
 		return errUsage
 	}
-	if len(outputs) > 0 && !contains(outputs, c.output) {
+	if len(outputs) > 0 && !slices.Contains(outputs, c.output) {
 		fmt.Fprintf(stderr, "%s: unknown output format %q (want %s)\n", c.fs.Name(), c.output, strings.Join(outputs, ", "))
 		return errUsage
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // node is where a command works: the scan options, and for --demo the temp
