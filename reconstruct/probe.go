@@ -63,7 +63,9 @@ func statProbe(_ context.Context, hostPath string) error {
 
 // corruptErrnos are the errors that mean "a mount is there and broken",
 // never "the path does not exist".
-var corruptErrnos = []syscall.Errno{syscall.ENOTCONN, syscall.ESTALE, syscall.EIO, syscall.EHOSTDOWN, syscall.ENODEV}
+// ECONNABORTED is what a stat already waiting on a FUSE daemon gets when the
+// daemon dies.
+var corruptErrnos = []syscall.Errno{syscall.ENOTCONN, syscall.ECONNABORTED, syscall.ESTALE, syscall.EIO, syscall.EHOSTDOWN, syscall.ENODEV}
 
 // isCorrupted unwraps with errors.Is, unlike mount-utils' IsCorruptedMnt,
 // which misses wrapped errors.

@@ -24,6 +24,7 @@ func TestIsCorruptedSeesWrappedErrnos(t *testing.T) {
 		{fmt.Errorf("probe: %w", &fs.PathError{Op: "stat", Path: "/x", Err: syscall.EIO}), true},
 		{syscall.EHOSTDOWN, true},
 		{syscall.ENODEV, true},
+		{syscall.ECONNABORTED, true},
 		{syscall.ENOENT, false},
 		{syscall.EACCES, false}, // root_squash: the mount answers, it is not broken
 		{errors.New("other"), false},
