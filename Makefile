@@ -5,7 +5,7 @@ GOBIN := $(shell $(GO) env GOPATH)/bin
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: test bench lint demo build update-fixtures
+.PHONY: test bench lint demo build update-fixtures fuzz
 
 ## test: gofmt check, go vet, and every test with the race detector.
 ## As root, the tests that need real mounts run in private mount namespaces.
@@ -15,9 +15,16 @@ test:
 	$(GO) vet ./...
 	$(GO) test -race ./...
 
-## bench: the benchmarks, with allocations (mountscan compares against k8s.io/mount-utils).
+## bench: every benchmark with allocations, BENCH_COUNT runs each (default 1), saved in
+## BENCH_OUT (bench.out), then the ratios of BENCHMARKS.md (internal/benchratio).
+## The kubelet-style baseline alone takes minutes per run. Compare two outputs with benchstat.
+bench: SHELL := bash
+bench: .SHELLFLAGS := -o pipefail -c
+bench: BENCH_COUNT ?= 1
+bench: BENCH_OUT ?= bench.out
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -timeout 0 ./... | tee $(BENCH_OUT)
+	$(GO) run ./internal/benchratio < $(BENCH_OUT)
 
 ## lint: staticcheck at a pinned version, installed here.
 lint:
@@ -37,3 +44,12 @@ update-fixtures:
 	$(GO) test ./reconstruct -run TestFixtures -update
 	cp testdata/ebs-current.txtar internal/fixture/demo.txtar
 	$(GO) test ./cmd/volrecon -run 'Golden' -update
+
+## fuzz: run each fuzz target for FUZZTIME, one at a time (go test takes one
+## -fuzz target per run). Inputs that fail land in <pkg>/testdata/fuzz/<Fuzz>/.
+fuzz: FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./mountscan
+	$(GO) test -run '^$$' -fuzz '^FuzzUnescape$$' -fuzztime $(FUZZTIME) ./mountscan
+	$(GO) test -run '^$$' -fuzz '^FuzzReadVolData$$' -fuzztime $(FUZZTIME) ./podsdir
+	$(GO) test -run '^$$' -fuzz '^FuzzScanTree$$' -fuzztime $(FUZZTIME) ./reconstruct

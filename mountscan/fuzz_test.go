@@ -1,42 +1,39 @@
 package mountscan
 
 import (
-	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 )
 
-// escape writes s the way the kernel writes a mountinfo path (see
-// mangle() in fs/proc_namespace.c): space, tab, newline and backslash as
-// three-digit octal escapes.
+// Seed corpora of the fuzz targets are in testdata/fuzz/<FuzzName>/ (they
+// run as regular tests under plain go test); the f.Add seeds below are the
+// short, hand-written edge cases.
+
+// escape writes s the way the kernel writes a mountinfo path.
 func escape(s string) string {
 	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case ' ', '\t', '\n', '\\':
-			fmt.Fprintf(&b, "\\%03o", c)
-		default:
-			b.WriteByte(c)
-		}
-	}
+	writeEscaped(&b, s)
 	return b.String()
 }
 
-// format writes m as a mountinfo line.
-func format(m Mount) string {
-	opt := ""
-	for _, f := range m.OptionalFields {
-		opt += " " + f
-	}
-	return fmt.Sprintf("%d %d %d:%d %s %s %s%s - %s %s %s", m.ID, m.ParentID, m.Dev.Major, m.Dev.Minor,
-		escape(m.Root), escape(m.MountPoint), m.Options, opt, escape(m.FSType), escape(m.Source), m.SuperOptions)
-}
-
+// FuzzParse: ParseBytes never panics, fails only with a *ParseError, and
+// every entry it accepts, written back with Mount.String and parsed again,
+// is the same entry (Line aside).
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{lineProjected, lineRoot, lineNoOpt, lineNFS,
-		lineRoot + "\n\n" + lineNFS + "\n", `1 0 8:1 /\134040 /a\011b rw - t\012 s\040 rw`,
+	const (
+		projected = `3614 3540 0:353 / /var/lib/kubelet/pods/7f3c/volumes/kubernetes.io~projected/kube-api-access-x rw,relatime shared:1201 master:7 - tmpfs tmpfs rw,size=1048576k,inode64`
+		root      = `22 1 259:1 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p1 rw,errors=remount-ro`
+		noOpt     = `30 22 0:26 / /proc rw,nosuid,nodev,noexec,relatime - proc proc rw`
+		nfs       = `40 22 0:50 /exp\040dir /mnt/my\040share rw,relatime shared:9 - nfs4 srv:/exp\040dir rw,vers=4.2,addr=10.0.0.2`
+	)
+	for _, s := range []string{projected, root, noOpt, nfs,
+		root + "\n\n" + nfs + "\n", `1 0 8:1 /\134040 /a\011b rw - t\012 s\040 rw`,
 		"50 22 0:60 / /mnt/x rw - tmpfs  rw", "36 35 98:0 / /m rw shared:1 ext3 /dev/x rw",
-		"36 35 x:0 / /m rw - e /d rw", "\n\n", "1 0 8:1 / / rw a b c - t s o"} {
+		"36 35 x:0 / /m rw - e /d rw", "\n\n", "1 0 8:1 / / rw a b c - t s o",
+		"1 0 8:1 / /  - t s o", "1 0 8:1 / / rw - - - -", "007 00 0008:01 / / rw - t s ",
+		`1 0 8:1 \000 \377 rw - \1 \99 \`, "1 0 4294967295:4294967295 / / rw - t s o",
+		"2147483647 2147483648 0:0 / / rw - t s o", "1 0 8:1 / / rw\r - t s o\r"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -58,14 +55,24 @@ func FuzzParse(f *testing.F) {
 			}
 			// Writing the entry back as the kernel would and parsing that
 			// gives the same entry.
-			again, err := FromLines(format(m))
+			line := m.String()
+			if strings.Contains(line, "\n") {
+				t.Fatalf("String of the entry of line %d holds a newline: %q", m.Line, line)
+			}
+			again, err := FromLines(line)
 			if err != nil {
-				t.Fatalf("re-parse of %q: %v", format(m), err)
+				t.Fatalf("re-parse of %q (from %q): %v", line, raw, err)
+			}
+			if again.Len() != 1 {
+				t.Fatalf("re-parse of %q gave %d entries", line, again.Len())
 			}
 			m2 := again.Mounts()[0]
 			m2.Line = m.Line
-			if fmt.Sprint(m2) != fmt.Sprint(m) {
-				t.Fatalf("round trip changed the entry:\n%#v\n%#v", m, m2)
+			if !reflect.DeepEqual(m, m2) {
+				t.Fatalf("round trip of %q through %q changed the entry:\n%#v\n%#v", raw, line, m, m2)
+			}
+			if line2 := m2.String(); line2 != line {
+				t.Fatalf("String is not stable: %q, then %q", line, line2)
 			}
 		}
 		// The indexes must be usable on whatever parsed.
@@ -79,8 +86,11 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
+// FuzzUnescape: unescape never grows its input or changes one without a
+// backslash, and undoes the kernel's escaping of any string.
 func FuzzUnescape(f *testing.F) {
-	for _, s := range []string{"", "plain", `a\040b`, `\134040`, `\\`, `\0`, `\400`, `\377\000`, `x\`} {
+	for _, s := range []string{"", "plain", `a\040b`, `\134040`, `\\`, `\0`, `\400`, `\377\000`, `x\`,
+		"a b\tc\nd\\e", `\134\134`, `\1340`, "\xff\x00 \\"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -91,8 +101,17 @@ func FuzzUnescape(f *testing.F) {
 		if !strings.Contains(s, `\`) && u != s {
 			t.Fatalf("unescape changed %q without a backslash", s)
 		}
-		if got := unescape(escape(s)); got != s {
+		e := escape(s)
+		if strings.ContainsAny(e, " \t\n") {
+			t.Fatalf("escape(%q) = %q still holds a field or line separator", s, e)
+		}
+		if got := unescape(e); got != s {
 			t.Fatalf("unescape(escape(%q)) = %q", s, got)
+		}
+		// Escaping what unescape produced gives a canonical form that
+		// decodes to the same string.
+		if got := unescape(escape(u)); got != u {
+			t.Fatalf("unescape(escape(unescape(%q))) = %q, want %q", s, got, u)
 		}
 	})
 }
@@ -102,5 +121,27 @@ func TestUnescapeNoAllocWithoutBackslash(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() { _ = unescape(s) })
 	if allocs != 0 {
 		t.Fatalf("unescape allocated %v times for a string without backslash", allocs)
+	}
+}
+
+func TestMountString(t *testing.T) {
+	for _, line := range []string{
+		`40 22 0:50 /exp\040dir /mnt/my\040share rw,relatime shared:9 master:2 - nfs4 srv:/exp\040dir rw,vers=4.2`,
+		`1 0 8:1 /\134040 /a\011b rw - t\012 s\040 rw`,
+		"50 22 0:60 / /mnt/x rw - tmpfs  rw",
+		"1 0 8:1 / /  - t s ",
+	} {
+		m, err := FromLines(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Mounts()[0].String(); got != line {
+			t.Errorf("String() = %q, want %q", got, line)
+		}
+	}
+	// Non-canonical input is written back in the kernel's form.
+	m := MustFromLines(`007 01 08:01 /a\101 /b\\c rw - t s o`).Mounts()[0]
+	if got, want := m.String(), `7 1 8:1 /aA /b\134\134c rw - t s o`; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
 	}
 }

@@ -62,6 +62,7 @@ func (s *scanner) scanFSStagingDir(dir string, layout Layout, driver, name strin
 		case csiGlobalMountDir:
 			sd.Exists = true
 			sd.Type = entryType(d)
+			s.expectDir(sd.Path, "", sd.Type) // a staging target is a dir; anything else is reported
 		case volDataFile:
 			// Read below, also when the listing failed.
 		default:
@@ -111,7 +112,13 @@ func (s *scanner) scanBlockDir(dir string) {
 		}
 	})
 	for _, bs := range specs {
-		bs.VolData = s.opts.ReadVolData(filepath.Join(bs.Dir, blockDataDir, volDataFile))
+		// Only through a real <spec>/data dir: O_NOFOLLOW guards the last
+		// component alone, and a symlinked dir must not lend another
+		// volume's identity.
+		bs.VolData = VolData{State: VolDataMissing, Path: filepath.Join(bs.Dir, blockDataDir, volDataFile)}
+		if hasData[bs.SpecName] {
+			bs.VolData = s.opts.ReadVolData(bs.VolData.Path)
+		}
 		s.inv.BlockSpecs = append(s.inv.BlockSpecs, *bs)
 		if bs.Staging == nil && !hasData[bs.SpecName] {
 			continue

@@ -98,7 +98,15 @@ func TestScanDoesNotOpenFIFOs(t *testing.T) {
 	assert.Equal(t, TypeOther, pod.Subpaths[0].Type)
 	// os.ReadDir opens with O_DIRECTORY, so listing a FIFO fails with ENOTDIR
 	// instead of blocking: that would show up as an Unreadable problem.
-	assert.Equal(t, map[string]ProblemKind{p + "/volumes/kubernetes.io~nfs/share": ProblemNotDirectory}, problemKinds(r.inv))
+	// A FIFO where a volume dir, a publish target or a staging target
+	// belongs is reported from the listing alone.
+	csi := "/var/lib/kubelet/plugins/kubernetes.io/csi/"
+	assert.Equal(t, map[string]ProblemKind{
+		p + "/volumes/kubernetes.io~nfs/share":                                                               ProblemNotDirectory,
+		p + "/volumes/kubernetes.io~csi/pvc-1/mount":                                                         ProblemNotDirectory,
+		csi + "ebs.csi.aws.com/11da287504886785318934971b34e85e3f26952afa0a2741b3bd2e9e771cc7b2/globalmount": ProblemNotDirectory,
+		csi + "pv/pvc-old/globalmount":                                                                       ProblemNotDirectory,
+	}, problemKinds(r.inv))
 	for _, sd := range r.inv.Staging {
 		if sd.Layout == LayoutLegacy || sd.Mode == Block {
 			assert.Equal(t, VolDataCorrupt, sd.VolData.State, sd.Dir)

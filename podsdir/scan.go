@@ -321,6 +321,7 @@ func (s *scanner) scanCSIVolumeDir(v *Volume) {
 		case csiMountDirName:
 			e := s.entry(v.Path, v.PodUID, c)
 			v.MountDir = &e
+			s.expectDir(e.Path, v.PodUID, e.Type) // a publish target is a dir; anything else is reported
 		case volDataFile:
 			// Read below, also when the listing failed.
 		default:
@@ -339,6 +340,9 @@ func (s *scanner) scanSubpaths(pod *Pod, dir string) {
 		s.eachSubdir(volDir, pod.UID, func(container, ctrDir string) {
 			indexes, _ := s.list(ctrDir, pod.UID)
 			for _, id := range indexes {
+				if entryType(id) == TypeSymlink {
+					s.problem(ProblemSymlink, filepath.Join(ctrDir, id.Name()), pod.UID, "symlink where a subpath bind target belongs, not followed")
+				}
 				pod.Subpaths = append(pod.Subpaths, Subpath{
 					PodUID:    pod.UID,
 					Volume:    volume,

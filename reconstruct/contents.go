@@ -64,6 +64,11 @@ type podWalk struct {
 
 func (b *builder) walkPod(dir string) *PodContents {
 	c := &PodContents{}
+	if b.table.IsMountPoint(dir) {
+		// Its content is another filesystem's: never walked, never removed.
+		c.Incomplete = "the pod dir itself is a mount point"
+		return c
+	}
 	fi, err := os.Lstat(b.opts.podsdirOptions().HostPath(dir))
 	if err != nil || !fi.IsDir() {
 		c.Incomplete = "cannot read the pod dir: " + errText(err, "not a directory")
@@ -98,7 +103,7 @@ func (w *podWalk) walk(dir string, depth int) int {
 
 func (w *podWalk) visit(p string, d fs.DirEntry, depth int) {
 	e := PodEntry{Path: p, Type: typeOf(d.Type())}
-	if stack := w.b.table.At(p); len(stack) > 0 {
+	if stack := w.b.mounts.at(p); len(stack) > 0 {
 		e.Mounted, e.MountFSType = true, stack[len(stack)-1].FSType
 		w.contents.Entries = append(w.contents.Entries, e)
 		return

@@ -139,10 +139,10 @@ func unmounted(table *mountscan.Table, paths ...string) error {
 	return nil
 }
 
-// noMountBetween checks that no mount lies on the way from the pod dir down
-// to path: the action would act inside that mount.
+// noMountBetween checks that no mount lies on the way from the pod dir (itself
+// included) down to path: the action would act inside that mount.
 func noMountBetween(table *mountscan.Table, podDir, path string) error {
-	for dir := filepath.Dir(path); strings.HasPrefix(dir, podDir+"/"); dir = filepath.Dir(dir) {
+	for dir := filepath.Dir(path); dir == podDir || strings.HasPrefix(dir, podDir+"/"); dir = filepath.Dir(dir) {
 		if table.IsMountPoint(dir) {
 			return fmt.Errorf("%w: %s, above it, is mounted now", errNodeChanged, dir)
 		}

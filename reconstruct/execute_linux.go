@@ -58,20 +58,25 @@ func (e *executor) remove(a Action, table *mountscan.Table, podDir string) error
 		return err
 	}
 	if a.Path == podDir {
-		return e.removeAt(e.plan.PodsDir, "", filepath.Base(podDir), a.Action)
+		return e.removeAt(e.plan.PodsDir, "", filepath.Base(podDir), a.Action, false)
 	}
 	rel := strings.TrimPrefix(a.Path, podDir+"/")
-	return e.removeAt(podDir, filepath.Dir(rel), filepath.Base(rel), a.Action)
+	return e.removeAt(podDir, filepath.Dir(rel), filepath.Base(rel), a.Action, true)
 }
 
 // removeAt removes name in base/relDir, base being a resolved host path.
-func (e *executor) removeAt(base, relDir, name string, kind ActionKind) error {
+// With baseIsPodDir, base must not be a mount root: a mount put on the pod
+// dir since the table was read would otherwise be removed from.
+func (e *executor) removeAt(base, relDir, name string, kind ActionKind, baseIsPodDir bool) error {
 	target := filepath.Join(base, relDir, name)
 	baseFd, err := openNoSymlinks(e.hostPath("/"), base, 0)
 	if err != nil {
 		return fmt.Errorf("%s %s: open %s: %w", kind, target, base, err)
 	}
 	defer unix.Close(baseFd)
+	if baseIsPodDir && isMountRoot(baseFd) {
+		return fmt.Errorf("%w: the pod dir %s is a mount point now", errNodeChanged, base)
+	}
 	dirFd := baseFd
 	if relDir != "." && relDir != "" {
 		if dirFd, err = openat2Dir(baseFd, relDir, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_XDEV); err != nil {
@@ -97,6 +102,16 @@ func (e *executor) removeAt(base, relDir, name string, kind ActionKind) error {
 		return fmt.Errorf("%s %s: %w", kind, target, err)
 	}
 	return nil
+}
+
+// isMountRoot reports whether fd is the root of a mount (statx, Linux 5.8+;
+// on older kernels it cannot tell and says no: the mount-table checks remain).
+func isMountRoot(fd int) bool {
+	var stx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_BASIC_STATS, &stx); err != nil {
+		return false
+	}
+	return stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 && stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0
 }
 
 // openNoSymlinks opens the host path p (under hostRoot) as an O_PATH

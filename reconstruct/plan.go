@@ -64,6 +64,7 @@ type podPlanner struct {
 	opts     PlanOptions
 	volumes  map[string]Volume // by Path
 	children map[string][]PodEntry
+	entries  map[string]PodEntry // by Path
 	actions  []Action
 	after    []Action // reports that follow the pod's own actions
 }
@@ -80,7 +81,7 @@ func planPod(st *State, pod Pod, volumes []Volume, opts PlanOptions) []Action {
 	case pod.Contents.Incomplete != "":
 		return keep("the pod dir could not be listed completely: " + pod.Contents.Incomplete)
 	}
-	p := &podPlanner{st: st, pod: pod, opts: opts, volumes: map[string]Volume{}, children: map[string][]PodEntry{}}
+	p := &podPlanner{st: st, pod: pod, opts: opts, volumes: map[string]Volume{}, children: map[string][]PodEntry{}, entries: map[string]PodEntry{}}
 	for _, v := range volumes {
 		if v.State == Uncertain {
 			return keep("volume " + v.Name + " is Uncertain (" + v.Reason + "): nothing of this pod is touched")
@@ -90,6 +91,7 @@ func planPod(st *State, pod Pod, volumes []Volume, opts PlanOptions) []Action {
 	for _, e := range pod.Contents.Entries {
 		parent := filepath.Dir(e.Path)
 		p.children[parent] = append(p.children[parent], e)
+		p.entries[e.Path] = e
 	}
 	if stay := p.mountsThatStay(); stay > 0 {
 		return p.reportMountsOnly(stay)
@@ -122,14 +124,38 @@ func unmountsFirst(actions []Action) []Action {
 
 // mountsThatStay counts the mounts under the pod dir that this plan will
 // not unmount, including mounts of another mount namespace.
+//
+// It counts from the pod's mount points in the mount table, not from the
+// entries of the walk, which never enters a mount: a mount nested in a
+// pod-level mount stays, and so does the pod-level mount above it.
 func (p *podPlanner) mountsThatStay() int {
 	n := 0
+	for _, mp := range p.pod.MountPoints {
+		if !p.unmountable(mp) {
+			n++
+		}
+	}
 	for _, e := range p.pod.Contents.Entries {
-		if e.Foreign || e.Mounted && !(p.opts.Unmount && p.podLevelMount(e, p.parts(e))) {
+		if e.Foreign {
 			n++
 		}
 	}
 	return n
+}
+
+// unmountable: this plan may unmount the mount at mp, a pod-level mount with
+// nothing mounted below it.
+func (p *podPlanner) unmountable(mp string) bool {
+	e, ok := p.entries[mp]
+	if !ok || !e.Mounted || !p.opts.Unmount || !p.podLevelMount(e, p.parts(e)) {
+		return false
+	}
+	for _, other := range p.pod.MountPoints {
+		if strings.HasPrefix(other, mp+"/") {
+			return false
+		}
+	}
+	return true
 }
 
 // reportMountsOnly plans a pod that keeps mounts: while anything of it is
@@ -137,10 +163,15 @@ func (p *podPlanner) mountsThatStay() int {
 // removed or unmounted; each mount is reported.
 func (p *podPlanner) reportMountsOnly(stay int) []Action {
 	for _, e := range p.pod.Contents.Entries {
-		switch parts := p.parts(e); {
-		case e.Foreign:
+		if e.Foreign {
 			p.add(Keep, e.Path, "on another filesystem although the mount table has no entry: mounted in another mount namespace?")
-		case !e.Mounted:
+		}
+	}
+	for _, mp := range p.pod.MountPoints {
+		e, listed := p.entries[mp]
+		switch parts := p.parts(PodEntry{Path: mp}); {
+		case !listed:
+			p.add(Keep, mp, "still mounted, inside another mount", "mount table has an entry at the path")
 		case p.isCSITarget(parts):
 			p.add(NeedsDriver, e.Path, "NodeUnpublish through the CSI driver: the publish target is still mounted", "mount table has an entry at the path")
 		case p.podLevelMount(e, parts) && !p.opts.Unmount:
@@ -302,6 +333,9 @@ func (p *podPlanner) planCSIEntry(e PodEntry, v Volume, parts []string) bool {
 		return p.remove(e, "an empty, unmounted CSI volume dir")
 	case len(parts) == 4 && parts[3] == "mount" && e.Type == podsdir.TypeDir && e.Children == 0:
 		return p.remove(e, "an empty, unmounted CSI publish target")
+	case len(parts) == 4 && parts[3] == "mount" && e.Type != podsdir.TypeDir:
+		p.add(Keep, e.Path, "a "+string(e.Type)+" where the CSI publish target dir belongs: not known to be the pod's own")
+		return false
 	case len(parts) == 4 && parts[3] == "mount":
 		p.add(Keep, e.Path, "an unmounted CSI publish target that holds files: data that landed on the node's disk (DataOnNodeDisk)")
 		return false
@@ -411,6 +445,9 @@ func (p *podPlanner) planSubpathEntry(e PodEntry, parts []string) bool {
 	case e.Type == podsdir.TypeDir && e.Children == 0:
 		p.add(Rmdir, e.Path, "an empty, unmounted subpath bind target", "no mount-table entry at the path")
 		return true
+	case e.Type == podsdir.TypeSymlink:
+		p.add(Keep, e.Path, "a symlink where a subpath bind target belongs: not known to be the pod's own")
+		return false
 	case e.Type == podsdir.TypeFile && e.Size == 0, e.Type == podsdir.TypeOther:
 		p.add(Unlink, e.Path, "an unmounted file subpath bind target ("+string(e.Type)+", 0 bytes)", "no mount-table entry at the path")
 		return true
