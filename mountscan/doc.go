@@ -9,6 +9,10 @@
 //     no line-length limit. Root, MountPoint, FSType and Source are unescaped
 //     (\040 is a space, \134 a backslash, ...), so they compare equal to the
 //     paths that the rest of the program uses.
+//   - A Table keeps the text it was parsed from, and its strings are views of
+//     it: ReadFile hands its own read buffer to the table, ParseBytes makes
+//     one copy of its input. A table costs little more memory than the text,
+//     and holding any Mount keeps the whole text alive.
 //   - A Table answers At, IsMountPoint, AtOrBelow, Containing, SameSubtree
 //     and Refs from in-memory indexes. Refs is GetMountRefs of
 //     k8s.io/mount-utils without re-reading the file per call, and it takes

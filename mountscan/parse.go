@@ -1,10 +1,12 @@
 package mountscan
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"math"
 	"strings"
+	"unsafe"
 )
 
 // Parse reads all of r once and parses it as mountinfo. It makes no
@@ -14,25 +16,32 @@ func Parse(r io.Reader) (*Table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read mountinfo: %w", err)
 	}
-	return ParseBytes(b)
+	return parseOwned(trimmed(b)) // nobody else holds b
 }
 
 // ParseBytes parses a whole mountinfo file. Empty lines are skipped (line
 // numbers still count them); any other line that is not a valid mountinfo
-// line makes it fail with a *ParseError. The strings of the returned table
-// share one copy of b: b may be reused afterwards, and holding any Mount
-// keeps that copy alive.
+// line makes it fail with a *ParseError. ParseBytes copies b once and the
+// strings of the returned table share that private copy: b may be reused or
+// changed afterwards, and holding any Mount keeps the copy alive.
 func ParseBytes(b []byte) (*Table, error) {
-	mounts, index, err := parseAll(string(b))
-	if err != nil {
-		return nil, err
-	}
-	return newTable(mounts, index), nil
+	return parseOwned(bytes.Clone(b))
 }
 
 // FromLines parses literal mountinfo lines, as tests and examples write them.
 func FromLines(lines ...string) (*Table, error) {
-	return ParseBytes([]byte(strings.Join(lines, "\n")))
+	n := len(lines)
+	for _, l := range lines {
+		n += len(l)
+	}
+	buf := make([]byte, 0, n)
+	for i, l := range lines {
+		if i > 0 {
+			buf = append(buf, '\n')
+		}
+		buf = append(buf, l...)
+	}
+	return parseOwned(buf)
 }
 
 // MustFromLines is FromLines that panics on error. Only for tests and examples.
@@ -44,38 +53,241 @@ func MustFromLines(lines ...string) *Table {
 	return t
 }
 
-// parseAll splits s into lines by hand (bufio.Scanner would cap line length;
-// overlay lines can exceed 64 KiB). Every string it returns is a substring of
-// s, except fields that needed unescaping, so a typical line costs no
-// allocation of its own.
-func parseAll(s string) ([]Mount, *pathIndex, error) {
-	n := strings.Count(s, "\n") + 1
-	mounts := make([]Mount, 0, n)
-	p := lineParser{pool: make([]string, 0, n)}
-	index := newPathIndex(n, len(s)/4) // mount points are a good part of a line
-	for lineNo := 1; s != ""; lineNo++ {
-		var line string
-		line, s, _ = strings.Cut(s, "\n")
-		if line == "" {
-			continue // a blank line carries no mount; the trailing one is normal
-		}
-		m, err := p.parse(line, lineNo)
-		if err != nil {
-			return nil, nil, err
-		}
-		mounts = append(mounts, m)
-		index.add(m.MountPoint)
+// trimmed returns b, or a copy of it when b has so much unused capacity
+// that handing it to a table would keep much memory alive for nothing, as
+// with a buffer that grew while reading.
+func trimmed(b []byte) []byte {
+	if cap(b)-len(b) > readSlack+len(b)/4 {
+		return bytes.Clone(b)
 	}
-	return mounts, index, nil
+	return b
 }
 
-// lineParser parses one line at a time. Optional fields of all lines are
-// appended to one pool and each Mount gets a capacity-capped window of it,
-// which saves an allocation per line.
+// parseOwned parses buf and takes it over, whatever the outcome: the strings
+// of the table point into buf (no copy), and escaped fields are decoded in
+// place. The caller must never write, reuse or parse buf again.
+//
+// Lines are split by hand (bufio.Scanner would cap line length; overlay
+// lines can exceed 64 KiB). A typical line costs no allocation of its own:
+// its strings are views of buf and its optional fields go to a shared pool.
+func parseOwned(buf []byte) (*Table, error) {
+	n := bytes.Count(buf, []byte{'\n'}) + 1 // at least the number of lines
+	p := parser{
+		mounts: make([]Mount, 0, n),
+		index:  newPathIndex(n),
+		pool:   stringPool{chunk: min(max(n, 8), 4096)},
+	}
+	p.slow.pool = &p.pool
+	for lineNo := 1; len(buf) > 0; lineNo++ {
+		line := buf
+		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+			line, buf = buf[:i], buf[i+1:]
+		} else {
+			buf = nil
+		}
+		if len(line) == 0 {
+			continue // a blank line carries no mount; the trailing one is normal
+		}
+		if err := p.line(line, lineNo); err != nil {
+			return nil, err
+		}
+	}
+	return newTable(p.mounts, p.index), nil
+}
+
+// parser fills the mounts and the unsorted path index of one table.
+type parser struct {
+	mounts []Mount
+	index  pathIndex
+	pool   stringPool
+	slow   lineParser
+}
+
+// line parses one non-empty line into the next Mount, in place. The fast
+// path handles every ordinary line; anything it does not accept is parsed
+// again by the reference parser, which accepts or rejects it and names the
+// error.
+func (p *parser) line(line []byte, lineNo int) error {
+	if len(p.mounts) == cap(p.mounts) { // not reached: parseOwned counted the lines
+		p.mounts = append(p.mounts, Mount{})
+	} else {
+		p.mounts = p.mounts[:len(p.mounts)+1]
+	}
+	m := &p.mounts[len(p.mounts)-1]
+	if !p.fast(m, line, lineNo) {
+		var err error
+		// The fast path left line untouched, and nothing writes it later.
+		if *m, err = p.slow.parse(bytesView(line), lineNo); err != nil {
+			return err
+		}
+	}
+	// The mount point is still in the CPU cache: make its key now.
+	p.index.add(m.MountPoint)
+	return nil
+}
+
+// bytesView returns b as a string without copying. b must never be written
+// again while the string is reachable.
+func bytesView(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// span is the field line[lo:hi].
+type span struct{ lo, hi int }
+
+// maxFastTags is how many optional fields the fast path takes; a line with
+// more goes to the reference parser.
+const maxFastTags = 8
+
+// fast parses an ordinary valid line into *m, which must be zero, and
+// reports true. For any other line it reports false and has changed neither
+// *m nor line. Whatever it accepts, lineParser accepts with the same result.
+// Only once the whole line is known to be valid does it decode escapes, in
+// place in line, before making strings that view line.
+func (p *parser) fast(m *Mount, line []byte, lineNo int) bool {
+	id, i, ok := number(line, 0, ' ', math.MaxInt32)
+	if !ok {
+		return false
+	}
+	parent, i, ok := number(line, i, ' ', math.MaxInt32)
+	if !ok {
+		return false
+	}
+	major, i, ok := number(line, i, ':', math.MaxUint32)
+	if !ok {
+		return false
+	}
+	minor, i, ok := number(line, i, ' ', math.MaxUint32)
+	if !ok {
+		return false
+	}
+	root, i, ok := field(line, i)
+	if !ok || root.lo == root.hi {
+		return false
+	}
+	mp, i, ok := field(line, i)
+	if !ok || mp.lo == mp.hi {
+		return false
+	}
+	opts, i, ok := field(line, i)
+	if !ok || isDash(line, opts) {
+		return false
+	}
+	var tags [maxFastTags]span
+	ntags := 0
+	for {
+		var tag span
+		if tag, i, ok = field(line, i); !ok {
+			return false
+		}
+		if isDash(line, tag) {
+			break
+		}
+		if tag.lo == tag.hi || ntags == len(tags) {
+			return false
+		}
+		tags[ntags] = tag
+		ntags++
+	}
+	fsType, i, ok := field(line, i)
+	if !ok || fsType.lo == fsType.hi {
+		return false
+	}
+	source, i, ok := field(line, i)
+	if !ok || bytes.IndexByte(line[i:], ' ') >= 0 {
+		return false // too few or too many fields after the separator
+	}
+	super := span{i, len(line)}
+
+	// Valid. One scan tells whether any of the four fields needs decoding.
+	if bytes.IndexByte(line[root.lo:source.hi], '\\') >= 0 {
+		root.hi = root.lo + unescapeInPlace(line[root.lo:root.hi])
+		mp.hi = mp.lo + unescapeInPlace(line[mp.lo:mp.hi])
+		fsType.hi = fsType.lo + unescapeInPlace(line[fsType.lo:fsType.hi])
+		source.hi = source.lo + unescapeInPlace(line[source.lo:source.hi])
+	}
+	m.Line = lineNo
+	m.ID = int(id)
+	m.ParentID = int(parent)
+	m.Dev = DevID{Major: uint32(major), Minor: uint32(minor)}
+	m.Root = bytesView(line[root.lo:root.hi])
+	m.MountPoint = bytesView(line[mp.lo:mp.hi])
+	m.Options = bytesView(line[opts.lo:opts.hi])
+	if ntags > 0 {
+		f := p.pool.take(ntags)
+		for k := range f {
+			f[k] = bytesView(line[tags[k].lo:tags[k].hi])
+		}
+		m.OptionalFields = f
+	}
+	m.FSType = bytesView(line[fsType.lo:fsType.hi])
+	m.Source = bytesView(line[source.lo:source.hi])
+	m.SuperOptions = bytesView(line[super.lo:super.hi])
+	return true
+}
+
+// number parses the decimal digits from line[i] up to the byte stop, as
+// parseDecimal would, and returns the value and the index after stop. It
+// fails when stop does not follow.
+func number(line []byte, i int, stop byte, max uint64) (uint64, int, bool) {
+	start := i
+	var v uint64
+	for ; i < len(line) && line[i] != stop; i++ {
+		d := uint64(line[i] - '0')
+		if d > 9 {
+			return 0, 0, false
+		}
+		if v = v*10 + d; v > max { // max < 2^32: no wrap-around
+			return 0, 0, false
+		}
+	}
+	if i == start || i == len(line) || i-start > 20 {
+		return 0, 0, false
+	}
+	return v, i + 1, true
+}
+
+// field returns the field from line[i] up to the next space and the index
+// after that space. It fails when no space follows.
+func field(line []byte, i int) (span, int, bool) {
+	j := bytes.IndexByte(line[i:], ' ')
+	if j < 0 {
+		return span{}, 0, false
+	}
+	return span{i, i + j}, i + j + 1, true
+}
+
+func isDash(line []byte, s span) bool { return s.hi-s.lo == 1 && line[s.lo] == '-' }
+
+// stringPool hands out capacity-capped windows of shared string slices, so
+// that the optional fields of a line cost no allocation of their own. A
+// window never spans two chunks, and chunks are allocated, never grown, so
+// nothing is copied.
+type stringPool struct {
+	free  []string
+	chunk int
+}
+
+func (sp *stringPool) take(n int) []string {
+	if n > len(sp.free) {
+		sp.free = make([]string, max(sp.chunk, n))
+	}
+	w := sp.free[:n:n]
+	sp.free = sp.free[n:]
+	return w
+}
+
+// lineParser is the reference parser: it parses one line at a time, field by
+// field, and names the first field that is wrong. parseOwned uses it for the
+// lines that its fast path does not take, to accept or reject them.
 type lineParser struct {
-	pool []string
-	rest string // unread part of the line
-	more bool   // whether rest still holds a field (it may be empty)
+	pool *stringPool
+	tags []string // optional fields of the current line, reused
+	rest string   // unread part of the line
+	more bool     // whether rest still holds a field (it may be empty)
 	line int
 	err  *ParseError
 }
@@ -177,7 +389,7 @@ func (p *lineParser) options() string {
 // optionalFields reads tags up to and including the "-" separator. Unknown
 // tags are kept: newer kernels may add some.
 func (p *lineParser) optionalFields() []string {
-	start := len(p.pool)
+	p.tags = p.tags[:0]
 	for p.err == nil {
 		tok := p.next("separator")
 		if tok == "-" {
@@ -186,13 +398,17 @@ func (p *lineParser) optionalFields() []string {
 		if tok == "" && p.err == nil {
 			p.fail("optional fields", "empty tag")
 		}
-		p.pool = append(p.pool, tok)
+		p.tags = append(p.tags, tok)
 	}
-	if p.err != nil || len(p.pool) == start {
-		p.pool = p.pool[:start]
+	if p.err != nil || len(p.tags) == 0 {
 		return nil
 	}
-	return p.pool[start:len(p.pool):len(p.pool)]
+	if p.pool == nil {
+		p.pool = &stringPool{chunk: len(p.tags)}
+	}
+	f := p.pool.take(len(p.tags))
+	copy(f, p.tags)
+	return f
 }
 
 // parseDecimal parses an unsigned decimal number no greater than max. It is

@@ -1,86 +1,78 @@
 package mountscan
 
 import (
-	"bytes"
 	"cmp"
+	"encoding/binary"
+	"math/bits"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
+	"unsafe"
 )
 
-// pathIndex finds entries by mount point in O(log n). Entries are sorted by
-// the tree key of their cleaned mount point, then by file order. In tree-key
-// order a directory is followed directly by everything below it, so "at or
-// below" is one contiguous range.
+// pathIndex finds entries by mount point in O(log n). Its order holds the
+// entries sorted by their cleaned mount point in tree order (see
+// compareTree), then by file order. In tree order a directory is followed
+// directly by everything below it, so "at or below" is one contiguous range.
 type pathIndex struct {
-	keys    []byte      // the tree keys of all entries, back to back
-	entries []pathEntry // sorted once by sort; never modified after
+	keys  []string    // keys[i] is the cleaned mount point of mounts[i]
+	order []pathEntry // sorted once by sort; never modified after
 }
 
+// pathEntry is one entry of the order. It holds no pointer, so sorting
+// moves little and needs no write barrier.
 type pathEntry struct {
-	start, end int // the key is keys[start:end]
-	idx        int // index into Table.mounts
+	chunk uint64 // scratch of sortTree, meaningless afterwards
+	idx   int    // index into keys and Table.mounts
 }
 
-func newPathIndex(n, keyBytes int) *pathIndex {
-	return &pathIndex{keys: make([]byte, 0, keyBytes), entries: make([]pathEntry, 0, n)}
+func newPathIndex(n int) pathIndex {
+	return pathIndex{keys: make([]string, 0, n), order: make([]pathEntry, 0, n)}
 }
 
-// add appends the key of the next entry. The parser calls it while the line
-// is still in the CPU cache, so the mount point is not read from memory again.
+// add appends the key of the next entry. The parser calls it while the
+// mount point is still in the CPU cache.
 func (x *pathIndex) add(mountPoint string) {
-	start := len(x.keys)
-	var clean bool
-	x.keys, clean = appendTreeKey(x.keys, mountPoint)
-	if !clean { // rare: the kernel prints clean paths
-		x.keys, _ = appendTreeKey(x.keys[:start], filepath.Clean(mountPoint))
-	}
-	x.entries = append(x.entries, pathEntry{start: start, end: len(x.keys), idx: len(x.entries)})
+	key := treeKey(mountPoint)
+	x.order = append(x.order, pathEntry{chunk: keyChunk(key, 0), idx: len(x.keys)})
+	x.keys = append(x.keys, key)
 }
 
-func (x *pathIndex) key(e pathEntry) []byte { return x.keys[e.start:e.end] }
-
-func (x *pathIndex) sort() {
-	slices.SortFunc(x.entries, func(a, b pathEntry) int {
-		if c := bytes.Compare(x.key(a), x.key(b)); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.idx, b.idx)
-	})
-}
+func (x *pathIndex) sort() { sortTree(x.keys, x.order) }
 
 // lowerBound returns the first position whose key is >= key.
-func (x *pathIndex) lowerBound(key []byte) int {
-	i, _ := slices.BinarySearchFunc(x.entries, key, func(e pathEntry, k []byte) int {
-		return bytes.Compare(x.key(e), k)
+func (x *pathIndex) lowerBound(key string) int {
+	i, _ := slices.BinarySearchFunc(x.order, key, func(e pathEntry, k string) int {
+		return compareTree(x.keys[e.idx], k)
 	})
 	return i
 }
 
 // exact returns the entries whose key equals key, in file order.
-func (x *pathIndex) exact(key []byte) []pathEntry {
+func (x *pathIndex) exact(key string) []pathEntry {
 	lo := x.lowerBound(key)
 	hi := lo
-	for hi < len(x.entries) && bytes.Equal(x.key(x.entries[hi]), key) {
+	for hi < len(x.order) && x.keys[x.order[hi].idx] == key {
 		hi++
 	}
-	return x.entries[lo:hi]
+	return x.order[lo:hi]
 }
 
 // atOrBelow returns the entries whose key is key or lies below it. In tree
 // order those come first among the keys >= key, so a second binary search
 // finds the end of the range.
-func (x *pathIndex) atOrBelow(key []byte) []pathEntry {
+func (x *pathIndex) atOrBelow(key string) []pathEntry {
 	lo := x.lowerBound(key)
-	rest := x.entries[lo:]
-	hi := sort.Search(len(rest), func(i int) bool { return !isAtOrBelow(x.key(rest[i]), key) })
+	rest := x.order[lo:]
+	hi := sort.Search(len(rest), func(i int) bool { return !isAtOrBelow(x.keys[rest[i].idx], key) })
 	return rest[:hi]
 }
 
-// isAtOrBelow reports whether k is key or starts with key and the renumbered
-// '/'. The root's key ends in that byte already, so for it a prefix is enough.
-func isAtOrBelow(k, key []byte) bool {
-	return bytes.HasPrefix(k, key) && (len(k) == len(key) || key[len(key)-1] == 0 || k[len(key)] == 0)
+// isAtOrBelow reports whether k is key or starts with key and a '/'. The
+// root's key ends in '/' already, so for it a prefix is enough.
+func isAtOrBelow(k, key string) bool {
+	return strings.HasPrefix(k, key) && (len(k) == len(key) || key[len(key)-1] == '/' || k[len(key)] == '/')
 }
 
 // treeByte renumbers bytes so that '/' sorts before every other byte: '/'
@@ -102,43 +94,86 @@ var treeByte = func() (m [256]byte) {
 	return m
 }()
 
-// dotOrSlash has bit 1 set for '.' and '/', and bit 0 for '/'.
-var dotOrSlash = func() (m [256]byte) {
-	m['.'], m['/'] = 2, 3
-	return m
-}()
-
-// appendTreeKey appends p with every byte renumbered by treeByte. In the
-// same pass it checks whether p looks clean: absolute, no "//" or "/." and
-// no trailing '/' except for "/". It may call a clean path unclean (e.g.
-// "/.hidden"), which only costs a filepath.Clean.
-func appendTreeKey(buf []byte, p string) ([]byte, bool) {
-	if p == "" || p[0] != '/' || len(p) > 1 && p[len(p)-1] == '/' {
-		return append(buf, p...), false
+// compareTree compares a and b in tree order: byte by byte with each byte
+// renumbered by treeByte, a proper prefix first. Only the first differing
+// byte needs renumbering, so it finds that byte eight bytes at a time.
+func compareTree(a, b string) int {
+	n := min(len(a), len(b))
+	i := 0
+	if n >= 8 {
+		// Read-only views of the strings' bytes, to load words from.
+		wa := unsafe.Slice(unsafe.StringData(a), n)
+		wb := unsafe.Slice(unsafe.StringData(b), n)
+		for ; i <= n-8; i += 8 {
+			if x := binary.LittleEndian.Uint64(wa[i:]) ^ binary.LittleEndian.Uint64(wb[i:]); x != 0 {
+				i += bits.TrailingZeros64(x) >> 3
+				return int(treeByte[a[i]]) - int(treeByte[b[i]])
+			}
+		}
 	}
-	n := len(buf)
-	buf = slices.Grow(buf, len(p))[:n+len(p)]
-	dst := buf[n:]
-	// Branch-free: afterSlash is 2 right after a '/', so dirty gets bit 1
-	// for "//" and "/.".
-	var dirty, afterSlash byte
-	for i := range dst {
-		c := p[i]
-		dirty |= afterSlash & dotOrSlash[c]
-		afterSlash = dotOrSlash[c] & 1 << 1
-		dst[i] = treeByte[c]
+	for ; i < n; i++ {
+		if a[i] != b[i] {
+			return int(treeByte[a[i]]) - int(treeByte[b[i]])
+		}
 	}
-	return buf, dirty == 0
+	return cmp.Compare(len(a), len(b))
 }
 
-// queryKey cleans a path given to a query and returns it with its key. Only
-// a path that does not look clean costs a filepath.Clean and a second pass.
-func queryKey(path string) (string, []byte) {
-	key, clean := appendTreeKey(make([]byte, 0, len(path)+1), path)
-	if clean {
-		return path, key
+// treeKey returns the key of a mount point: the path itself when it looks
+// clean, else filepath.Clean of it (rare: the kernel prints clean paths).
+func treeKey(p string) string {
+	if looksClean(p) {
+		return p
 	}
-	path = filepath.Clean(path)
-	key, _ = appendTreeKey(key[:0], path)
-	return path, key
+	return filepath.Clean(p)
+}
+
+// queryKey cleans a path given to a query. Only a path that does not look
+// clean costs a filepath.Clean.
+func queryKey(path string) string { return treeKey(path) }
+
+const (
+	lo7 = 0x7f7f7f7f7f7f7f7f
+	hi1 = 0x8080808080808080
+)
+
+// zeroBytes has bit 7 set in exactly the bytes of x that are 0.
+func zeroBytes(x uint64) uint64 {
+	return ^((x&lo7 + lo7) | x) & hi1
+}
+
+// looksClean reports whether p is absolute, has no "//" and no "/.", and
+// no trailing '/' unless it is "/". Every clean absolute path except those
+// with a name starting with '.' passes; calling such a clean path unclean
+// only costs a filepath.Clean. It tests eight pairs of adjacent bytes at a
+// time: the word at i holds the first bytes of the pairs, the word at i+1
+// the second ones.
+func looksClean(p string) bool {
+	n := len(p)
+	if n == 0 || p[0] != '/' || n > 1 && p[n-1] == '/' {
+		return false
+	}
+	if n < 9 {
+		for i := 0; i < n-1; i++ {
+			if p[i] == '/' && (p[i+1] == '/' || p[i+1] == '.') {
+				return false
+			}
+		}
+		return true
+	}
+	const slashes = 0x2f2f2f2f2f2f2f2f
+	w := unsafe.Slice(unsafe.StringData(p), n)
+	for i := 0; ; i += 8 {
+		// The last window may overlap the one before: pairs are checked
+		// twice, which is harmless.
+		i = min(i, n-9)
+		first := binary.LittleEndian.Uint64(w[i:]) ^ slashes
+		second := binary.LittleEndian.Uint64(w[i+1:]) | 0x0101010101010101 ^ slashes // '.' is 0x2e
+		if zeroBytes(first|second) != 0 {
+			return false
+		}
+		if i == n-9 {
+			return true
+		}
+	}
 }

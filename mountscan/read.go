@@ -38,13 +38,15 @@ func ReadFile(ctx context.Context, path string, maxAttempts int) (*Table, error)
 		size = len(b) + readSlack
 		return b, err
 	}
-	return readConsistent(ctx, path, read, maxAttempts)
+	return readConsistent(ctx, path, read, true, maxAttempts)
 }
 
 // ReadConsistent is ReadFile over any source of snapshots, named name in
 // errors. Each call of read must return a fresh snapshot.
 func ReadConsistent(ctx context.Context, name string, read func() ([]byte, error), maxAttempts int) (*Table, error) {
-	return readConsistent(ctx, name, func([]byte) ([]byte, error) { return read() }, maxAttempts)
+	// The snapshots belong to the caller, who may keep or reuse them: the
+	// agreed one is copied.
+	return readConsistent(ctx, name, func([]byte) ([]byte, error) { return read() }, false, maxAttempts)
 }
 
 // snapshotFunc returns one snapshot; it may reuse the storage of buf, which
@@ -53,8 +55,11 @@ type snapshotFunc func(buf []byte) ([]byte, error)
 
 // readConsistent makes at least two reads and stops at the first one equal to
 // its predecessor. Only two buffers are alive at a time: the one before the
-// previous read is handed back to read for reuse.
-func readConsistent(ctx context.Context, name string, read snapshotFunc, maxAttempts int) (*Table, error) {
+// previous read is handed back to read for reuse. When owned is true the
+// snapshots are read's own buffers, which nobody else holds: the agreed one
+// is then handed to the table without a copy and is never passed to read
+// again, since readConsistent returns right away.
+func readConsistent(ctx context.Context, name string, read snapshotFunc, owned bool, maxAttempts int) (*Table, error) {
 	if maxAttempts <= 1 {
 		maxAttempts = DefaultMaxAttempts
 	}
@@ -70,7 +75,7 @@ func readConsistent(ctx context.Context, name string, read snapshotFunc, maxAtte
 		}
 		if attempt > 1 {
 			if bytes.Equal(prev, cur) {
-				return parseSnapshot(name, attempt, cur)
+				return parseSnapshot(name, attempt, cur, owned)
 			}
 			logger.V(4).Info("Mount table reads differed, retrying", "path", name, "attempt", attempt)
 		}
@@ -80,13 +85,19 @@ func readConsistent(ctx context.Context, name string, read snapshotFunc, maxAtte
 }
 
 // parseSnapshot parses an agreed read. The kernel ends every line with a
-// newline, so a live table that does not end with one was cut short.
-func parseSnapshot(name string, attempts int, b []byte) (*Table, error) {
+// newline, so a live table that does not end with one was cut short. With
+// owned, b is taken over by the table (see parseOwned); else it is copied.
+func parseSnapshot(name string, attempts int, b []byte, owned bool) (*Table, error) {
 	if len(b) > 0 && b[len(b)-1] != '\n' {
 		err := &ParseError{Line: bytes.Count(b, []byte{'\n'}) + 1, Field: "line", Reason: "truncated: no newline at the end of the table"}
 		return nil, &ReadError{Path: name, Attempts: attempts, Err: err}
 	}
-	t, err := ParseBytes(b)
+	if owned {
+		b = trimmed(b)
+	} else {
+		b = bytes.Clone(b) // the caller may reuse it
+	}
+	t, err := parseOwned(b)
 	if err != nil {
 		return nil, &ReadError{Path: name, Attempts: attempts, Err: err}
 	}
@@ -95,7 +106,8 @@ func parseSnapshot(name string, attempts int, b []byte) (*Table, error) {
 
 // readInto reads the whole file into buf's storage, or into a new buffer of
 // at least sizeHint bytes. The size from stat only raises the hint: it is 0
-// for /proc files, and it can be stale.
+// for /proc files, and it can be stale. Each read asks for all the room
+// left: the kernel produces a /proc mount table under one lock per read.
 func readInto(path string, buf []byte, sizeHint int) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 // safe for concurrent use.
 type Table struct {
 	mounts []Mount
-	byPath *pathIndex
+	byPath pathIndex
 
 	// bySubtree (indexes into mounts sorted by dev, root, file order) is
 	// built on first use: only SameSubtree and Refs need it.
@@ -24,11 +24,7 @@ type Table struct {
 // The slice is copied; the Mount values are not unescaped again.
 func NewTable(mounts []Mount) *Table {
 	mounts = slices.Clone(mounts)
-	size := 0
-	for i := range mounts {
-		size += len(mounts[i].MountPoint)
-	}
-	index := newPathIndex(len(mounts), size)
+	index := newPathIndex(len(mounts))
 	for i := range mounts {
 		index.add(mounts[i].MountPoint)
 	}
@@ -37,7 +33,7 @@ func NewTable(mounts []Mount) *Table {
 
 // newTable takes ownership of mounts and of index, which holds one key per
 // mount, and sorts the index.
-func newTable(mounts []Mount, index *pathIndex) *Table {
+func newTable(mounts []Mount, index pathIndex) *Table {
 	index.sort()
 	return &Table{mounts: mounts, byPath: index}
 }
@@ -62,14 +58,12 @@ func (t *Table) Mounts() []Mount { return t.mounts }
 // At returns the entries mounted exactly at filepath.Clean(path), bottom
 // first: when mounts are stacked on one point the last one is on top.
 func (t *Table) At(path string) []Mount {
-	_, key := queryKey(path)
-	return t.collect(t.byPath.exact(key))
+	return t.collect(t.byPath.exact(queryKey(path)))
 }
 
 // IsMountPoint reports whether anything is mounted at filepath.Clean(path).
 func (t *Table) IsMountPoint(path string) bool {
-	_, key := queryKey(path)
-	return len(t.byPath.exact(key)) > 0
+	return len(t.byPath.exact(queryKey(path))) > 0
 }
 
 // AtOrBelow returns the entries mounted at path or anywhere below it
@@ -77,8 +71,7 @@ func (t *Table) IsMountPoint(path string) bool {
 // before every other byte (so each subtree is contiguous and a directory
 // comes before its contents), then by file order.
 func (t *Table) AtOrBelow(path string) []Mount {
-	_, key := queryKey(path)
-	return t.collect(t.byPath.atOrBelow(key))
+	return t.collect(t.byPath.atOrBelow(queryKey(path)))
 }
 
 // Containing returns the entry for the filesystem that holds path: among the
@@ -95,9 +88,9 @@ func (t *Table) Containing(path string) (Mount, bool) {
 // containing returns the index of Containing's entry, the cleaned path p and
 // the length of the prefix of p that is the entry's (cleaned) mount point.
 func (t *Table) containing(path string) (p string, n, idx int, ok bool) {
-	p, key := queryKey(path)
+	p = queryKey(path)
 	for n = len(p); n > 0; n = parentLen(p[:n]) {
-		if at := t.byPath.exact(key[:n]); len(at) > 0 {
+		if at := t.byPath.exact(p[:n]); len(at) > 0 {
 			return p, n, at[len(at)-1].idx, true
 		}
 	}

@@ -1,6 +1,9 @@
 package mountscan
 
-import "strings"
+import (
+	"bytes"
+	"strings"
+)
 
 // unescape decodes the octal escapes the kernel writes into mountinfo paths
 // (\040 space, \011 tab, \012 newline, \134 backslash; in general a
@@ -30,13 +33,45 @@ func unescape(s string) string {
 	return b.String()
 }
 
+// unescapeInPlace decodes b as unescape does, writing the result over b
+// from its start, and returns the length of the result. Decoding never
+// lengthens text, so every byte is read before it is overwritten.
+func unescapeInPlace(b []byte) int {
+	i := bytes.IndexByte(b, '\\')
+	if i < 0 {
+		return len(b)
+	}
+	w := i
+	for i < len(b) {
+		if b[i] == '\\' && i+3 < len(b) {
+			if c, ok := octalByte3(b[i+1], b[i+2], b[i+3]); ok {
+				b[w] = c
+				w++
+				i += 4
+				continue
+			}
+		}
+		b[w] = b[i]
+		w++
+		i++
+	}
+	return w
+}
+
 // octalByte decodes three octal digits at the start of s. Values above \377
 // do not fit a byte and are not escapes.
 func octalByte(s string) (byte, bool) {
-	if len(s) < 3 || s[0] < '0' || s[0] > '3' || !isOctal(s[1]) || !isOctal(s[2]) {
+	if len(s) < 3 {
 		return 0, false
 	}
-	return (s[0]-'0')<<6 | (s[1]-'0')<<3 | (s[2] - '0'), true
+	return octalByte3(s[0], s[1], s[2])
+}
+
+func octalByte3(a, b, c byte) (byte, bool) {
+	if a < '0' || a > '3' || !isOctal(b) || !isOctal(c) {
+		return 0, false
+	}
+	return (a-'0')<<6 | (b-'0')<<3 | (c - '0'), true
 }
 
 func isOctal(c byte) bool { return c >= '0' && c <= '7' }
