@@ -20,9 +20,11 @@ func csiInfoFrom(vd podsdir.VolData) *CSIInfo {
 func (b *builder) csiFilesystemVolume(v podsdir.Volume, out *Volume) {
 	out.CheckedPath = join(v.Path, "mount")
 	out.State, out.Mount, out.Reason = b.check(out.CheckedPath)
-	vd := podsdir.VolData{State: podsdir.VolDataMissing, Path: join(v.Path, "vol_data.json")}
+	var vd podsdir.VolData
 	if v.VolData != nil {
 		vd = *v.VolData
+	} else {
+		vd = podsdir.VolData{State: podsdir.VolDataMissing, Path: join(v.Path, "vol_data.json")}
 	}
 	if vd.State == podsdir.VolDataOK {
 		out.CSI = csiInfoFrom(vd)
@@ -60,17 +62,39 @@ func (b *builder) recoverCSIIdentity(out *Volume, vd podsdir.VolData) *CSIInfo {
 	return &CSIInfo{DriverName: g.DriverName, VolumeHandle: g.VolumeHandle, SpecVolID: out.Name, Recovered: true}
 }
 
-// stagingOf returns the staging mount that the mount at target binds from.
+// stagingOf returns the staging mount that the mount at target binds from:
+// of the mount points that Table.Refs(target) lists, the first (in sorted
+// order) that is a global mount's path.
 func (b *builder) stagingOf(target string) *GlobalMount {
 	if !b.consistent {
 		return nil
 	}
-	for _, ref := range b.table.Refs(target) {
-		if g := b.globals[ref]; g != nil {
-			return g
+	stack := b.mounts.at(target)
+	if len(stack) == 0 {
+		// Not a mount point (an unmounted volume): the refs of the
+		// directory of the filesystem that holds it.
+		for _, ref := range b.table.Refs(target) {
+			if g := b.globals[ref]; g != nil {
+				return g
+			}
+		}
+		return nil
+	}
+	// A mount point: its refs are the other entries of the same subtree
+	// as its topmost entry, as Refs finds them.
+	holder := &stack[len(stack)-1]
+	mounts := b.table.Mounts()
+	best := ""
+	for _, i := range b.subtrees.staging[subtreeKey{holder.Dev, holder.Root}] {
+		m := &mounts[i]
+		if m.Line == holder.Line && m.ID == holder.ID && m.MountPoint == holder.MountPoint {
+			continue // the holder itself
+		}
+		if best == "" || m.MountPoint < best {
+			best = m.MountPoint
 		}
 	}
-	return nil
+	return b.globals[best]
 }
 
 func (b *builder) stagingByHandle(driver, handle string) *GlobalMount {
@@ -240,11 +264,15 @@ func (b *builder) csiBlockVolume(out *Volume) {
 	b.setCSIUniqueName(out)
 }
 
+// blockSpec returns the first block spec named name, or nil.
 func (b *builder) blockSpec(name string) *podsdir.BlockSpec {
-	for i := range b.inv.BlockSpecs {
-		if b.inv.BlockSpecs[i].SpecName == name {
-			return &b.inv.BlockSpecs[i]
+	if b.blockSpecs == nil {
+		b.blockSpecs = make(map[string]*podsdir.BlockSpec, len(b.inv.BlockSpecs))
+		for i := range b.inv.BlockSpecs {
+			if _, dup := b.blockSpecs[b.inv.BlockSpecs[i].SpecName]; !dup {
+				b.blockSpecs[b.inv.BlockSpecs[i].SpecName] = &b.inv.BlockSpecs[i]
+			}
 		}
 	}
-	return nil
+	return b.blockSpecs[name]
 }

@@ -111,7 +111,7 @@ func (b *builder) noteStackedMounts() {
 			continue
 		}
 		for _, mp := range uniqueMountPoints(b.table.AtOrBelow(dir)) {
-			stack := b.table.At(mp)
+			stack := b.mounts.at(mp)
 			if len(stack) < 2 || mp == dir { // a self-bound pods dir is not a volume
 				continue
 			}

@@ -170,8 +170,9 @@ func (b *builder) linkGlobalMountUsers() {
 		if !ok || g.Mode != podsdir.Filesystem {
 			continue
 		}
-		for _, ref := range b.table.SameSubtree(m.Dev, m.Root) {
-			if uid, ok := b.podUIDFromPath(ref.MountPoint); ok {
+		// The entries of the same subtree (SameSubtree) below the pods dir.
+		for _, i := range b.subtrees.pods[subtreeKey{m.Dev, m.Root}] {
+			if uid, ok := b.podUIDFromPath(b.table.Mounts()[i].MountPoint); ok {
 				g.addUser(uid)
 				b.published[g.Path] = true
 			}
@@ -182,6 +183,7 @@ func (b *builder) linkGlobalMountUsers() {
 // checkGlobalMounts reports leaked, legacy, root-disk-backed and
 // data-holding staging dirs, and publishes the global mounts.
 func (b *builder) checkGlobalMounts() {
+	b.st.GlobalMounts = slices.Grow(b.st.GlobalMounts, len(b.globals))
 	for _, g := range b.globals {
 		slices.Sort(g.PodUIDs)
 		b.noteLeaked(g)
@@ -241,8 +243,11 @@ func (b *builder) noteRootDiskBacked(target, podUID, volume string) {
 	if !ok {
 		return
 	}
-	rootFS, ok := b.table.Containing(b.inv.ResolvedRootDir)
-	if !ok || rootFS.Dev != m.Dev {
+	if !b.rootFSDone {
+		b.rootFS, b.rootFSOK = b.table.Containing(b.inv.ResolvedRootDir)
+		b.rootFSDone = true
+	}
+	if !b.rootFSOK || b.rootFS.Dev != m.Dev {
 		return
 	}
 	b.add(Finding{Kind: RootDiskBackedMount, Severity: SeverityCritical, Path: target, PodUID: podUID, Volume: volume,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -64,7 +65,13 @@ func Build(ctx context.Context, opts Options, inv *podsdir.Inventory, table *mou
 		MountTable:      MountTableInfo{Path: opts.MountInfoPath, Consistent: b.consistent},
 	}
 	b.noteMountTable(tableErr)
+	if b.consistent {
+		b.mounts = newLocalMounts(table, inv.ResolvedRootDir, inv.PodsDir, inv.CSIDir)
+	}
 	b.buildGlobalMounts()
+	if b.consistent {
+		b.buildSubtrees()
+	}
 	b.buildPods()
 	if err := b.applyActivePods(); err != nil {
 		return nil, err
@@ -96,6 +103,17 @@ type builder struct {
 	// published holds the staging paths that some pod mount still uses:
 	// a staging mount without one is leaked, even if a pod dir names it.
 	published map[string]bool
+
+	// Set when the table is consistent: the entries under the kubelet's
+	// dirs by path, and who shares a subtree with a staging mount.
+	mounts   *localMounts
+	subtrees *subtrees
+	// rootFS is the entry for the filesystem holding the kubelet root
+	// (rootFSOK: one was found), looked up once on first use.
+	rootFS               mountscan.Mount
+	rootFSOK, rootFSDone bool
+	// blockSpecs indexes inv.BlockSpecs by spec name, built on first use.
+	blockSpecs map[string]*podsdir.BlockSpec
 }
 
 func (b *builder) noteMountTable(tableErr error) {
@@ -117,9 +135,12 @@ func (b *builder) check(path string) (VolumeState, *MountRef, string) {
 	if !b.consistent {
 		return Uncertain, nil, "the mount table could not be read consistently"
 	}
-	stack := b.table.At(path)
+	stack := b.mounts.at(path)
+	if len(stack) == 1 {
+		return Mounted, mountRef(stack), "mount table has 1 entry at the path"
+	}
 	if len(stack) > 0 {
-		return Mounted, mountRef(stack), fmt.Sprintf("mount table has %s at the path", plural(len(stack), "entry", "entries"))
+		return Mounted, mountRef(stack), "mount table has " + plural(len(stack), "entry", "entries") + " at the path"
 	}
 	if alias, stack := b.atAlias(path); len(stack) > 0 {
 		return Mounted, mountRef(stack), "mount table has no entry at the path but " + plural(len(stack), "entry", "entries") +
@@ -136,7 +157,7 @@ func (b *builder) atAlias(path string) (string, []mountscan.Mount) {
 	}
 	for _, root := range b.opts.RootDirAliases {
 		alias := join(root, rel)
-		if stack := b.table.At(alias); len(stack) > 0 {
+		if stack := b.mounts.at(alias); len(stack) > 0 {
 			return alias, stack
 		}
 	}
@@ -147,7 +168,7 @@ func (b *builder) atAlias(path string) (string, []mountscan.Mount) {
 // an alias of it is, so anything written to the kubelet's path landed on
 // the node's disk.
 func (b *builder) mountedOnlyAtAlias(path string) bool {
-	if !b.consistent || b.table.IsMountPoint(path) {
+	if !b.consistent || len(b.mounts.at(path)) > 0 {
 		return false
 	}
 	_, stack := b.atAlias(path)
@@ -156,7 +177,12 @@ func (b *builder) mountedOnlyAtAlias(path string) bool {
 
 func mountRef(stack []mountscan.Mount) *MountRef {
 	top := stack[len(stack)-1]
-	return &MountRef{Source: top.Source, FSType: top.FSType, MajorMinor: top.Dev.String(), Root: top.Root, Count: len(stack)}
+	return &MountRef{Source: top.Source, FSType: top.FSType, MajorMinor: devString(top.Dev), Root: top.Root, Count: len(stack)}
+}
+
+// devString is DevID.String ("major:minor") without fmt.
+func devString(d mountscan.DevID) string {
+	return strconv.FormatUint(uint64(d.Major), 10) + ":" + strconv.FormatUint(uint64(d.Minor), 10)
 }
 
 // topMount returns the topmost entry at path, if the table is usable.
@@ -164,7 +190,7 @@ func (b *builder) topMount(path string) (mountscan.Mount, bool) {
 	if !b.consistent {
 		return mountscan.Mount{}, false
 	}
-	stack := b.table.At(path)
+	stack := b.mounts.at(path)
 	if len(stack) == 0 {
 		return mountscan.Mount{}, false
 	}
@@ -172,11 +198,19 @@ func (b *builder) topMount(path string) (mountscan.Mount, bool) {
 }
 
 func (b *builder) add(f Finding) {
-	b.log.V(4).Info("Finding", "kind", f.Kind, "path", f.Path, "podUID", f.PodUID, "volume", f.Volume)
+	if v := b.log.V(4); v.Enabled() {
+		v.Info("Finding", "kind", f.Kind, "path", f.Path, "podUID", f.PodUID, "volume", f.Volume)
+	}
 	b.st.Findings = append(b.st.Findings, f)
 }
 
 func (b *builder) buildPods() {
+	n := 0
+	for _, p := range b.inv.Pods {
+		n += len(p.Volumes)
+	}
+	b.st.Pods = slices.Grow(b.st.Pods, len(b.inv.Pods)) // nil stays nil: no pods
+	b.st.Volumes = slices.Grow(b.st.Volumes, n)
 	for _, p := range b.inv.Pods {
 		pod := Pod{UID: p.UID, Path: p.Path, Status: PodUnknown, VolumeCount: len(p.Volumes)}
 		if b.consistent {
@@ -215,7 +249,15 @@ func plural(n int, one, many string) string {
 	if n == 1 {
 		return "1 " + one
 	}
-	return fmt.Sprintf("%d %s", n, many)
+	return strconv.Itoa(n) + " " + many
 }
 
-func join(elem ...string) string { return filepath.Join(elem...) }
+// join is filepath.Join. With a first element (always, here: the paths it
+// builds start with a kubelet dir) it is the same as cleaning the elements
+// joined by '/', which clean does fast for the paths that are clean already.
+func join(elem ...string) string {
+	if len(elem) == 0 || elem[0] == "" {
+		return filepath.Join(elem...)
+	}
+	return clean(strings.Join(elem, "/"))
+}

@@ -58,8 +58,10 @@ func (b *builder) volume(v podsdir.Volume) Volume {
 	if !KnownPlugin(v.Plugin) {
 		b.unknownPlugin(out)
 	}
-	b.log.V(4).Info("Reconstructed volume", "podUID", out.PodUID, "volume", out.Name, "plugin", out.Plugin,
-		"checkedPath", out.CheckedPath, "state", out.State, "reason", out.Reason)
+	if log := b.log.V(4); log.Enabled() {
+		log.Info("Reconstructed volume", "podUID", out.PodUID, "volume", out.Name, "plugin", out.Plugin,
+			"checkedPath", out.CheckedPath, "state", out.State, "reason", out.Reason)
+	}
 	return out
 }
 

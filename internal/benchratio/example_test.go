@@ -1,0 +1,35 @@
+package main
+
+import (
+	"os"
+	"strings"
+)
+
+// Two runs of each benchmark, as `go test -bench . -benchmem -count 2`
+// prints them; the ratios use the medians.
+func Example() {
+	in := `goos: linux
+pkg: github.com/volrecon/volrecon/mountscan
+BenchmarkParse/30k/volrecon-2     	      30	  40000000 ns/op	 300.00 MB/s	38000000 B/op	    9000 allocs/op
+BenchmarkParse/30k/volrecon-2     	      30	  42000000 ns/op	 300.00 MB/s	38000000 B/op	    9000 allocs/op
+BenchmarkParse/30k/mount-utils-2  	       7	 160000000 ns/op	  86.00 MB/s	62000000 B/op	  159000 allocs/op
+BenchmarkParse/30k/mount-utils-2  	       7	 170000000 ns/op	  86.00 MB/s	62000000 B/op	  159000 allocs/op
+BenchmarkParse/30k/moby-2         	      27	  41000000 ns/op	 336.00 MB/s	28000000 B/op	  144000 allocs/op
+pkg: github.com/volrecon/volrecon/reconstruct
+BenchmarkScan/100x10/scan-2          	      10	 100000000 ns/op	    100000 ns/volume
+BenchmarkScan/100x10/floor-2         	      40	  30000000 ns/op	     30000 ns/volume
+BenchmarkScan/100x10/kubelet-style-2 	       1	30000000000 ns/op	  30000000 ns/volume
+BenchmarkScan/1000x10/scan-2         	       2	 500000000 ns/op	     50000 ns/volume
+BenchmarkScan/1000x10/floor-2        	       5	 250000000 ns/op	     25000 ns/volume
+PASS
+`
+	_ = run(strings.NewReader(in), os.Stdout)
+	// Output:
+	// ratios (of medians; up to 2 runs per benchmark):
+	//   parse 30k lines, mount-utils:          4.02× the time, 1.63× the bytes of volrecon
+	//   parse 30k lines, moby:                 1.00× the time, 0.74× the bytes of volrecon
+	//   full scan 100x10 vs floor:             3.33× (target ≤ 2×: MISSED)
+	//   full scan 1000x10 vs floor:            2.00× (target ≤ 2×: met)
+	//   time per volume, 1000 vs 100 pods:     0.50× (target ≤ 1.5×: met)
+	//   kubelet-style vs scan, 100x10:         300× the time of volrecon's scan
+}

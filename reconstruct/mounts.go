@@ -1,0 +1,143 @@
+package reconstruct
+
+import (
+	"path/filepath"
+	"strings"
+
+	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/podsdir"
+)
+
+// localMounts answers the builder's exact-path questions about the mount
+// table from a map of the entries at or below the kubelet's own dirs (the
+// root, the pods dir, the CSI dir), built once per Build from one
+// AtOrBelow per dir. A scan asks several questions per volume; on a busy
+// node the table holds tens of thousands of container entries that it
+// never asks about, so a map lookup replaces a binary search over them.
+// Like the builder, it is not safe for concurrent use.
+type localMounts struct {
+	table  *mountscan.Table
+	roots  []string                     // cleaned dirs whose subtrees are in byPath
+	byPath map[string][]mountscan.Mount // cleaned mount point → its entries, bottom first
+	// The last query and its answer: the builder asks about one path
+	// several times in a row (state, SELinux context, staging, alias).
+	lastQuery  string
+	lastAnswer []mountscan.Mount
+	lastValid  bool
+}
+
+func newLocalMounts(table *mountscan.Table, dirs ...string) *localMounts {
+	x := &localMounts{table: table, byPath: map[string][]mountscan.Mount{}}
+	for _, d := range dirs {
+		if d == "" || !filepath.IsAbs(d) {
+			continue
+		}
+		d = filepath.Clean(d)
+		if x.covers(d) {
+			continue
+		}
+		x.roots = append(x.roots, d)
+		// AtOrBelow sorts by cleaned mount point, then file order: the
+		// entries of one mount point are a contiguous run.
+		mounts := table.AtOrBelow(d)
+		for i := 0; i < len(mounts); {
+			p := clean(mounts[i].MountPoint)
+			j := i + 1
+			for j < len(mounts) && (mounts[j].MountPoint == mounts[i].MountPoint || clean(mounts[j].MountPoint) == p) {
+				j++
+			}
+			x.byPath[p] = mounts[i:j:j]
+			i = j
+		}
+	}
+	return x
+}
+
+// covers reports whether the clean path p lies at or below one of the roots.
+func (x *localMounts) covers(p string) bool {
+	for _, r := range x.roots {
+		if p == r || r == "/" || strings.HasPrefix(p, r) && p[len(r)] == '/' {
+			return true
+		}
+	}
+	return false
+}
+
+// at is Table.At: the entries at filepath.Clean(p), bottom first. The
+// caller must not modify the result.
+func (x *localMounts) at(p string) []mountscan.Mount {
+	if x.lastValid && p == x.lastQuery {
+		return x.lastAnswer
+	}
+	var answer []mountscan.Mount
+	if c := clean(p); x.covers(c) {
+		answer = x.byPath[c]
+	} else {
+		answer = x.table.At(c)
+	}
+	x.lastQuery, x.lastAnswer, x.lastValid = p, answer, true
+	return answer
+}
+
+// clean is filepath.Clean, with a fast path for the paths that need no
+// cleaning: absolute, without "//", "/." or a trailing '/'. The kernel
+// prints such paths, and the builder joins them (it may take "/.x" for
+// unclean, which only costs a Clean).
+func clean(p string) string {
+	n := len(p)
+	if n < 2 || p[0] != '/' || p[n-1] == '/' {
+		return filepath.Clean(p)
+	}
+	for i := 1; i < n; i++ {
+		if p[i-1] == '/' && (p[i] == '/' || p[i] == '.') {
+			return filepath.Clean(p)
+		}
+	}
+	return p
+}
+
+// subtreeKey names a directory of a filesystem: what bind mounts share.
+type subtreeKey struct {
+	dev  mountscan.DevID
+	root string
+}
+
+// subtrees finds, in two linear passes over the table, which entries share
+// a filesystem subtree with a staging mount: the staging mounts themselves
+// by subtree (for stagingOf), and the pod mounts of the subtrees of the
+// topmost staging mounts (for linkGlobalMountUsers). It replaces a Refs or
+// SameSubtree per volume, which need an index of the whole table sorted by
+// subtree, built on first use.
+type subtrees struct {
+	staging map[subtreeKey][]int // entries whose mount point is a global mount's path, in file order
+	pods    map[subtreeKey][]int // entries below the pods dir sharing a topmost staging mount's subtree, in file order
+}
+
+// buildSubtrees fills b.subtrees; it needs b.globals complete.
+func (b *builder) buildSubtrees() {
+	s := &subtrees{staging: map[subtreeKey][]int{}, pods: map[subtreeKey][]int{}}
+	b.subtrees = s
+	for _, g := range b.globals {
+		if m, ok := b.topMount(g.Path); ok && g.Mode == podsdir.Filesystem {
+			s.pods[subtreeKey{m.Dev, m.Root}] = nil
+		}
+	}
+	mounts := b.table.Mounts()
+	csiPrefix, podsPrefix := b.inv.CSIDir+"/", b.inv.PodsDir+"/"
+	for i := range mounts {
+		m := &mounts[i]
+		// Every global mount's path lies below the CSI dir (podsdir and
+		// stagingFromPath build them so): the prefix test only saves map
+		// lookups.
+		if b.inv.CSIDir != "" && strings.HasPrefix(m.MountPoint, csiPrefix) && b.globals[m.MountPoint] != nil {
+			k := subtreeKey{m.Dev, m.Root}
+			s.staging[k] = append(s.staging[k], i)
+		}
+		if b.inv.PodsDir != "" && strings.HasPrefix(m.MountPoint, podsPrefix) {
+			k := subtreeKey{m.Dev, m.Root}
+			if refs, ok := s.pods[k]; ok {
+				s.pods[k] = append(refs, i)
+			}
+		}
+	}
+}
