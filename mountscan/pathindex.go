@@ -3,7 +3,6 @@ package mountscan
 import (
 	"cmp"
 	"encoding/binary"
-	"math/bits"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -96,25 +95,10 @@ var treeByte = func() (m [256]byte) {
 
 // compareTree compares a and b in tree order: byte by byte with each byte
 // renumbered by treeByte, a proper prefix first. Only the first differing
-// byte needs renumbering, so it finds that byte eight bytes at a time.
+// byte needs renumbering, so it finds that byte with commonPrefix.
 func compareTree(a, b string) int {
-	n := min(len(a), len(b))
-	i := 0
-	if n >= 8 {
-		// Read-only views of the strings' bytes, to load words from.
-		wa := unsafe.Slice(unsafe.StringData(a), n)
-		wb := unsafe.Slice(unsafe.StringData(b), n)
-		for ; i <= n-8; i += 8 {
-			if x := binary.LittleEndian.Uint64(wa[i:]) ^ binary.LittleEndian.Uint64(wb[i:]); x != 0 {
-				i += bits.TrailingZeros64(x) >> 3
-				return int(treeByte[a[i]]) - int(treeByte[b[i]])
-			}
-		}
-	}
-	for ; i < n; i++ {
-		if a[i] != b[i] {
-			return int(treeByte[a[i]]) - int(treeByte[b[i]])
-		}
+	if i := commonPrefix(a, b); i < min(len(a), len(b)) {
+		return int(treeByte[a[i]]) - int(treeByte[b[i]])
 	}
 	return cmp.Compare(len(a), len(b))
 }
