@@ -45,7 +45,9 @@ update-fixtures:
 	cp testdata/ebs-current.txtar internal/fixture/demo.txtar
 	$(GO) test ./cmd/volrecon -run 'Golden' -update
 
-## fuzz: run each fuzz target for FUZZTIME, one at a time (go test takes one
+## fuzz: run each fuzz target for FUZZTIME (a duration, or Nx executions as CI
+## does: a time limit can end a loaded run with "context deadline exceeded"),
+## one at a time (go test takes one
 ## -fuzz target per run). Inputs that fail land in <pkg>/testdata/fuzz/<Fuzz>/.
 fuzz: FUZZTIME ?= 30s
 fuzz:
