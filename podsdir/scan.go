@@ -35,7 +35,8 @@ const (
 // anything else is reported as ProblemInvalidPodUID.
 var podUIDPattern = regexp.MustCompile(`^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F]{32})$`)
 
-func isPodUID(name string) bool { return podUIDPattern.MatchString(name) }
+// IsPodUID reports whether name has the shape of a pod UID (see podUIDPattern).
+func IsPodUID(name string) bool { return podUIDPattern.MatchString(name) }
 
 // Scan inventories the kubelet root. It returns a *RootError (wrapping
 // ErrRootNotFound when it does not exist) only when the root cannot be used;
@@ -98,7 +99,7 @@ func (s *scanner) resolveRoot() (string, error) {
 	case err != nil:
 		return "", rootErr(err)
 	case !r.info.IsDir():
-		return "", rootErr(fmt.Errorf("resolved to %s, which is a %s: %w", r.path, describeType(entryTypeOf(r.info.Mode())), syscall.ENOTDIR))
+		return "", rootErr(fmt.Errorf("resolved to %s, which is a %s: %w", r.path, describeType(EntryTypeOf(r.info.Mode())), syscall.ENOTDIR))
 	}
 	s.log.V(4).Info("Resolved kubelet root", "rootDir", root, "resolved", r.path, "symlinks", r.hops)
 	return r.path, nil
@@ -124,7 +125,7 @@ func (s *scanner) resolveTopDir(name string) (string, bool) {
 		s.problem(ProblemUnreadable, unresolved, "", "cannot resolve %s: %s", r.path, errText(err))
 		return unresolved, false
 	case !r.info.IsDir():
-		s.problem(ProblemNotDirectory, r.path, "", "%s dir is a %s, not a directory", name, describeType(entryTypeOf(r.info.Mode())))
+		s.problem(ProblemNotDirectory, r.path, "", "%s dir is a %s, not a directory", name, describeType(EntryTypeOf(r.info.Mode())))
 		return r.path, false
 	}
 	return r.path, true
@@ -166,7 +167,7 @@ func (s *scanner) lookupDir(p string) bool {
 		s.problem(ProblemUnreadable, p, "", "cannot stat: %s", errText(err))
 		return false
 	}
-	return s.expectDir(p, "", entryTypeOf(fi.Mode()))
+	return s.expectDir(p, "", EntryTypeOf(fi.Mode()))
 }
 
 // expectDir records a Problem unless t is a directory: ProblemSymlink for a
@@ -228,7 +229,7 @@ func (s *scanner) scanPods(ctx context.Context) error {
 		}
 		name, p, t := d.Name(), filepath.Join(dir, d.Name()), entryType(d)
 		uid := ""
-		if isPodUID(name) {
+		if IsPodUID(name) {
 			uid = name
 		}
 		switch {
@@ -400,9 +401,10 @@ func (s *scanner) logSummary() {
 }
 
 // entryType is the type of d as readdir reported it (never followed).
-func entryType(d fs.DirEntry) EntryType { return entryTypeOf(d.Type()) }
+func entryType(d fs.DirEntry) EntryType { return EntryTypeOf(d.Type()) }
 
-func entryTypeOf(m fs.FileMode) EntryType {
+// EntryTypeOf maps a file mode (from readdir or lstat) to an EntryType.
+func EntryTypeOf(m fs.FileMode) EntryType {
 	switch {
 	case m.IsDir():
 		return TypeDir

@@ -94,7 +94,7 @@ func notRegularReason(m fs.FileMode) string {
 	case m.IsDir():
 		return "is a directory, not a regular file"
 	}
-	return "is a " + describeType(entryTypeOf(m)) + ", not a regular file"
+	return "is a " + describeType(EntryTypeOf(m)) + ", not a regular file"
 }
 
 // volDataKeys lists the known keys in a fixed order, so that reasons are deterministic.

@@ -102,7 +102,7 @@ func (w *podWalk) walk(dir string, depth int) int {
 }
 
 func (w *podWalk) visit(p string, d fs.DirEntry, depth int) {
-	e := PodEntry{Path: p, Type: typeOf(d.Type())}
+	e := PodEntry{Path: p, Type: podsdir.EntryTypeOf(d.Type())}
 	if stack := w.b.mounts.at(p); len(stack) > 0 {
 		e.Mounted, e.MountFSType = true, stack[len(stack)-1].FSType
 		w.contents.Entries = append(w.contents.Entries, e)
@@ -114,7 +114,7 @@ func (w *podWalk) visit(p string, d fs.DirEntry, depth int) {
 		w.contents.Incomplete = "cannot stat " + p + ": " + err.Error()
 		return
 	}
-	e.Type = typeOf(fi.Mode().Type())
+	e.Type = podsdir.EntryTypeOf(fi.Mode().Type())
 	if e.Type == podsdir.TypeFile {
 		e.Size = fi.Size()
 	}
@@ -130,18 +130,6 @@ func (w *podWalk) visit(p string, d fs.DirEntry, depth int) {
 	i := len(w.contents.Entries)
 	w.contents.Entries = append(w.contents.Entries, e)
 	w.contents.Entries[i].Children = w.walk(p, depth+1)
-}
-
-func typeOf(m fs.FileMode) podsdir.EntryType {
-	switch {
-	case m.IsDir():
-		return podsdir.TypeDir
-	case m&fs.ModeSymlink != 0:
-		return podsdir.TypeSymlink
-	case m.IsRegular():
-		return podsdir.TypeFile
-	}
-	return podsdir.TypeOther
 }
 
 func deviceOf(fi fs.FileInfo) uint64 {

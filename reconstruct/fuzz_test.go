@@ -725,11 +725,6 @@ func fzFindings(st *reconstruct.State) string {
 	return b.String()
 }
 
-// fzUnder reports whether p is dir or lies below it.
-func fzUnder(p, dir string) bool {
-	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
-}
-
 func fzCheckPlan(t *testing.T, st *reconstruct.State, plan *reconstruct.Plan, unmount, consistent bool, mountPoints []string) {
 	t.Helper()
 	pods := map[string]reconstruct.Pod{}
@@ -772,7 +767,7 @@ func fzCheckPlan(t *testing.T, st *reconstruct.State, plan *reconstruct.Plan, un
 			fail("no such pod")
 		case pod.Status != reconstruct.PodOrphaned:
 			fail("the pod is %s, not Orphaned", pod.Status)
-		case !fzUnder(a.Path, pod.Path):
+		case !atOrUnder(a.Path, pod.Path):
 			fail("outside its pod dir %s", pod.Path)
 		case uncertain[a.PodUID] != "":
 			fail("the pod's volume %s is Uncertain", uncertain[a.PodUID])
@@ -782,10 +777,10 @@ func fzCheckPlan(t *testing.T, st *reconstruct.State, plan *reconstruct.Plan, un
 			continue
 		}
 		for _, mp := range mountPoints {
-			if fzUnder(st.PodsDir, mp) {
+			if atOrUnder(st.PodsDir, mp) {
 				continue // the filesystem the pods dir lives on
 			}
-			if (fzUnder(a.Path, mp) || fzUnder(mp, a.Path)) && !unmounted[mp] {
+			if (atOrUnder(a.Path, mp) || atOrUnder(mp, a.Path)) && !unmounted[mp] {
 				fail("mount point %s is at, above or below it", mp)
 			}
 		}

@@ -6,13 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"strings"
-)
 
-// podUID accepts the UIDs the API server assigns and the 32-hex-digit ones
-// the kubelet gives static pods.
-var podUID = regexp.MustCompile(`^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F]{32})$`)
+	"github.com/volrecon/volrecon/podsdir"
+)
 
 // readActivePods reads the pods that should exist: one UID per line ("#"
 // starts a comment), or the JSON of `kubectl get pods -o json`.
@@ -31,7 +28,7 @@ func readActivePods(path string, stdin io.Reader) ([]string, error) {
 		if line == "" {
 			continue
 		}
-		if !podUID.MatchString(line) {
+		if !podsdir.IsPodUID(line) {
 			return nil, fmt.Errorf("--active-pods %s: line %d: %q is not a pod UID (want one UID per line, or kubectl's JSON)", path, i+1, line)
 		}
 		uids = append(uids, line)
@@ -66,7 +63,7 @@ func podUIDsFromJSON(path string, data []byte) ([]string, error) {
 	}
 	uids := make([]string, 0, len(*list.Items))
 	for i, item := range *list.Items {
-		if !podUID.MatchString(item.Metadata.UID) {
+		if !podsdir.IsPodUID(item.Metadata.UID) {
 			return nil, fmt.Errorf("--active-pods %s: items[%d].metadata.uid %q is not a pod UID", path, i, item.Metadata.UID)
 		}
 		uids = append(uids, item.Metadata.UID)

@@ -88,17 +88,9 @@ func (p *printer) pods(w io.Writer, st *reconstruct.State) {
 	for _, pod := range st.Pods {
 		// A line without tabs ends a column block: each pod aligns on its own.
 		fmt.Fprintf(w, "pod %s (%s, %s)\n", pod.UID, p.paint(string(pod.Status)), plural(len(pod.MountPoints), "mount point"))
-		header := "  VOLUME\tPLUGIN\tSTATE\tDRIVER\tDEVICE MOUNT PATH"
-		if p.format == "wide" {
-			header += "\tSOURCE\tFSTYPE"
-		}
-		fmt.Fprintln(w, header)
+		fmt.Fprintln(w, "  VOLUME\tPLUGIN\tSTATE\tDRIVER\tDEVICE MOUNT PATH"+p.wideHeader())
 		for _, v := range byPod[pod.UID] {
-			line := fmt.Sprintf("  %s\t%s\t%s\t%s\t%s", v.Name, v.Plugin, p.paint(string(v.State)), driverOf(v), dash(v.DeviceMountPath))
-			if p.format == "wide" {
-				line += "\t" + mountSource(v.Mount) + "\t" + mountFSType(v.Mount)
-			}
-			fmt.Fprintln(w, line)
+			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s%s\n", v.Name, v.Plugin, p.paint(string(v.State)), driverOf(v), dash(v.DeviceMountPath), p.wideColumns(v.Mount))
 		}
 		fmt.Fprintln(w)
 	}
@@ -108,17 +100,9 @@ func (p *printer) globalMounts(w io.Writer, st *reconstruct.State) {
 	if len(st.GlobalMounts) == 0 {
 		return
 	}
-	header := "GLOBAL MOUNT\tSTATE\tDRIVER\tPODS"
-	if p.format == "wide" {
-		header += "\tSOURCE\tFSTYPE"
-	}
-	fmt.Fprintln(w, header)
+	fmt.Fprintln(w, "GLOBAL MOUNT\tSTATE\tDRIVER\tPODS"+p.wideHeader())
 	for _, g := range st.GlobalMounts {
-		line := fmt.Sprintf("%s\t%s\t%s\t%d", g.Path, p.paint(string(g.State)), dash(g.DriverName), len(g.PodUIDs))
-		if p.format == "wide" {
-			line += "\t" + mountSource(g.Mount) + "\t" + mountFSType(g.Mount)
-		}
-		fmt.Fprintln(w, line)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d%s\n", g.Path, p.paint(string(g.State)), dash(g.DriverName), len(g.PodUIDs), p.wideColumns(g.Mount))
 	}
 	fmt.Fprintln(w)
 }
@@ -264,16 +248,21 @@ func driverOf(v reconstruct.Volume) string {
 	return dash(v.CSI.DriverName)
 }
 
-func mountSource(m *reconstruct.MountRef) string {
-	if m == nil {
-		return "-"
+// wideHeader and wideColumns are the columns -o wide adds: the mount's
+// source and filesystem type.
+func (p *printer) wideHeader() string {
+	if p.format != "wide" {
+		return ""
 	}
-	return m.Source
+	return "\tSOURCE\tFSTYPE"
 }
 
-func mountFSType(m *reconstruct.MountRef) string {
-	if m == nil {
-		return "-"
+func (p *printer) wideColumns(m *reconstruct.MountRef) string {
+	switch {
+	case p.format != "wide":
+		return ""
+	case m == nil:
+		return "\t-\t-"
 	}
-	return m.FSType
+	return "\t" + m.Source + "\t" + m.FSType
 }
