@@ -42,6 +42,7 @@ demo:
 ## update-fixtures: rewrite the golden State of every fixture (review the diff!).
 update-fixtures:
 	$(GO) test ./reconstruct -run TestFixtures -update
+	$(GO) test ./cleanup -run TestFixturePlans -update
 	cp testdata/ebs-current.txtar internal/fixture/demo.txtar
 	$(GO) test ./cmd/volrecon -run 'Golden' -update
 
@@ -54,4 +55,4 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./mountscan
 	$(GO) test -run '^$$' -fuzz '^FuzzUnescape$$' -fuzztime $(FUZZTIME) ./mountscan
 	$(GO) test -run '^$$' -fuzz '^FuzzReadVolData$$' -fuzztime $(FUZZTIME) ./podsdir
-	$(GO) test -run '^$$' -fuzz '^FuzzScanTree$$' -fuzztime $(FUZZTIME) ./reconstruct
+	$(GO) test -run '^$$' -fuzz '^FuzzScanTree$$' -fuzztime $(FUZZTIME) ./cleanup

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -103,7 +104,7 @@ func (k *KubeletCompat) ObserveReconstruction(st *reconstruct.State) {
 // ObserveOrphanCleanup records one cleanup sweep: st is the State the
 // cleanup was planned from, results what the cleanup did. A nil st is
 // ignored.
-func (k *KubeletCompat) ObserveOrphanCleanup(st *reconstruct.State, results []reconstruct.ActionResult) {
+func (k *KubeletCompat) ObserveOrphanCleanup(st *reconstruct.State, results []cleanup.ActionResult) {
 	if k == nil || st == nil {
 		return
 	}
@@ -125,7 +126,7 @@ func failsKubeletReconstruction(v reconstruct.Volume) bool {
 // forceCleanedVolumes counts the volumes of Orphaned pods that fail
 // reconstruction and that the cleanup acted on, and those of them with a
 // failed action.
-func forceCleanedVolumes(st *reconstruct.State, results []reconstruct.ActionResult) (cleaned, failed int) {
+func forceCleanedVolumes(st *reconstruct.State, results []cleanup.ActionResult) (cleaned, failed int) {
 	orphaned := make(map[string]bool)
 	for _, p := range st.Pods {
 		if p.Status == reconstruct.PodOrphaned {
@@ -141,8 +142,8 @@ func forceCleanedVolumes(st *reconstruct.State, results []reconstruct.ActionResu
 			if !changesNode(r.Action.Action) || !atOrBelow(r.Path, v.Path) {
 				continue
 			}
-			acted = acted || r.Result == reconstruct.Done || r.Result == reconstruct.Failed
-			anyFailed = anyFailed || r.Result == reconstruct.Failed
+			acted = acted || r.Result == cleanup.Done || r.Result == cleanup.Failed
+			anyFailed = anyFailed || r.Result == cleanup.Failed
 		}
 		if acted {
 			cleaned++
@@ -157,7 +158,7 @@ func forceCleanedVolumes(st *reconstruct.State, results []reconstruct.ActionResu
 // orphanPodSweep counts the Orphaned pods of st, and those of them the
 // cleanup did not clean: one of their actions failed, or is a Keep or
 // NeedsDriver.
-func orphanPodSweep(st *reconstruct.State, results []reconstruct.ActionResult) (pods, notCleaned int) {
+func orphanPodSweep(st *reconstruct.State, results []cleanup.ActionResult) (pods, notCleaned int) {
 	for _, p := range st.Pods {
 		if p.Status != reconstruct.PodOrphaned {
 			continue
@@ -167,7 +168,7 @@ func orphanPodSweep(st *reconstruct.State, results []reconstruct.ActionResult) (
 			if !belongsToPod(r, p) {
 				continue
 			}
-			if r.Result == reconstruct.Failed || !changesNode(r.Action.Action) {
+			if r.Result == cleanup.Failed || !changesNode(r.Action.Action) {
 				notCleaned++
 				break
 			}
@@ -178,13 +179,13 @@ func orphanPodSweep(st *reconstruct.State, results []reconstruct.ActionResult) (
 
 // changesNode says whether an action does something, rather than report
 // something that must stay or must go through the CSI driver.
-func changesNode(a reconstruct.ActionKind) bool {
-	return a != reconstruct.Keep && a != reconstruct.NeedsDriver
+func changesNode(a cleanup.ActionKind) bool {
+	return a != cleanup.Keep && a != cleanup.NeedsDriver
 }
 
 // belongsToPod says whether r is about pod p: it names the pod, or its path
 // is at or below the pod's dir.
-func belongsToPod(r reconstruct.ActionResult, p reconstruct.Pod) bool {
+func belongsToPod(r cleanup.ActionResult, p reconstruct.Pod) bool {
 	return (r.PodUID != "" && r.PodUID == p.UID) || atOrBelow(r.Path, p.Path)
 }
 

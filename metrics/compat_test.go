@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/metrics"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -43,14 +44,14 @@ func compatState() *reconstruct.State {
 }
 
 // compatResults clean up cccc, and fail to unmount the CSI volume of bbbb.
-func compatResults() []reconstruct.ActionResult {
+func compatResults() []cleanup.ActionResult {
 	b, c := podsDir+"bbbb", podsDir+"cccc"
-	return []reconstruct.ActionResult{
-		actionResult(reconstruct.Unmount, b+"/volumes/kubernetes.io~csi/pvc-2/mount", reconstruct.Failed),
-		actionResult(reconstruct.Rmdir, b+"/volumes/kubernetes.io~empty-dir/cache", reconstruct.Done),
-		actionResult(reconstruct.Rmdir, c+"/volumes/example.com~fuse/data", reconstruct.Done),
-		actionResult(reconstruct.Rmdir, c, reconstruct.Done),
-		actionResult(reconstruct.NeedsDriver, "/var/lib/kubelet/plugins/kubernetes.io/csi/x/globalmount", reconstruct.Skipped),
+	return []cleanup.ActionResult{
+		actionResult(cleanup.Unmount, b+"/volumes/kubernetes.io~csi/pvc-2/mount", cleanup.Failed),
+		actionResult(cleanup.Rmdir, b+"/volumes/kubernetes.io~empty-dir/cache", cleanup.Done),
+		actionResult(cleanup.Rmdir, c+"/volumes/example.com~fuse/data", cleanup.Done),
+		actionResult(cleanup.Rmdir, c, cleanup.Done),
+		actionResult(cleanup.NeedsDriver, "/var/lib/kubelet/plugins/kubernetes.io/csi/x/globalmount", cleanup.Skipped),
 	}
 }
 
@@ -161,28 +162,28 @@ func TestOrphanCleanupMapping(t *testing.T) {
 	csiPath := b + "/volumes/kubernetes.io~csi/pvc-2"
 	tests := []struct {
 		name                         string
-		results                      []reconstruct.ActionResult
+		results                      []cleanup.ActionResult
 		cleaned, failed              int
 		orphanPods, orphanPodsFailed int
 	}{
 		{"no results", nil, 0, 0, 2, 0},
 		{"as planned", compatResults(), 2, 1, 2, 1},
-		{"dry run", []reconstruct.ActionResult{
-			actionResult(reconstruct.Unmount, csiPath+"/mount", reconstruct.Skipped),
-			actionResult(reconstruct.Rmdir, b, reconstruct.Skipped),
+		{"dry run", []cleanup.ActionResult{
+			actionResult(cleanup.Unmount, csiPath+"/mount", cleanup.Skipped),
+			actionResult(cleanup.Rmdir, b, cleanup.Skipped),
 		}, 0, 0, 2, 0},
-		{"a report does not act on the volume, and keeps the pod", []reconstruct.ActionResult{
-			actionResult(reconstruct.NeedsDriver, csiPath+"/mount", reconstruct.Done),
+		{"a report does not act on the volume, and keeps the pod", []cleanup.ActionResult{
+			actionResult(cleanup.NeedsDriver, csiPath+"/mount", cleanup.Done),
 		}, 0, 0, 2, 1},
-		{"a Keep found by pod UID", []reconstruct.ActionResult{
-			{Action: reconstruct.Action{Action: reconstruct.Keep, Path: "/elsewhere", PodUID: "cccc"}, Result: reconstruct.Skipped},
+		{"a Keep found by pod UID", []cleanup.ActionResult{
+			{Action: cleanup.Action{Action: cleanup.Keep, Path: "/elsewhere", PodUID: "cccc"}, Result: cleanup.Skipped},
 		}, 0, 0, 2, 1},
-		{"all done", []reconstruct.ActionResult{
-			actionResult(reconstruct.RemoveVolumeData, csiPath+"/vol_data.json", reconstruct.Done),
-			actionResult(reconstruct.Rmdir, csiPath, reconstruct.Done),
+		{"all done", []cleanup.ActionResult{
+			actionResult(cleanup.RemoveVolumeData, csiPath+"/vol_data.json", cleanup.Done),
+			actionResult(cleanup.Rmdir, csiPath, cleanup.Done),
 		}, 1, 0, 2, 0},
-		{"a sibling path is not below the volume", []reconstruct.ActionResult{
-			actionResult(reconstruct.Rmdir, csiPath+"-other", reconstruct.Failed),
+		{"a sibling path is not below the volume", []cleanup.ActionResult{
+			actionResult(cleanup.Rmdir, csiPath+"-other", cleanup.Failed),
 		}, 0, 0, 2, 1},
 	}
 	for _, tt := range tests {

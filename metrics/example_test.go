@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/metrics"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -69,8 +70,8 @@ func ExampleNew() {
 	}
 	m.ObserveScan(st, 120*time.Millisecond, nil)
 	m.ObserveScan(nil, 2*time.Second, errors.New("reading the mount table: interrupted"))
-	m.ObserveCleanup([]reconstruct.ActionResult{
-		{Action: reconstruct.Action{Action: reconstruct.NeedsDriver}, Result: reconstruct.Skipped},
+	m.ObserveCleanup([]cleanup.ActionResult{
+		{Action: cleanup.Action{Action: cleanup.NeedsDriver}, Result: cleanup.Skipped},
 	})
 
 	printSeries(reg, "volrecon_volumes", "volrecon_pods", "volrecon_findings_by_severity",
@@ -105,11 +106,11 @@ func ExampleNewKubeletCompat() {
 		},
 	}
 	k.ObserveReconstruction(st)
-	k.ObserveOrphanCleanup(st, []reconstruct.ActionResult{
-		{Action: reconstruct.Action{Action: reconstruct.Rmdir, Path: pod + "/volumes/kubernetes.io~csi/pvc-1234/mount"},
-			Result: reconstruct.Done},
-		{Action: reconstruct.Action{Action: reconstruct.Rmdir, Path: pod + "/volumes/kubernetes.io~csi/pvc-1234"},
-			Result: reconstruct.Failed, Error: "directory not empty"},
+	k.ObserveOrphanCleanup(st, []cleanup.ActionResult{
+		{Action: cleanup.Action{Action: cleanup.Rmdir, Path: pod + "/volumes/kubernetes.io~csi/pvc-1234/mount"},
+			Result: cleanup.Done},
+		{Action: cleanup.Action{Action: cleanup.Rmdir, Path: pod + "/volumes/kubernetes.io~csi/pvc-1234"},
+			Result: cleanup.Failed, Error: "directory not empty"},
 	})
 
 	printSeries(reg, "reconstruct_volume_operations_total", "reconstruct_volume_operations_errors_total",

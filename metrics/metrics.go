@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -138,7 +139,7 @@ func (m *Metrics) ObserveScan(st *reconstruct.State, duration time.Duration, err
 
 // ObserveCleanup counts the actions of one cleanup run by action kind and
 // result.
-func (m *Metrics) ObserveCleanup(results []reconstruct.ActionResult) {
+func (m *Metrics) ObserveCleanup(results []cleanup.ActionResult) {
 	if m == nil {
 		return
 	}

@@ -2,11 +2,6 @@ package metrics_test
 
 import (
 	"errors"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/metrics"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
@@ -345,23 +341,23 @@ volrecon_scan_duration_seconds_count 2
 `), "volrecon_scan_duration_seconds"))
 }
 
-func actionResult(kind reconstruct.ActionKind, p string, res reconstruct.Result) reconstruct.ActionResult {
-	return reconstruct.ActionResult{Action: reconstruct.Action{Action: kind, Path: p}, Result: res}
+func actionResult(kind cleanup.ActionKind, p string, res cleanup.Result) cleanup.ActionResult {
+	return cleanup.ActionResult{Action: cleanup.Action{Action: kind, Path: p}, Result: res}
 }
 
 func TestObserveCleanup(t *testing.T) {
 	m, reg := newMetrics(t)
 	p := podsDir + "cccc"
-	m.ObserveCleanup([]reconstruct.ActionResult{
-		actionResult(reconstruct.Unmount, p+"/volumes/kubernetes.io~csi/pvc-2/mount", reconstruct.Failed),
-		actionResult(reconstruct.Rmdir, p+"/volumes/kubernetes.io~empty-dir/cache", reconstruct.Done),
-		actionResult(reconstruct.Rmdir, p, reconstruct.Done),
-		actionResult(reconstruct.Keep, p+"/volumes/kubernetes.io~csi/pvc-2", reconstruct.Skipped),
+	m.ObserveCleanup([]cleanup.ActionResult{
+		actionResult(cleanup.Unmount, p+"/volumes/kubernetes.io~csi/pvc-2/mount", cleanup.Failed),
+		actionResult(cleanup.Rmdir, p+"/volumes/kubernetes.io~empty-dir/cache", cleanup.Done),
+		actionResult(cleanup.Rmdir, p, cleanup.Done),
+		actionResult(cleanup.Keep, p+"/volumes/kubernetes.io~csi/pvc-2", cleanup.Skipped),
 	})
 	// A dry run: every action Skipped.
-	m.ObserveCleanup([]reconstruct.ActionResult{
-		actionResult(reconstruct.Rmdir, p, reconstruct.Skipped),
-		actionResult(reconstruct.NeedsDriver, "/var/lib/kubelet/plugins/kubernetes.io/csi/x/globalmount", reconstruct.Skipped),
+	m.ObserveCleanup([]cleanup.ActionResult{
+		actionResult(cleanup.Rmdir, p, cleanup.Skipped),
+		actionResult(cleanup.NeedsDriver, "/var/lib/kubelet/plugins/kubernetes.io/csi/x/globalmount", cleanup.Skipped),
 	})
 	m.ObserveCleanup(nil)
 
@@ -395,7 +391,7 @@ func TestNilReceivers(t *testing.T) {
 	require.NotPanics(t, func() {
 		m.ObserveScan(sampleState(), time.Second, nil)
 		m.ObserveScan(nil, time.Second, errors.New("boom"))
-		m.ObserveCleanup([]reconstruct.ActionResult{actionResult(reconstruct.Rmdir, "/x", reconstruct.Done)})
+		m.ObserveCleanup([]cleanup.ActionResult{actionResult(cleanup.Rmdir, "/x", cleanup.Done)})
 		k.ObserveReconstruction(sampleState())
 		k.ObserveOrphanCleanup(sampleState(), nil)
 	})
@@ -451,7 +447,7 @@ func TestLint(t *testing.T) {
 	m, reg := newMetrics(t)
 	m.ObserveScan(sampleState(), time.Second, nil)
 	m.ObserveScan(nil, time.Second, errors.New("boom"))
-	m.ObserveCleanup([]reconstruct.ActionResult{actionResult(reconstruct.Rmdir, "/x", reconstruct.Done)})
+	m.ObserveCleanup([]cleanup.ActionResult{actionResult(cleanup.Rmdir, "/x", cleanup.Done)})
 
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
@@ -482,7 +478,7 @@ func TestConcurrentUse(t *testing.T) {
 					st = other
 				}
 				m.ObserveScan(st, time.Millisecond, nil)
-				m.ObserveCleanup([]reconstruct.ActionResult{actionResult(reconstruct.Rmdir, "/x", reconstruct.Done)})
+				m.ObserveCleanup([]cleanup.ActionResult{actionResult(cleanup.Rmdir, "/x", cleanup.Done)})
 				k.ObserveReconstruction(st)
 				k.ObserveOrphanCleanup(st, nil)
 				_, err := reg.Gather()
@@ -500,35 +496,7 @@ func TestConcurrentUse(t *testing.T) {
 	}
 }
 
-// allFindingKinds must name every FindingKind constant declared in package
-// reconstruct, so that each kind is exported at 0 when absent.
+// Every finding kind is exported, at 0 when absent.
 func TestAllFindingKinds(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "../reconstruct/state.go", nil, 0)
-	require.NoError(t, err)
-	var declared []string
-	ast.Inspect(f, func(n ast.Node) bool {
-		vs, ok := n.(*ast.ValueSpec)
-		if !ok {
-			return true
-		}
-		if id, ok := vs.Type.(*ast.Ident); ok && id.Name == "FindingKind" {
-			for _, v := range vs.Values {
-				lit, ok := v.(*ast.BasicLit)
-				require.True(t, ok, "FindingKind constants are string literals")
-				s, err := strconv.Unquote(lit.Value)
-				require.NoError(t, err)
-				declared = append(declared, s)
-			}
-		}
-		return false
-	})
-	require.NotEmpty(t, declared)
-
-	var listed []string
-	for _, k := range metrics.AllFindingKinds {
-		listed = append(listed, string(k))
-	}
-	slices.Sort(declared)
-	slices.Sort(listed)
-	assert.Equal(t, declared, listed, "update allFindingKinds in vocabulary.go")
+	assert.Equal(t, reconstruct.FindingKinds(), metrics.AllFindingKinds)
 }

@@ -5,8 +5,17 @@ import (
 	"strings"
 )
 
-// String writes m back as one mountinfo line, without a trailing newline,
-// in the kernel's format:
+// String describes m for people and logs: mount point, type, source,
+// device, root and ID. It never includes the mount options, which can be
+// secrets (e.g. CIFS or Ceph credentials).
+func (m Mount) String() string {
+	return m.MountPoint + " (" + m.FSType + " from " + m.Source + ", dev " + m.Dev.String() +
+		", root " + m.Root + ", id " + strconv.Itoa(m.ID) + ")"
+}
+
+// FormatLine writes m back as one mountinfo line, without a trailing
+// newline, in the kernel's format, for writing mount tables (fixtures,
+// generators, tests):
 //
 //	ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER-OPTIONS
 //
@@ -23,10 +32,9 @@ import (
 // fields that are neither empty nor "-"; and no space or newline in
 // Options, OptionalFields or SuperOptions, which are not escaped.
 //
-// The line holds the mount options, which can be secrets (e.g. CIFS or Ceph
-// credentials): like the Mount itself, it must never be logged or put into
-// an error.
-func (m Mount) String() string {
+// The line holds the mount options, which can be secrets: unlike String,
+// it must never be logged or put into an error.
+func FormatLine(m Mount) string {
 	var b strings.Builder
 	b.Grow(64 + len(m.Root) + len(m.MountPoint) + len(m.Options) + len(m.FSType) + len(m.Source) + len(m.SuperOptions))
 	var num [20]byte

@@ -3,6 +3,7 @@ package mountscan
 import (
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // DevID is a device number as mountinfo prints it (major:minor).
@@ -12,7 +13,9 @@ type DevID struct {
 }
 
 // String returns "major:minor".
-func (d DevID) String() string { return fmt.Sprintf("%d:%d", d.Major, d.Minor) }
+func (d DevID) String() string {
+	return strconv.FormatUint(uint64(d.Major), 10) + ":" + strconv.FormatUint(uint64(d.Minor), 10)
+}
 
 // Mount is one line of a mountinfo file. Root, MountPoint, FSType and Source
 // are unescaped (the kernel writes space, tab, newline and backslash as

@@ -48,4 +48,8 @@
 // (joining both). It never deletes or unmounts anything, and it does not
 // check that a current-layout staging dir name is the sha256 of the volume
 // handle in its vol_data.json (see StagingHash).
+//
+// It builds on Unix only (the build constraint says so): it lists without
+// following symlinks through O_NOFOLLOW and O_DIRECTORY, and reads device
+// numbers from syscall.Stat_t, as the kubelet's Linux root dir needs.
 package podsdir

@@ -74,10 +74,3 @@ func TestEmptyActivePodsAreRefused(t *testing.T) {
 	require.ErrorIs(t, err, reconstruct.ErrEmptyActivePods)
 	assert.Contains(t, err.Error(), "2 pod dirs")
 }
-
-// Without a positive answer nothing is planned: Unknown pods are never cleaned.
-func TestUnknownPodsGetNoPlan(t *testing.T) {
-	st, err := scanPods(t, reconstruct.Options{})
-	require.NoError(t, err)
-	assert.Empty(t, reconstruct.PlanCleanup(st, reconstruct.PlanOptions{Unmount: true}).Actions)
-}

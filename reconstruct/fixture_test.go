@@ -2,7 +2,6 @@ package reconstruct_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -21,7 +20,7 @@ var update = flag.Bool("update", false, "rewrite the state.json section of every
 
 // TestFixtures materialises each fixture of ../testdata in a temp dir, scans
 // it through the host-root prefix and compares the State with the golden
-// JSON in the fixture. Run with -update to rewrite the goldens, then review
+// JSON in the fixture (package cleanup checks the plans). Run with -update to rewrite the goldens, then review
 // the diff by hand.
 func TestFixtures(t *testing.T) {
 	files, err := filepath.Glob("../testdata/*.txtar")
@@ -33,29 +32,13 @@ func TestFixtures(t *testing.T) {
 			require.NoError(t, err)
 			f, err := fixture.Parse(data)
 			require.NoError(t, err)
-			st, got := scanFixture(t, f)
-			checkGolden(t, f, fixture.SectionGolden, got)
-			if planOpts, ok := f.PlanOptions(); ok && st != nil {
-				checkGolden(t, f, fixture.SectionPlan, marshal(t, reconstruct.PlanCleanup(st, planOpts)))
-			}
+			_, got := scanFixture(t, f)
+			f.CheckGolden(t, fixture.SectionGolden, got, *update)
 			if *update {
 				require.NoError(t, os.WriteFile(file, f.Format(), 0o644))
 			}
 		})
 	}
-}
-
-// checkGolden compares got with a section of the fixture, or replaces the
-// section with -update.
-func checkGolden(t *testing.T, f *fixture.Fixture, section string, got []byte) {
-	t.Helper()
-	if *update {
-		f.SetSection(section, got)
-		return
-	}
-	want, ok := f.Section(section)
-	require.True(t, ok, "fixture has no %s section: run make update-fixtures", section)
-	require.JSONEq(t, string(want), string(got))
 }
 
 // TestDemoIsTheEBSFixture keeps the embedded demo node identical to the
@@ -78,16 +61,7 @@ func scanFixture(t *testing.T, f *fixture.Fixture) (*reconstruct.State, []byte) 
 	st, err := reconstruct.Scan(ctx, opts)
 	if err != nil {
 		// A refused scan is an outcome too: the golden records the error.
-		return nil, marshal(t, map[string]string{"error": err.Error()})
+		return nil, fixture.MarshalGolden(t, map[string]string{"error": err.Error()})
 	}
-	return st, marshal(t, st)
-}
-
-func marshal(t *testing.T, v any) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
-	require.NoError(t, enc.Encode(v))
-	return buf.Bytes()
+	return st, fixture.MarshalGolden(t, st)
 }

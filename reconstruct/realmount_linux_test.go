@@ -8,80 +8,26 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
 
+	"github.com/volrecon/volrecon/internal/kubeletdir"
 	"github.com/volrecon/volrecon/internal/mountns"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
 const (
-	realUID1 = "11111111-1111-4111-8111-111111111111"
-	realUID2 = "22222222-2222-4222-8222-222222222222"
-	realUID3 = "33333333-3333-4333-8333-333333333333"
+	realUID1 = kubeletdir.UID1
+	realUID2 = kubeletdir.UID2
+	realUID3 = kubeletdir.UID3
 )
 
-// realNode is a kubelet root in a temp dir, scanned against the real
+// newRealNode makes a kubelet root in a temp dir, scanned against the real
 // /proc/self/mountinfo of a private mount namespace.
-type realNode struct {
-	t    *testing.T
-	root string
-}
-
-func newRealNode(t *testing.T) *realNode {
-	root := filepath.Join(t.TempDir(), "kubelet")
-	require.NoError(t, os.MkdirAll(filepath.Join(root, "pods"), 0o750))
-	return &realNode{t: t, root: root}
-}
-
-func (n *realNode) path(elem ...string) string {
-	return filepath.Join(append([]string{n.root}, elem...)...)
-}
-
-func (n *realNode) volume(uid, plugin, name string) string {
-	p := n.path("pods", uid, "volumes", plugin, name)
-	require.NoError(n.t, os.MkdirAll(p, 0o750))
-	return p
-}
-
-func (n *realNode) write(p, content string) {
-	require.NoError(n.t, os.MkdirAll(filepath.Dir(p), 0o750))
-	require.NoError(n.t, os.WriteFile(p, []byte(content), 0o600))
-}
-
-func (n *realNode) scan(opts reconstruct.Options) *reconstruct.State {
-	logger, _ := ktesting.NewTestContext(n.t)
-	ctx := klog.NewContext(n.t.Context(), logger)
-	if opts.RootDir == "" {
-		opts.RootDir = n.root
-	}
-	st, err := reconstruct.Scan(ctx, opts)
-	require.NoError(n.t, err)
-	require.True(n.t, st.MountTable.Consistent, st.MountTable.Error)
-	return st
-}
-
-func volumeNamed(t *testing.T, st *reconstruct.State, uid, name string) reconstruct.Volume {
-	t.Helper()
-	for _, v := range st.Volumes {
-		if v.PodUID == uid && v.Name == name {
-			return v
-		}
-	}
-	t.Fatalf("no volume %s of pod %s", name, uid)
-	return reconstruct.Volume{}
-}
-
-func findingsOf(st *reconstruct.State, kind reconstruct.FindingKind) []reconstruct.Finding {
-	var out []reconstruct.Finding
-	for _, f := range st.Findings {
-		if f.Kind == kind {
-			out = append(out, f)
-		}
-	}
-	return out
-}
+var (
+	newRealNode = kubeletdir.New
+	volumeNamed = kubeletdir.VolumeNamed
+	findingsOf  = kubeletdir.FindingsOf
+)
 
 // TestRealMounts builds a node with real mounts: an ext4 loop device staged
 // and bind-published as a CSI volume, a tmpfs token, stacked tmpfs, a
@@ -93,35 +39,35 @@ func TestRealMounts(t *testing.T) {
 	}
 	n := newRealNode(t)
 	handle := "vol-real-0001"
-	staging := n.path("plugins/kubernetes.io/csi/ebs.csi.aws.com", podsdir.StagingHash(handle), "globalmount")
-	n.write(filepath.Join(filepath.Dir(staging), "vol_data.json"), `{"driverName":"ebs.csi.aws.com","volumeHandle":"`+handle+`"}`)
+	staging := n.Path("plugins/kubernetes.io/csi/ebs.csi.aws.com", podsdir.StagingHash(handle), "globalmount")
+	n.Write(filepath.Join(filepath.Dir(staging), "vol_data.json"), `{"driverName":"ebs.csi.aws.com","volumeHandle":"`+handle+`"}`)
 	mountns.Mount(t, mountns.Ext4(t, 16), staging, "ext4", 0, "")
 
-	csiVol := n.volume(realUID1, "kubernetes.io~csi", "pvc-real")
-	n.write(filepath.Join(csiVol, "vol_data.json"), `{"driverName":"ebs.csi.aws.com","volumeHandle":"`+handle+`","specVolID":"pvc-real","volumeLifecycleMode":"Persistent"}`)
+	csiVol := n.Volume(realUID1, "kubernetes.io~csi", "pvc-real")
+	n.Write(filepath.Join(csiVol, "vol_data.json"), `{"driverName":"ebs.csi.aws.com","volumeHandle":"`+handle+`","specVolID":"pvc-real","volumeLifecycleMode":"Persistent"}`)
 	mountns.Bind(t, staging, filepath.Join(csiVol, "mount"))
-	token := n.volume(realUID1, "kubernetes.io~projected", "kube-api-access-1")
+	token := n.Volume(realUID1, "kubernetes.io~projected", "kube-api-access-1")
 	mountns.Mount(t, "tmpfs", token, "tmpfs", 0, "size=1m")
-	secret := n.volume(realUID1, "kubernetes.io~secret", "creds")
+	secret := n.Volume(realUID1, "kubernetes.io~secret", "creds")
 	mountns.Mount(t, "tmpfs", secret, "tmpfs", 0, "size=1m")
 	mountns.Mount(t, "tmpfs", secret, "tmpfs", 0, "size=1m")
-	n.volume(realUID1, "kubernetes.io~empty-dir", "cache")
+	n.Volume(realUID1, "kubernetes.io~empty-dir", "cache")
 
 	// A CSI target bound from a plain dir on the kubelet's own filesystem.
-	rootDiskVol := n.volume(realUID2, "kubernetes.io~csi", "pvc-rootdisk")
-	n.write(filepath.Join(rootDiskVol, "vol_data.json"), `{"driverName":"file.csi.azure.com","volumeHandle":"share-1","volumeLifecycleMode":"Persistent"}`)
-	plainDir := n.path("plain-globalmount")
+	rootDiskVol := n.Volume(realUID2, "kubernetes.io~csi", "pvc-rootdisk")
+	n.Write(filepath.Join(rootDiskVol, "vol_data.json"), `{"driverName":"file.csi.azure.com","volumeHandle":"share-1","volumeLifecycleMode":"Persistent"}`)
+	plainDir := n.Path("plain-globalmount")
 	require.NoError(t, os.MkdirAll(plainDir, 0o750))
 	mountns.Bind(t, plainDir, filepath.Join(rootDiskVol, "mount"))
-	spaced := n.volume(realUID2, "vendor~flex", "my vol")
+	spaced := n.Volume(realUID2, "vendor~flex", "my vol")
 	mountns.Mount(t, "tmpfs", spaced, "tmpfs", 0, "size=1m")
 
 	// An unmounted CSI target that received the application's writes.
-	lost := n.volume(realUID3, "kubernetes.io~csi", "pvc-lost")
-	n.write(filepath.Join(lost, "vol_data.json"), `{"driverName":"ebs.csi.aws.com","volumeHandle":"vol-lost","volumeLifecycleMode":"Persistent"}`)
-	n.write(filepath.Join(lost, "mount", "app.db"), "data")
+	lost := n.Volume(realUID3, "kubernetes.io~csi", "pvc-lost")
+	n.Write(filepath.Join(lost, "vol_data.json"), `{"driverName":"ebs.csi.aws.com","volumeHandle":"vol-lost","volumeLifecycleMode":"Persistent"}`)
+	n.Write(filepath.Join(lost, "mount", "app.db"), "data")
 
-	st := n.scan(reconstruct.Options{})
+	st := n.Scan(reconstruct.Options{})
 
 	v := volumeNamed(t, st, realUID1, "pvc-real")
 	assert.Equal(t, reconstruct.Mounted, v.State)
@@ -157,15 +103,15 @@ func TestRealBrokenMounts(t *testing.T) {
 		return
 	}
 	n := newRealNode(t)
-	dead := n.volume(realUID1, "kubernetes.io~nfs", "dead")
+	dead := n.Volume(realUID1, "kubernetes.io~nfs", "dead")
 	require.NoError(t, mountns.FUSE(t, dead).Close())
-	hung := n.volume(realUID2, "kubernetes.io~nfs", "hung")
+	hung := n.Volume(realUID2, "kubernetes.io~nfs", "hung")
 	mountns.FUSE(t, hung)
-	healthy := n.volume(realUID3, "kubernetes.io~projected", "token")
+	healthy := n.Volume(realUID3, "kubernetes.io~projected", "token")
 	mountns.Mount(t, "tmpfs", healthy, "tmpfs", 0, "size=1m")
 
 	start := time.Now()
-	st := n.scan(reconstruct.Options{Probe: true, ProbeTimeout: 300 * time.Millisecond})
+	st := n.Scan(reconstruct.Options{Probe: true, ProbeTimeout: 300 * time.Millisecond})
 	assert.Less(t, time.Since(start), 5*time.Second)
 
 	assert.Equal(t, reconstruct.Mounted, volumeNamed(t, st, realUID1, "dead").State)
@@ -181,7 +127,7 @@ func TestRealBrokenMounts(t *testing.T) {
 	assert.Equal(t, reconstruct.Mounted, volumeNamed(t, st, realUID3, "token").State)
 
 	// A second scan does not pile another blocked stat onto the hung mount.
-	st = n.scan(reconstruct.Options{Probe: true, ProbeTimeout: time.Hour})
+	st = n.Scan(reconstruct.Options{Probe: true, ProbeTimeout: time.Hour})
 	assert.Equal(t, reconstruct.Uncertain, volumeNamed(t, st, realUID2, "hung").State)
 }
 
@@ -192,13 +138,13 @@ func TestRealSymlinkedRoot(t *testing.T) {
 		return
 	}
 	n := newRealNode(t)
-	token := n.volume(realUID1, "kubernetes.io~projected", "token")
+	token := n.Volume(realUID1, "kubernetes.io~projected", "token")
 	mountns.Mount(t, "tmpfs", token, "tmpfs", 0, "size=1m")
 	link := filepath.Join(t.TempDir(), "kubelet-link")
-	require.NoError(t, os.Symlink(n.root, link))
+	require.NoError(t, os.Symlink(n.Root, link))
 
-	st := n.scan(reconstruct.Options{RootDir: link})
+	st := n.Scan(reconstruct.Options{RootDir: link})
 	assert.Equal(t, link, st.RootDir)
-	assert.Equal(t, n.root, st.ResolvedRootDir)
+	assert.Equal(t, n.Root, st.ResolvedRootDir)
 	assert.Equal(t, reconstruct.Mounted, volumeNamed(t, st, realUID1, "token").State)
 }

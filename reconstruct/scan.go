@@ -17,7 +17,8 @@ import (
 // Scan rebuilds the node's volume state from the kubelet root dir and the
 // mount table. It needs no API server, no CSI driver and no plugin
 // registration. It returns an error only when the kubelet root cannot be
-// used (wrapping a *podsdir.RootError); a mount table that cannot be read
+// used (wrapping a *podsdir.RootError) or the pod source answered with an
+// empty list (ErrEmptyActivePods); a mount table that cannot be read
 // consistently is not an error: every state becomes Uncertain and the
 // State says why.
 func Scan(ctx context.Context, opts Options) (*State, error) {
@@ -26,10 +27,7 @@ func Scan(ctx context.Context, opts Options) (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reconstruct: %w", err)
 	}
-	// The table is read after the disk: the kubelet creates a dir before it
-	// mounts on it, so every mount made before this read has its dir listed.
-	table, tableErr := opts.readMountTable(ctx)
-	st, err := Build(ctx, opts, inv, table, tableErr)
+	st, err := Build(ctx, opts, inv)
 	if err != nil {
 		return nil, fmt.Errorf("reconstruct: %w", err)
 	}
@@ -40,13 +38,16 @@ func Scan(ctx context.Context, opts Options) (*State, error) {
 	return st, nil
 }
 
-// Build joins an inventory with a mount table, then asks opts.ActivePods.
-// tableErr is the error of reading the table; when it is not nil, table is
-// ignored and every state is Uncertain. Its only error is
-// ErrEmptyActivePods. Scan calls it; agents that gather the inventory and
-// the table themselves may too.
-func Build(ctx context.Context, opts Options, inv *podsdir.Inventory, table *mountscan.Table, tableErr error) (*State, error) {
+// Build joins an inventory of the kubelet root with the mount table, read
+// now (through opts.ReadMountTable when set: an agent that holds a table
+// passes it there), then asks opts.ActivePods. The table is read after the
+// inventory on purpose: the kubelet creates a dir before it mounts on it,
+// so every mount made before the read has its dir listed. Its only error
+// is ErrEmptyActivePods. Scan calls it; agents that gather the inventory
+// themselves may too.
+func Build(ctx context.Context, opts Options, inv *podsdir.Inventory) (*State, error) {
 	opts = opts.withDefaults()
+	table, tableErr := opts.readMountTable(ctx)
 	b := &builder{
 		ctx:       ctx,
 		log:       klog.FromContext(ctx),
@@ -65,29 +66,56 @@ func Build(ctx context.Context, opts Options, inv *podsdir.Inventory, table *mou
 		MountTable:      MountTableInfo{Path: opts.MountInfoPath, Consistent: b.consistent},
 	}
 	b.noteMountTable(tableErr)
-	if b.consistent {
-		b.mounts = newLocalMounts(table, inv.ResolvedRootDir, inv.PodsDir, inv.CSIDir)
+	for _, step := range buildSteps {
+		b.log.V(5).Info("Build step", "step", step.name)
+		if err := step.run(b); err != nil {
+			return nil, err
+		}
 	}
-	b.buildGlobalMounts()
+	return b.st, nil
+}
+
+// buildSteps are the steps of Build, in order: each uses what the ones
+// before it set.
+var buildSteps = []struct {
+	name string
+	run  func(*builder) error
+}{
+	{"index the mounts under the kubelet's dirs", always((*builder).indexMounts)},
+	{"staging (global) mounts, before the pod volumes that refer to them", always((*builder).buildGlobalMounts)},
+	{"subtrees shared with staging mounts (bind matching)", always((*builder).buildSubtreesIfConsistent)},
+	{"pods and their volumes", always((*builder).buildPods)},
+	{"pod statuses, asked only now: a pod created meanwhile is listed", (*builder).applyActivePods},
+	{"who uses each staging mount", always((*builder).linkGlobalMountUsers)},
+	{"the optional probe of mounted paths", always((*builder).probeIfAsked)},
+	{"leaked and inconsistent staging mounts, once their users are known", always((*builder).checkGlobalMounts)},
+	{"problems of the inventory", always((*builder).noteProblems)},
+	{"stacked mounts", always((*builder).noteStackedMounts)},
+	{"orphans, once statuses and mounts are known", always((*builder).noteOrphans)},
+	{"volumesInUse, from the final volume states", always((*builder).collectVolumesInUse)},
+	{"sort every list", always(func(b *builder) { b.st.sort() })},
+}
+
+func always(step func(*builder)) func(*builder) error {
+	return func(b *builder) error { step(b); return nil }
+}
+
+func (b *builder) indexMounts() {
+	if b.consistent {
+		b.mounts = newLocalMounts(b.table, b.inv.ResolvedRootDir, b.inv.PodsDir, b.inv.CSIDir)
+	}
+}
+
+func (b *builder) buildSubtreesIfConsistent() {
 	if b.consistent {
 		b.buildSubtrees()
 	}
-	b.buildPods()
-	if err := b.applyActivePods(); err != nil {
-		return nil, err
-	}
-	b.linkGlobalMountUsers()
-	if opts.Probe {
+}
+
+func (b *builder) probeIfAsked() {
+	if b.opts.Probe {
 		b.probeMounts()
 	}
-	b.checkGlobalMounts()
-	b.noteProblems()
-	b.noteStackedMounts()
-	b.noteOrphans()
-	b.collectOrphanContents()
-	b.collectVolumesInUse()
-	b.st.sort()
-	return b.st, nil
 }
 
 // builder holds one reconstruction pass.
@@ -177,12 +205,7 @@ func (b *builder) mountedOnlyAtAlias(path string) bool {
 
 func mountRef(stack []mountscan.Mount) *MountRef {
 	top := stack[len(stack)-1]
-	return &MountRef{Source: top.Source, FSType: top.FSType, MajorMinor: devString(top.Dev), Root: top.Root, Count: len(stack)}
-}
-
-// devString is DevID.String ("major:minor") without fmt.
-func devString(d mountscan.DevID) string {
-	return strconv.FormatUint(uint64(d.Major), 10) + ":" + strconv.FormatUint(uint64(d.Minor), 10)
+	return &MountRef{Source: top.Source, FSType: top.FSType, MajorMinor: top.Dev.String(), Root: top.Root, Count: len(stack)}
 }
 
 // topMount returns the topmost entry at path, if the table is usable.
@@ -242,8 +265,6 @@ func (b *builder) podUIDFromPath(p string) (string, bool) {
 	uid, _, _ := strings.Cut(rel, "/")
 	return uid, uid != ""
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }
 
 func plural(n int, one, many string) string {
 	if n == 1 {

@@ -39,8 +39,11 @@ type Severity string
 
 // Severities.
 const (
-	SeverityInfo     Severity = "info"
-	SeverityWarning  Severity = "warning"
+	// SeverityInfo: nothing is wrong yet; something can be cleaned up.
+	SeverityInfo Severity = "info"
+	// SeverityWarning: something needs a person or a driver to act.
+	SeverityWarning Severity = "warning"
+	// SeverityCritical: data or a volume's teardown is at risk.
 	SeverityCritical Severity = "critical"
 )
 
@@ -49,24 +52,72 @@ type FindingKind string
 
 // Finding kinds.
 const (
-	OrphanedPodMounted     FindingKind = "OrphanedPodMounted"
-	OrphanedPodRemovable   FindingKind = "OrphanedPodRemovable"
-	LeakedGlobalMount      FindingKind = "LeakedGlobalMount"
-	StaleVolumeData        FindingKind = "StaleVolumeData"
-	MissingVolumeData      FindingKind = "MissingVolumeData"
-	CorruptVolumeData      FindingKind = "CorruptVolumeData"
-	CorruptedMount         FindingKind = "CorruptedMount"
-	HungMount              FindingKind = "HungMount"
-	RootDiskBackedMount    FindingKind = "RootDiskBackedMount"
-	StackedMount           FindingKind = "StackedMount"
-	DataOnNodeDisk         FindingKind = "DataOnNodeDisk"
-	UnknownPlugin          FindingKind = "UnknownPlugin"
+	// OrphanedPodMounted: an orphaned pod with something still mounted at or
+	// below its dir (or whose mounts are unknown): the CSI driver
+	// (NodeUnpublish) or an unmount must come first.
+	OrphanedPodMounted FindingKind = "OrphanedPodMounted"
+	// OrphanedPodRemovable: an orphaned pod with nothing mounted at or below
+	// its dir: the cleanup plan says what of it can go.
+	OrphanedPodRemovable FindingKind = "OrphanedPodRemovable"
+	// LeakedGlobalMount: a CSI staging mount that no pod mount uses (the
+	// kubelet restarted between NodeUnpublish and NodeUnstage).
+	LeakedGlobalMount FindingKind = "LeakedGlobalMount"
+	// StaleVolumeData: a pod-level vol_data.json of an unmounted CSI volume,
+	// or metadata that disagree with the mount table.
+	StaleVolumeData FindingKind = "StaleVolumeData"
+	// MissingVolumeData: a CSI volume or staging dir without its vol_data.json.
+	MissingVolumeData FindingKind = "MissingVolumeData"
+	// CorruptVolumeData: a vol_data.json that is empty, truncated, too large
+	// or not a JSON object.
+	CorruptVolumeData FindingKind = "CorruptVolumeData"
+	// CorruptedMount: (probe) a mount that answers ENOTCONN, ESTALE, EIO,
+	// EHOSTDOWN or ENODEV.
+	CorruptedMount FindingKind = "CorruptedMount"
+	// HungMount: (probe) a stat of a mount that did not return in time.
+	HungMount FindingKind = "HungMount"
+	// RootDiskBackedMount: a CSI mount on the filesystem that holds the
+	// kubelet root: the volume's data goes to the node's disk.
+	RootDiskBackedMount FindingKind = "RootDiskBackedMount"
+	// StackedMount: several mounts on one path.
+	StackedMount FindingKind = "StackedMount"
+	// DataOnNodeDisk: an unmounted target, staging dir or persistent volume
+	// dir that holds files: the only copy of data an app wrote.
+	DataOnNodeDisk FindingKind = "DataOnNodeDisk"
+	// UnknownPlugin: a FlexVolume or removed in-tree plugin.
+	UnknownPlugin FindingKind = "UnknownPlugin"
+	// InconsistentMountTable: the mount table could not be read consistently.
 	InconsistentMountTable FindingKind = "InconsistentMountTable"
-	UnexpectedEntry        FindingKind = "UnexpectedEntry"
-	StagingHashMismatch    FindingKind = "StagingHashMismatch"
-	LegacyLayout           FindingKind = "LegacyLayout"
+	// UnexpectedEntry: something on disk that does not fit the kubelet's layout.
+	UnexpectedEntry FindingKind = "UnexpectedEntry"
+	// StagingHashMismatch: a staging dir not named by the sha256 of its handle.
+	StagingHashMismatch FindingKind = "StagingHashMismatch"
+	// LegacyLayout: a staging dir in the layout of Kubernetes 1.23 and older.
+	LegacyLayout FindingKind = "LegacyLayout"
+	// SELinuxContextMismatch: vol_data.json and the mount's context= disagree.
 	SELinuxContextMismatch FindingKind = "SELinuxContextMismatch"
 )
+
+// The vocabularies, each in a fixed order. They are functions so that no
+// caller can change them for the others.
+
+// FindingKinds returns every FindingKind.
+func FindingKinds() []FindingKind {
+	return []FindingKind{
+		OrphanedPodMounted, OrphanedPodRemovable, LeakedGlobalMount, StaleVolumeData,
+		MissingVolumeData, CorruptVolumeData, CorruptedMount, HungMount, RootDiskBackedMount,
+		StackedMount, DataOnNodeDisk, UnknownPlugin, InconsistentMountTable, UnexpectedEntry,
+		StagingHashMismatch, LegacyLayout, SELinuxContextMismatch,
+	}
+}
+
+// PodStatuses returns every PodStatus.
+func PodStatuses() []PodStatus { return []PodStatus{PodActive, PodOrphaned, PodUnknown} }
+
+// VolumeStates returns every VolumeState.
+func VolumeStates() []VolumeState { return []VolumeState{Mounted, Unmounted, Uncertain} }
+
+// Severities returns every Severity, lowest first.
+func Severities() []Severity { return []Severity{SeverityInfo, SeverityWarning, SeverityCritical} }
 
 // State is the actual volume state of a node, rebuilt from the OS alone.
 // Every slice is sorted, so equal inputs give byte-equal JSON.
@@ -99,9 +150,6 @@ type Pod struct {
 	Status      PodStatus `json:"status"`
 	MountPoints []string  `json:"mountPoints,omitempty"`
 	VolumeCount int       `json:"volumeCount"`
-	// Contents is what an Orphaned pod dir holds, for PlanCleanup; it is
-	// left out of the JSON.
-	Contents *PodContents `json:"-"`
 }
 
 // MountRef describes the mount-table entry found at a path (the topmost one

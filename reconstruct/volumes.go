@@ -37,6 +37,15 @@ func KnownPlugin(p string) bool {
 	return plainDirPlugins[p] || tmpfsPlugins[p] || otherKnownPlugins[p]
 }
 
+// PlainDirPlugin reports whether a plugin's volume dir is a plain directory
+// on the node's disk by design (emptyDir on the default medium, configMap,
+// gitRepo): its content is the pod's own scratch space or a copy.
+func PlainDirPlugin(p string) bool { return plainDirPlugins[p] }
+
+// CopiesAPIObjects reports whether a plugin copies API objects into a tmpfs
+// (secret, projected, downwardAPI): its content is never the only copy.
+func CopiesAPIObjects(p string) bool { return tmpfsPlugins[p] }
+
 // holdsPersistentData says whether files in an unmounted volume dir of this
 // plugin can only be application data that landed on the node's disk.
 func holdsPersistentData(plugin string) bool {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/internal/mountns"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -82,7 +83,7 @@ func TestEndToEnd(t *testing.T) {
 
 	code, out = runBinary(t, bin, append([]string{"plan", "--unmount", "--active-pods", activePods}, common...)...)
 	require.Equal(t, exitOK, code)
-	var plan reconstruct.Plan
+	var plan cleanup.ActionPlan
 	require.NoError(t, json.Unmarshal(out, &plan))
 	for _, a := range plan.Actions {
 		assert.NotEqual(t, e2eActive, a.PodUID, "an active pod is never planned")
@@ -92,7 +93,7 @@ func TestEndToEnd(t *testing.T) {
 	code, out = runBinary(t, bin, append([]string{"cleanup", "--unmount", "--apply", "--active-pods", activePods}, common...)...)
 	assert.Equal(t, exitFailed, code, "the busy tmpfs cannot be unmounted")
 	var results struct {
-		Actions []reconstruct.ActionResult `json:"actions"`
+		Actions []cleanup.ActionResult `json:"actions"`
 	}
 	require.NoError(t, json.Unmarshal(out, &results))
 	assert.NoDirExists(t, filepath.Join(root, "pods", e2eOrphan), "the orphan is gone")
@@ -102,7 +103,7 @@ func TestEndToEnd(t *testing.T) {
 	assert.Equal(t, "active", string(got), "the active pod is untouched")
 	var failed int
 	for _, r := range results.Actions {
-		if r.Result == reconstruct.Failed {
+		if r.Result == cleanup.Failed {
 			failed++
 			assert.Equal(t, e2eBusy, r.PodUID)
 			assert.Contains(t, r.Error, "busy")

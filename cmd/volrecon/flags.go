@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/internal/fixture"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
@@ -169,8 +170,9 @@ func mountTableError(st *reconstruct.State) error {
 		"check --mountinfo (in a container with hostPID use /proc/1/mountinfo)", st.MountTable.Path, st.MountTable.Error)
 }
 
-func (n *node) execOptions(apply bool) reconstruct.ExecOptions {
-	return reconstruct.ExecOptions{Apply: apply, HostRoot: n.opts.HostRoot, MountInfoPath: n.opts.MountInfoPath,
+// cleanupNode is where the cleanup reads the node: as the scan did.
+func (n *node) cleanupNode() cleanup.Node {
+	return cleanup.Node{HostRoot: n.opts.HostRoot, MountInfoPath: n.opts.MountInfoPath,
 		ReadMountTable: n.opts.ReadMountTable, MaxReadAttempts: n.opts.MaxReadAttempts}
 }
 

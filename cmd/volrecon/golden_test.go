@@ -54,7 +54,7 @@ func TestScanJSONMatchesTheLibrary(t *testing.T) {
 	require.NoError(t, err)
 	for _, file := range files {
 		f := parseFixture(t, file)
-		if _, planned := f.PlanOptions(); planned {
+		if _, planned := f.PlanOptions(""); planned {
 			continue // their State depends on the active pods, covered below
 		}
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".txtar"), func(t *testing.T) {

@@ -1,6 +1,3 @@
-// Command volrecon rebuilds a Kubernetes node's volume state from the mount
-// table and the kubelet root dir, plans and applies a safe cleanup of
-// orphaned pod dirs, and exports Prometheus metrics.
 package main
 
 import (

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -44,7 +45,7 @@ var colours = map[string]string{
 	string(reconstruct.Mounted): green, string(reconstruct.Uncertain): yellow,
 	string(reconstruct.SeverityCritical): red, string(reconstruct.SeverityWarning): yellow,
 	string(reconstruct.PodOrphaned): yellow,
-	string(reconstruct.Failed):      red, string(reconstruct.Done): green,
+	string(cleanup.Failed):          red, string(cleanup.Done): green,
 }
 
 // paint colours a word on a terminal. The colour codes go around the
@@ -144,15 +145,15 @@ func countPods(st *reconstruct.State, status reconstruct.PodStatus) int {
 }
 
 // plan prints a Plan, with the results when it was executed.
-func (p *printer) plan(plan *reconstruct.Plan, results []reconstruct.ActionResult) error {
+func (p *printer) plan(plan *cleanup.ActionPlan, results []cleanup.ActionResult) error {
 	if p.format == "json" {
 		if results == nil {
 			return p.json(plan)
 		}
 		return p.json(struct {
-			SchemaVersion string                     `json:"schemaVersion"`
-			PodsDir       string                     `json:"podsDir,omitempty"`
-			Actions       []reconstruct.ActionResult `json:"actions"`
+			SchemaVersion string                 `json:"schemaVersion"`
+			PodsDir       string                 `json:"podsDir,omitempty"`
+			Actions       []cleanup.ActionResult `json:"actions"`
 		}{plan.SchemaVersion, plan.PodsDir, results})
 	}
 	w := tabwriter.NewWriter(p.out, 0, 4, 2, ' ', 0)
@@ -175,7 +176,7 @@ func (p *printer) plan(plan *reconstruct.Plan, results []reconstruct.ActionResul
 	return err
 }
 
-func (p *printer) resultLine(r reconstruct.ActionResult, podsDir string) string {
+func (p *printer) resultLine(r cleanup.ActionResult, podsDir string) string {
 	reason := r.Reason
 	if r.Error != "" {
 		reason += " [" + r.Error + "]"
@@ -183,14 +184,14 @@ func (p *printer) resultLine(r reconstruct.ActionResult, podsDir string) string 
 	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", r.Action.Action, p.paint(string(r.Result)), shortUID(r.PodUID), relPath(podsDir, r.Action), reason)
 }
 
-func planTotals(plan *reconstruct.Plan, results []reconstruct.ActionResult) string {
-	counts := map[reconstruct.ActionKind]int{}
+func planTotals(plan *cleanup.ActionPlan, results []cleanup.ActionResult) string {
+	counts := map[cleanup.ActionKind]int{}
 	for _, a := range plan.Actions {
 		counts[a.Action]++
 	}
 	var parts []string
-	for _, k := range []reconstruct.ActionKind{reconstruct.Unmount, reconstruct.Rmdir, reconstruct.Unlink,
-		reconstruct.RemoveVolumeData, reconstruct.NeedsDriver, reconstruct.Keep} {
+	for _, k := range []cleanup.ActionKind{cleanup.Unmount, cleanup.Rmdir, cleanup.Unlink,
+		cleanup.RemoveVolumeData, cleanup.NeedsDriver, cleanup.Keep} {
 		if counts[k] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
 		}
@@ -206,11 +207,11 @@ func planTotals(plan *reconstruct.Plan, results []reconstruct.ActionResult) stri
 		return summary + "; dry run, nothing was changed: add --apply to apply"
 	}
 	return fmt.Sprintf("%s: %d done, %d skipped, %d failed", summary,
-		countResults(results, reconstruct.Done), countResults(results, reconstruct.Skipped), countResults(results, reconstruct.Failed))
+		countResults(results, cleanup.Done), countResults(results, cleanup.Skipped), countResults(results, cleanup.Failed))
 }
 
 // relPath shows a path relative to its pod dir; other paths in full.
-func relPath(podsDir string, a reconstruct.Action) string {
+func relPath(podsDir string, a cleanup.Action) string {
 	if podsDir == "" || a.PodUID == "" {
 		return a.Path
 	}

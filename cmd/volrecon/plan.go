@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/cleanup"
 )
 
 const planSummary = `Prints the cleanup plan for the orphaned pod dirs: what would be removed,
@@ -55,22 +55,22 @@ func planOrCleanup(ctx context.Context, name, summary string, args []string, e e
 	if err != nil {
 		return err
 	}
-	plan := reconstruct.PlanCleanup(st, reconstruct.PlanOptions{Unmount: *unmount})
+	plan := cleanup.Plan(ctx, st, cleanup.Options{Node: n.cleanupNode(), Unmount: *unmount})
 	out := newPrinter(e.stdout, c.output)
 	if apply == nil {
 		return errors.Join(out.plan(plan, nil), mountTableError(st))
 	}
-	results := reconstruct.Execute(ctx, plan, n.execOptions(*apply))
+	results := cleanup.Execute(ctx, plan, cleanup.ExecOptions{Node: n.cleanupNode(), Apply: *apply})
 	if err := out.plan(plan, results); err != nil {
 		return err
 	}
-	if failed := countResults(results, reconstruct.Failed); failed > 0 {
+	if failed := countResults(results, cleanup.Failed); failed > 0 {
 		return &exitError{code: exitFailed, err: fmt.Errorf("%d cleanup actions failed; see their errors above", failed)}
 	}
 	return mountTableError(st)
 }
 
-func countResults(results []reconstruct.ActionResult, want reconstruct.Result) int {
+func countResults(results []cleanup.ActionResult, want cleanup.Result) int {
 	n := 0
 	for _, r := range results {
 		if r.Result == want {

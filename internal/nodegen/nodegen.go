@@ -264,7 +264,7 @@ func (n *Node) host(p string) string { return filepath.Join(n.HostRoot, p) }
 func (g *gen) kubeletRoot() error {
 	r := g.node.RootDir
 	for _, d := range []string{"pods", "pki", "device-plugins", "pod-resources", "plugins/" + Driver, "plugins_registry"} {
-		if err := g.mkdir(join(r, d)); err != nil {
+		if err := g.mkdir(filepath.Join(r, d)); err != nil {
 			return err
 		}
 	}
@@ -275,11 +275,11 @@ func (g *gen) kubeletRoot() error {
 		"plugins_registry/" + Driver + "-reg.sock":   "",
 		"plugins/" + Driver + "/csi.sock":            "",
 	} {
-		if err := g.file(join(r, p), content); err != nil {
+		if err := g.file(filepath.Join(r, p), content); err != nil {
 			return err
 		}
 	}
-	g.dirs[join(r, "pods")] = true
+	g.dirs[filepath.Join(r, "pods")] = true
 	return nil
 }
 
@@ -287,13 +287,13 @@ func (g *gen) kubeletRoot() error {
 func (g *gen) pod(i int) error {
 	uid := uuid("pod", i)
 	g.node.PodUIDs = append(g.node.PodUIDs, uid)
-	dir := join(g.node.RootDir, "pods", uid)
+	dir := filepath.Join(g.node.RootDir, "pods", uid)
 	g.dirs[dir] = true
 	sandbox := hexID("sandbox", i)
 	g.mount(runID, g.anon(), "/", sandboxDir+"/"+sandbox+"/shm", "rw,nosuid,nodev,noexec,relatime", g.peer(), "tmpfs", "shm", "rw,size=65536k,inode64")
 	g.overlay(sandbox, 1)
 	for _, f := range []string{"etc-hosts", "containers/app/" + hexID("restart", i)[:8]} {
-		if err := g.file(join(dir, f), ""); err != nil {
+		if err := g.file(filepath.Join(dir, f), ""); err != nil {
 			return err
 		}
 	}
@@ -315,8 +315,8 @@ func (g *gen) volume(uid, podDir string, k Kind, name string) error {
 	v := Volume{PodUID: uid, Name: name, Kind: k, Plugin: "kubernetes.io/" + string(k), Mounted: true}
 	inTree := func(plugin string) string {
 		v.Plugin = "kubernetes.io/" + plugin
-		v.CheckedPath = join(podDir, "volumes", "kubernetes.io~"+plugin, name)
-		g.dirs[join(podDir, "volumes")] = true
+		v.CheckedPath = filepath.Join(podDir, "volumes", "kubernetes.io~"+plugin, name)
+		g.dirs[filepath.Join(podDir, "volumes")] = true
 		g.dirs[filepath.Dir(v.CheckedPath)] = true
 		return v.CheckedPath
 	}
@@ -325,7 +325,7 @@ func (g *gen) volume(uid, podDir string, k Kind, name string) error {
 	case Projected:
 		p := inTree("projected")
 		g.tmpfs(p)
-		err = errors.Join(g.mkdir(p), g.file(join(podDir, "plugins/kubernetes.io~empty-dir/wrapped_"+name+"/ready"), ""))
+		err = errors.Join(g.mkdir(p), g.file(filepath.Join(podDir, "plugins/kubernetes.io~empty-dir/wrapped_"+name+"/ready"), ""))
 	case Secret:
 		p := inTree("secret")
 		g.tmpfs(p)
@@ -337,7 +337,7 @@ func (g *gen) volume(uid, podDir string, k Kind, name string) error {
 	case EmptyDir:
 		p := inTree("empty-dir")
 		v.Mounted = false
-		err = g.file(join(p, "data.bin"), "cache")
+		err = g.file(filepath.Join(p, "data.bin"), "cache")
 	case ConfigMap:
 		p := inTree("configmap")
 		v.Mounted = false
@@ -356,67 +356,67 @@ func (g *gen) volume(uid, podDir string, k Kind, name string) error {
 // the container by subPath.
 func (g *gen) configMap(p, podDir, name string) error {
 	ts := "..2025_01_17_09_30_00.1234567890"
-	target := join(podDir, "volume-subpaths", name, "app", "0")
+	target := filepath.Join(podDir, "volume-subpaths", name, "app", "0")
 	g.subpathDirs(podDir, name)
-	g.mount(rootID, rootDev, join(p, ts, "app.yaml"), target, "rw,relatime", "shared:1", "ext4", rootSource, "rw,discard,errors=remount-ro")
+	g.mount(rootID, rootDev, filepath.Join(p, ts, "app.yaml"), target, "rw,relatime", "shared:1", "ext4", rootSource, "rw,discard,errors=remount-ro")
 	return errors.Join(
-		g.file(join(p, ts, "app.yaml"), "key: value\n"),
-		g.symlink(join(p, "..data"), ts),
-		g.symlink(join(p, "app.yaml"), "..data/app.yaml"),
+		g.file(filepath.Join(p, ts, "app.yaml"), "key: value\n"),
+		g.symlink(filepath.Join(p, "..data"), ts),
+		g.symlink(filepath.Join(p, "app.yaml"), "..data/app.yaml"),
 		g.file(target, ""),
 	)
 }
 
 func (g *gen) subpathDirs(podDir, volume string) {
-	g.dirs[join(podDir, "volume-subpaths")] = true
-	g.dirs[join(podDir, "volume-subpaths", volume)] = true
-	g.dirs[join(podDir, "volume-subpaths", volume, "app")] = true
+	g.dirs[filepath.Join(podDir, "volume-subpaths")] = true
+	g.dirs[filepath.Join(podDir, "volume-subpaths", volume)] = true
+	g.dirs[filepath.Join(podDir, "volume-subpaths", volume, "app")] = true
 }
 
 // csiFilesystem writes a CSI Filesystem volume: pods/<uid>/volumes/kubernetes.io~csi/<pv>/{mount,vol_data.json},
 // and for a PVC its staging dir with its own vol_data.json.
 func (g *gen) csiFilesystem(v *Volume, podDir string) error {
 	v.Plugin = "kubernetes.io/csi"
-	volDir := join(podDir, "volumes", "kubernetes.io~csi", v.Name)
-	v.CheckedPath = join(volDir, "mount")
-	g.dirs[join(podDir, "volumes")] = true
+	volDir := filepath.Join(podDir, "volumes", "kubernetes.io~csi", v.Name)
+	v.CheckedPath = filepath.Join(volDir, "mount")
+	g.dirs[filepath.Join(podDir, "volumes")] = true
 	g.dirs[filepath.Dir(volDir)] = true
 	g.dirs[volDir] = true
 	if v.Kind == CSIEphemeral {
 		g.tmpfs(v.CheckedPath)
-		return errors.Join(g.mkdir(v.CheckedPath), g.volData(join(volDir, "vol_data.json"), map[string]string{
+		return errors.Join(g.mkdir(v.CheckedPath), g.volData(filepath.Join(volDir, "vol_data.json"), map[string]string{
 			"driverName": EphemeralDriver, "nodeName": NodeName, "specVolID": v.Name,
 			"volumeHandle":        "csi-" + hexID("ephemeral", v.PodUID+"/"+v.Name),
 			"volumeLifecycleMode": "Ephemeral",
 		}))
 	}
 	handle := g.handle()
-	csiDir := join(g.node.RootDir, "plugins/kubernetes.io/csi")
+	csiDir := filepath.Join(g.node.RootDir, "plugins/kubernetes.io/csi")
 	g.dirs[csiDir] = true
 	var stagingDir string
 	if v.Kind == CSILegacy {
-		stagingDir = join(csiDir, "pv", v.Name)
+		stagingDir = filepath.Join(csiDir, "pv", v.Name)
 		g.node.LegacyGlobalMounts++
 	} else {
-		stagingDir = join(csiDir, Driver, stagingHash(handle))
+		stagingDir = filepath.Join(csiDir, Driver, stagingHash(handle))
 	}
 	g.dirs[filepath.Dir(stagingDir)] = true
 	g.dirs[stagingDir] = true
 	g.node.GlobalMounts++
-	staging := join(stagingDir, "globalmount")
+	staging := filepath.Join(stagingDir, "globalmount")
 	dev, src, peer := g.disk()
 	g.mount(rootID, dev, "/", staging, "rw,relatime", peer, "ext4", src, "rw")
 	g.mount(rootID, dev, "/", v.CheckedPath, "rw,relatime", peer, "ext4", src, "rw")
 	err := errors.Join(
 		g.mkdir(staging), g.mkdir(v.CheckedPath),
-		g.volData(join(stagingDir, "vol_data.json"), map[string]string{"driverName": Driver, "volumeHandle": handle}),
-		g.volData(join(volDir, "vol_data.json"), map[string]string{
+		g.volData(filepath.Join(stagingDir, "vol_data.json"), map[string]string{"driverName": Driver, "volumeHandle": handle}),
+		g.volData(filepath.Join(volDir, "vol_data.json"), map[string]string{
 			"attachmentID": "csi-" + hexID("attach", handle), "driverName": Driver, "nodeName": NodeName,
 			"specVolID": v.Name, "volumeHandle": handle, "volumeLifecycleMode": "Persistent",
 		}),
 	)
 	if v.Kind == CSISubpath {
-		target := join(podDir, "volume-subpaths", v.Name, "app", "1")
+		target := filepath.Join(podDir, "volume-subpaths", v.Name, "app", "1")
 		g.subpathDirs(podDir, v.Name)
 		g.mount(rootID, dev, "/app/data", target, "rw,relatime", peer, "ext4", src, "rw")
 		err = errors.Join(err, g.mkdir(target))
@@ -430,13 +430,13 @@ func (g *gen) csiFilesystem(v *Volume, podDir string) error {
 func (g *gen) csiBlock(v *Volume, podDir string) error {
 	v.Plugin, v.Block = "kubernetes.io/csi", true
 	handle := g.handle()
-	devices := join(g.node.RootDir, "plugins/kubernetes.io/csi/volumeDevices")
-	publish := join(devices, "publish", v.Name, v.PodUID)
-	mapFile := join(devices, v.Name, "dev", v.PodUID)
+	devices := filepath.Join(g.node.RootDir, "plugins/kubernetes.io/csi/volumeDevices")
+	publish := filepath.Join(devices, "publish", v.Name, v.PodUID)
+	mapFile := filepath.Join(devices, v.Name, "dev", v.PodUID)
 	v.CheckedPath = publish
-	for _, d := range []string{join(podDir, "volumeDevices"), join(podDir, "volumeDevices", "kubernetes.io~csi"),
-		filepath.Dir(devices), devices, join(devices, "staging"), join(devices, "publish"), filepath.Dir(publish),
-		join(devices, v.Name), filepath.Dir(mapFile)} {
+	for _, d := range []string{filepath.Join(podDir, "volumeDevices"), filepath.Join(podDir, "volumeDevices", "kubernetes.io~csi"),
+		filepath.Dir(devices), devices, filepath.Join(devices, "staging"), filepath.Join(devices, "publish"), filepath.Dir(publish),
+		filepath.Join(devices, v.Name), filepath.Dir(mapFile)} {
 		g.dirs[d] = true
 	}
 	g.node.GlobalMounts++
@@ -445,10 +445,10 @@ func (g *gen) csiBlock(v *Volume, podDir string) error {
 	g.mount(25, "0:5", disk, publish, "rw,nosuid", "shared:8", "devtmpfs", "devtmpfs", devtmpfsOpt)
 	g.mount(25, "0:5", disk, mapFile, "rw,nosuid", "shared:8", "devtmpfs", "devtmpfs", devtmpfsOpt)
 	return errors.Join(
-		g.symlink(join(podDir, "volumeDevices", "kubernetes.io~csi", v.Name), publish),
+		g.symlink(filepath.Join(podDir, "volumeDevices", "kubernetes.io~csi", v.Name), publish),
 		g.file(publish, ""), g.file(mapFile, ""),
-		g.mkdir(join(devices, "staging", v.Name)),
-		g.volData(join(devices, v.Name, "data", "vol_data.json"), map[string]string{
+		g.mkdir(filepath.Join(devices, "staging", v.Name)),
+		g.volData(filepath.Join(devices, v.Name, "data", "vol_data.json"), map[string]string{
 			"attachmentID": "csi-" + hexID("attach", handle), "driverName": Driver, "nodeName": NodeName,
 			"specVolID": v.Name, "volumeHandle": handle,
 		}),
@@ -579,8 +579,6 @@ func writeFile(p string, data []byte) error {
 	}
 	return os.WriteFile(p, data, 0o600)
 }
-
-func join(elem ...string) string { return filepath.Join(elem...) }
 
 // Names. They are derived from hashes of the indexes, so they look random
 // but are the same on every run.

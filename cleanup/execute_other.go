@@ -1,6 +1,6 @@
 //go:build !linux
 
-package reconstruct
+package cleanup
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package reconstruct_test
+package cleanup_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/internal/mountns"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
@@ -29,41 +30,41 @@ type orphanNode struct {
 func newOrphanNode(t *testing.T) *orphanNode {
 	n := &orphanNode{realNode: newRealNode(t)}
 	handle := "vol-orphan-0001"
-	n.staging = n.path("plugins/kubernetes.io/csi/ebs.csi.aws.com", podsdir.StagingHash(handle), "globalmount")
-	n.write(filepath.Join(filepath.Dir(n.staging), "vol_data.json"), `{"driverName":"ebs.csi.aws.com","volumeHandle":"`+handle+`"}`)
+	n.staging = n.Path("plugins/kubernetes.io/csi/ebs.csi.aws.com", podsdir.StagingHash(handle), "globalmount")
+	n.Write(filepath.Join(filepath.Dir(n.staging), "vol_data.json"), `{"driverName":"ebs.csi.aws.com","volumeHandle":"`+handle+`"}`)
 	mountns.Mount(t, mountns.Ext4(t, 16), n.staging, "ext4", 0, "")
-	n.write(filepath.Join(n.staging, "db", "table.dat"), "rows")
+	n.Write(filepath.Join(n.staging, "db", "table.dat"), "rows")
 
-	csiVol := n.volume(realUID1, "kubernetes.io~csi", "pvc-orphan")
-	n.write(filepath.Join(csiVol, "vol_data.json"), `{"driverName":"ebs.csi.aws.com","volumeHandle":"`+handle+`","specVolID":"pvc-orphan","volumeLifecycleMode":"Persistent"}`)
+	csiVol := n.Volume(realUID1, "kubernetes.io~csi", "pvc-orphan")
+	n.Write(filepath.Join(csiVol, "vol_data.json"), `{"driverName":"ebs.csi.aws.com","volumeHandle":"`+handle+`","specVolID":"pvc-orphan","volumeLifecycleMode":"Persistent"}`)
 	n.csiTarget = filepath.Join(csiVol, "mount")
 	mountns.Bind(t, n.staging, n.csiTarget)
 
-	n.token = n.volume(realUID1, "kubernetes.io~projected", "kube-api-access-1")
+	n.token = n.Volume(realUID1, "kubernetes.io~projected", "kube-api-access-1")
 	mountns.Mount(t, "tmpfs", n.token, "tmpfs", 0, "size=1m")
-	n.write(filepath.Join(n.token, "token"), "secret-token")
+	n.Write(filepath.Join(n.token, "token"), "secret-token")
 	n.tokenWitness = filepath.Join(t.TempDir(), "token-witness")
 	mountns.Bind(t, n.token, n.tokenWitness)
 
 	// A subpath bind of a dir on the pod dir's own filesystem.
-	n.subpathSource = n.path("app-data")
-	n.write(filepath.Join(n.subpathSource, "keep.txt"), "app data")
-	n.subpath = n.path("pods", realUID1, "volume-subpaths/pvc-orphan/app/0")
+	n.subpathSource = n.Path("app-data")
+	n.Write(filepath.Join(n.subpathSource, "keep.txt"), "app data")
+	n.subpath = n.Path("pods", realUID1, "volume-subpaths/pvc-orphan/app/0")
 	mountns.Bind(t, n.subpathSource, n.subpath)
 
-	cache := n.volume(realUID1, "kubernetes.io~empty-dir", "cache")
-	n.write(filepath.Join(cache, "scratch", "tmp.bin"), "scratch")
-	config := n.volume(realUID1, "kubernetes.io~configmap", "config")
-	n.write(filepath.Join(config, "..2024_01_01_00_00_00.1", "app.conf"), "conf")
+	cache := n.Volume(realUID1, "kubernetes.io~empty-dir", "cache")
+	n.Write(filepath.Join(cache, "scratch", "tmp.bin"), "scratch")
+	config := n.Volume(realUID1, "kubernetes.io~configmap", "config")
+	n.Write(filepath.Join(config, "..2024_01_01_00_00_00.1", "app.conf"), "conf")
 	require.NoError(t, os.Symlink("..2024_01_01_00_00_00.1", filepath.Join(config, "..data")))
 	require.NoError(t, os.Symlink("..data/app.conf", filepath.Join(config, "app.conf")))
-	n.write(n.path("pods", realUID1, "etc-hosts"), "127.0.0.1 localhost")
-	n.write(n.path("pods", realUID1, "containers/app/1a2b3c"), "")
-	n.write(n.path("pods", realUID1, "plugins/kubernetes.io~empty-dir/cache/ready"), "")
+	n.Write(n.Path("pods", realUID1, "etc-hosts"), "127.0.0.1 localhost")
+	n.Write(n.Path("pods", realUID1, "containers/app/1a2b3c"), "")
+	n.Write(n.Path("pods", realUID1, "plugins/kubernetes.io~empty-dir/cache/ready"), "")
 
 	n.outside = filepath.Join(t.TempDir(), "outside")
-	n.write(filepath.Join(n.outside, "precious.txt"), "outside the pod dir")
-	require.NoError(t, os.Symlink(n.outside, n.path("pods", realUID1, "containers/app/evil")))
+	n.Write(filepath.Join(n.outside, "precious.txt"), "outside the pod dir")
+	require.NoError(t, os.Symlink(n.outside, n.Path("pods", realUID1, "containers/app/evil")))
 	return n
 }
 
@@ -83,13 +84,13 @@ func (n *orphanNode) assertNoDataLost(t *testing.T) {
 	}
 }
 
-func (n *orphanNode) cleanup(t *testing.T, unmount bool, read func(context.Context) (*mountscan.Table, error)) (*reconstruct.Plan, []reconstruct.ActionResult) {
+func (n *orphanNode) cleanup(t *testing.T, unmount bool, read func(context.Context) (*mountscan.Table, error)) (*cleanup.ActionPlan, []cleanup.ActionResult) {
 	t.Helper()
-	st := n.scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}})
-	plan := reconstruct.PlanCleanup(st, reconstruct.PlanOptions{Unmount: unmount})
-	results := reconstruct.Execute(t.Context(), plan, reconstruct.ExecOptions{Apply: true, ReadMountTable: read})
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}})
+	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: unmount})
+	results := cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Node: cleanup.Node{ReadMountTable: read}, Apply: true})
 	for _, r := range results {
-		require.NotEqual(t, reconstruct.Failed, r.Result, "%s %s: %s", r.Action.Action, r.Path, r.Error)
+		require.NotEqual(t, cleanup.Failed, r.Result, "%s %s: %s", r.Action.Action, r.Path, r.Error)
 	}
 	return plan, results
 }
@@ -112,9 +113,9 @@ func TestRealCleanupWithoutUnmountKeepsEveryMount(t *testing.T) {
 	assert.FileExists(t, filepath.Join(n.csiTarget, "db", "table.dat"))
 	assert.FileExists(t, filepath.Join(filepath.Dir(n.csiTarget), "vol_data.json"), "NodeUnpublish still needs it")
 	// While its mounts stay, its containers may still run: nothing of it goes.
-	assert.FileExists(t, n.path("pods", realUID1, "volumes/kubernetes.io~empty-dir/cache/scratch/tmp.bin"))
-	assert.FileExists(t, n.path("pods", realUID1, "etc-hosts"))
-	assert.DirExists(t, n.path("pods", realUID1))
+	assert.FileExists(t, n.Path("pods", realUID1, "volumes/kubernetes.io~empty-dir/cache/scratch/tmp.bin"))
+	assert.FileExists(t, n.Path("pods", realUID1, "etc-hosts"))
+	assert.DirExists(t, n.Path("pods", realUID1))
 }
 
 func TestRealCleanupWithUnmountUnmountsOnlyPodLevelMounts(t *testing.T) {
@@ -128,13 +129,13 @@ func TestRealCleanupWithUnmountUnmountsOnlyPodLevelMounts(t *testing.T) {
 	table, err := mountscan.ReadFile(t.Context(), mountscan.DefaultPath, 0)
 	require.NoError(t, err)
 	assert.True(t, table.IsMountPoint(n.staging), "a staging mount is never unmounted")
-	assert.Empty(t, table.AtOrBelow(n.path("pods", realUID1)), "every pod-level mount is gone")
+	assert.Empty(t, table.AtOrBelow(n.Path("pods", realUID1)), "every pod-level mount is gone")
 	assert.FileExists(t, filepath.Join(filepath.Dir(n.csiTarget), "vol_data.json"),
 		"kept while the staging mount is live: NodeUnstage needs it")
-	assert.False(t, exists(n.path("pods", realUID1, "volumes/kubernetes.io~empty-dir")), "the pod's scratch space goes")
-	assert.False(t, exists(n.path("pods", realUID1, "volumes/kubernetes.io~configmap")), "copies of API objects go")
-	assert.False(t, exists(n.path("pods", realUID1, "containers")), "the planted symlink is unlinked itself")
-	assert.DirExists(t, n.path("pods", realUID1))
+	assert.False(t, exists(n.Path("pods", realUID1, "volumes/kubernetes.io~empty-dir")), "the pod's scratch space goes")
+	assert.False(t, exists(n.Path("pods", realUID1, "volumes/kubernetes.io~configmap")), "copies of API objects go")
+	assert.False(t, exists(n.Path("pods", realUID1, "containers")), "the planted symlink is unlinked itself")
+	assert.DirExists(t, n.Path("pods", realUID1))
 }
 
 // After a reboot nothing is mounted: the whole pod dir goes, and so does
@@ -149,7 +150,7 @@ func TestRealCleanupAfterRebootRemovesThePodDir(t *testing.T) {
 	}
 	n.cleanup(t, false, nil)
 
-	assert.False(t, exists(n.path("pods", realUID1)), "the whole pod dir is removed")
+	assert.False(t, exists(n.Path("pods", realUID1)), "the whole pod dir is removed")
 	assert.FileExists(t, filepath.Join(n.subpathSource, "keep.txt"))
 	assert.FileExists(t, filepath.Join(n.outside, "precious.txt"))
 	assert.DirExists(t, n.staging, "staging dirs are never touched")
@@ -162,12 +163,12 @@ func TestRealCleanupSkipsAMountAddedMeanwhile(t *testing.T) {
 		return
 	}
 	n := newOrphanNode(t)
-	late := n.path("pods", realUID1, "volumes/kubernetes.io~empty-dir/cache/scratch")
+	late := n.Path("pods", realUID1, "volumes/kubernetes.io~empty-dir/cache/scratch")
 	reads := 0
 	read := func(ctx context.Context) (*mountscan.Table, error) {
 		if reads++; reads == 2 {
 			mountns.Mount(t, "tmpfs", late, "tmpfs", 0, "size=1m")
-			n.write(filepath.Join(late, "new.txt"), "written after the plan")
+			n.Write(filepath.Join(late, "new.txt"), "written after the plan")
 		}
 		return mountscan.ReadFile(ctx, mountscan.DefaultPath, 0)
 	}
@@ -178,7 +179,7 @@ func TestRealCleanupSkipsAMountAddedMeanwhile(t *testing.T) {
 	assert.Equal(t, "written after the plan", string(got))
 	var kept bool
 	for _, r := range results {
-		if r.Action.Action == reconstruct.Keep && r.Result == reconstruct.Skipped && r.Error != "" {
+		if r.Action.Action == cleanup.Keep && r.Result == cleanup.Skipped && r.Error != "" {
 			kept = true
 		}
 	}
@@ -193,20 +194,20 @@ func TestRealCleanupNeverFollowsASymlinkSwappedIn(t *testing.T) {
 		return
 	}
 	n := newOrphanNode(t)
-	st := n.scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}})
-	plan := reconstruct.PlanCleanup(st, reconstruct.PlanOptions{Unmount: true})
-	scratch := n.path("pods", realUID1, "volumes/kubernetes.io~empty-dir/cache/scratch")
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}})
+	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: true})
+	scratch := n.Path("pods", realUID1, "volumes/kubernetes.io~empty-dir/cache/scratch")
 	decoy := filepath.Join(t.TempDir(), "decoy")
-	n.write(filepath.Join(decoy, "tmp.bin"), "must survive")
+	n.Write(filepath.Join(decoy, "tmp.bin"), "must survive")
 	require.NoError(t, os.RemoveAll(scratch))
 	require.NoError(t, os.Symlink(decoy, scratch))
 
-	results := reconstruct.Execute(t.Context(), plan, reconstruct.ExecOptions{Apply: true})
+	results := cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Apply: true})
 	assert.FileExists(t, filepath.Join(decoy, "tmp.bin"))
 	var failed bool
 	for _, r := range results {
 		if r.Path == filepath.Join(scratch, "tmp.bin") {
-			failed = r.Result == reconstruct.Failed
+			failed = r.Result == cleanup.Failed
 		}
 	}
 	assert.True(t, failed, "the removal through the swapped-in symlink fails")

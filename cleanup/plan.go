@@ -1,52 +1,94 @@
-package reconstruct
+package cleanup
 
 import (
+	"context"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
+	"k8s.io/klog/v2"
+
+	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
+	"github.com/volrecon/volrecon/reconstruct"
 )
 
-// PlanOptions configure PlanCleanup.
-type PlanOptions struct {
+// Options configure Plan.
+type Options struct {
+	// Node says where the pod dirs and the mount table are read.
+	Node
 	// Unmount allows unmounting the pod-level mounts of orphaned pods: the
 	// tmpfs of secret, projected, downwardAPI and memory emptyDir volumes,
 	// subpath binds and CSI publish targets. Never a staging mount.
 	Unmount bool
 }
 
-// PlanCleanup turns a State into an ordered cleanup Plan. It is a pure
-// function of the State. Only Orphaned pods are cleaned; nothing Uncertain,
-// nothing at or below a mount point (unless Unmount is allowed, and then
-// only after the unmount), nothing recursive: every file and directory gets
-// an action of its own, deepest first, and the pod dir comes last.
-func PlanCleanup(st *State, opts PlanOptions) *Plan {
-	plan := &Plan{SchemaVersion: SchemaVersion, PodsDir: st.PodsDir, Actions: []Action{}}
-	volumes := map[string][]Volume{}
+// snapshot is the node as Plan sees it: its files, and one consistent read
+// of its mount table taken when planning starts.
+type snapshot struct {
+	Node
+	table *mountscan.Table
+}
+
+// Plan turns a State into an ordered cleanup plan. Only Orphaned pods are
+// cleaned; nothing Uncertain, nothing at or below a mount point (unless
+// Unmount is allowed, and then only after the unmount), nothing recursive:
+// every file and directory gets an action of its own, deepest first, and
+// the pod dir comes last.
+//
+// The State may come from reconstruct.Scan or from its JSON: Plan lists
+// each orphaned pod dir itself (names only, never following a symlink,
+// never entering a mount), against a mount table it reads afresh, and
+// counts a pod's mount points from both that table and the State. If the
+// table cannot be read consistently, every orphan is kept.
+func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan {
+	log := klog.FromContext(ctx)
+	plan := &ActionPlan{SchemaVersion: reconstruct.SchemaVersion, PodsDir: st.PodsDir, Actions: []Action{}}
+	volumes := map[string][]reconstruct.Volume{}
 	for _, v := range st.Volumes {
 		volumes[v.PodUID] = append(volumes[v.PodUID], v)
 	}
+	var snap *snapshot
+	var tableErr error
+	orphans := 0
 	for _, pod := range st.Pods {
-		if pod.Status == PodOrphaned {
-			plan.Actions = append(plan.Actions, planPod(st, pod, volumes[pod.UID], opts)...)
+		if pod.Status != reconstruct.PodOrphaned {
+			continue
 		}
+		if snap == nil && tableErr == nil {
+			snap, tableErr = opts.snapshot(ctx)
+		}
+		orphans++
+		actions := planPod(st, snap, tableErr, pod, volumes[pod.UID], opts)
+		log.V(4).Info("Planned orphaned pod", "podUID", pod.UID, "actions", len(actions), "outcome", actions[len(actions)-1].Action)
+		plan.Actions = append(plan.Actions, actions...)
 	}
 	for _, f := range st.Findings {
-		if f.Kind == LeakedGlobalMount {
+		if f.Kind == reconstruct.LeakedGlobalMount {
 			plan.Actions = append(plan.Actions, Action{Action: NeedsDriver, Path: f.Path,
 				Reason: leakedReason(st, f.Path), Evidence: []string{f.Message}})
 		}
 	}
+	log.V(2).Info("Planned cleanup", "orphanedPods", orphans, "actions", len(plan.Actions), "unmount", opts.Unmount)
 	return plan
+}
+
+func (o Options) snapshot(ctx context.Context) (*snapshot, error) {
+	table, err := o.readTable(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &snapshot{Node: o.Node, table: table}, nil
 }
 
 // leakedReason says what to do about a leaked staging mount, and how sure
 // that is: an uncertain state or an unknown identity must be checked first.
-func leakedReason(st *State, path string) string {
+func leakedReason(st *reconstruct.State, path string) string {
 	for _, g := range st.GlobalMounts {
 		switch {
 		case g.Path != path:
-		case g.State == Uncertain:
+		case g.State == reconstruct.Uncertain:
 			return "check first, its state is uncertain (" + g.Reason + "): if it is staged, NodeUnstage through the CSI driver; never act on this path by hand"
 		case g.UniqueName == "":
 			return "its volume is unknown (no readable vol_data.json): find out which volume it is, then NodeUnstage it through the CSI driver"
@@ -59,36 +101,43 @@ func leakedReason(st *State, path string) string {
 
 // podPlanner plans one orphaned pod.
 type podPlanner struct {
-	st       *State
-	pod      Pod
-	opts     PlanOptions
-	volumes  map[string]Volume // by Path
+	st       *reconstruct.State
+	pod      reconstruct.Pod
+	contents *PodContents
+	opts     Options
+	volumes  map[string]reconstruct.Volume // by Path
 	children map[string][]PodEntry
 	entries  map[string]PodEntry // by Path
 	actions  []Action
 	after    []Action // reports that follow the pod's own actions
 }
 
-func planPod(st *State, pod Pod, volumes []Volume, opts PlanOptions) []Action {
+func planPod(st *reconstruct.State, snap *snapshot, tableErr error, pod reconstruct.Pod, volumes []reconstruct.Volume, opts Options) []Action {
 	keep := func(why string) []Action {
 		return []Action{{Action: Keep, Path: pod.Path, PodUID: pod.UID, Reason: why}}
 	}
 	switch {
 	case !st.MountTable.Consistent:
 		return keep("the mount table could not be read consistently")
-	case pod.Contents == nil:
-		return keep("the pod dir was not listed")
-	case pod.Contents.Incomplete != "":
-		return keep("the pod dir could not be listed completely: " + pod.Contents.Incomplete)
+	case tableErr != nil:
+		return keep("the mount table could not be read consistently when planning: " + tableErr.Error())
 	}
-	p := &podPlanner{st: st, pod: pod, opts: opts, volumes: map[string]Volume{}, children: map[string][]PodEntry{}, entries: map[string]PodEntry{}}
+	contents := snap.walkPod(pod.Path)
+	if contents.Incomplete != "" {
+		return keep("the pod dir could not be listed completely: " + contents.Incomplete)
+	}
 	for _, v := range volumes {
-		if v.State == Uncertain {
+		if v.State == reconstruct.Uncertain {
 			return keep("volume " + v.Name + " is Uncertain (" + v.Reason + "): nothing of this pod is touched")
 		}
+	}
+	pod.MountPoints = unionMountPoints(pod.MountPoints, snap.table.AtOrBelow(pod.Path))
+	p := &podPlanner{st: st, pod: pod, contents: contents, opts: opts, volumes: map[string]reconstruct.Volume{},
+		children: map[string][]PodEntry{}, entries: map[string]PodEntry{}}
+	for _, v := range volumes {
 		p.volumes[v.Path] = v
 	}
-	for _, e := range pod.Contents.Entries {
+	for _, e := range contents.Entries {
 		parent := filepath.Dir(e.Path)
 		p.children[parent] = append(p.children[parent], e)
 		p.entries[e.Path] = e
@@ -102,6 +151,18 @@ func planPod(st *State, pod Pod, volumes []Volume, opts PlanOptions) []Action {
 		p.add(Keep, pod.Path, "the pod dir stays: something below it must stay (see the actions above)")
 	}
 	return append(unmountsFirst(p.actions), p.after...)
+}
+
+// unionMountPoints adds to the pod's mount points from the State those of
+// the table read for planning: a mount made since the scan counts too.
+func unionMountPoints(known []string, mounts []mountscan.Mount) []string {
+	out := known
+	for _, m := range mounts {
+		if !slices.Contains(out, m.MountPoint) {
+			out = append(slices.Clip(out), m.MountPoint)
+		}
+	}
+	return out
 }
 
 // unmountsFirst moves every Unmount before every removal, keeping their
@@ -135,7 +196,7 @@ func (p *podPlanner) mountsThatStay() int {
 			n++
 		}
 	}
-	for _, e := range p.pod.Contents.Entries {
+	for _, e := range p.contents.Entries {
 		if e.Foreign {
 			n++
 		}
@@ -162,7 +223,7 @@ func (p *podPlanner) unmountable(mp string) bool {
 // still mounted its containers may still be running, so nothing of it is
 // removed or unmounted; each mount is reported.
 func (p *podPlanner) reportMountsOnly(stay int) []Action {
-	for _, e := range p.pod.Contents.Entries {
+	for _, e := range p.contents.Entries {
 		if e.Foreign {
 			p.add(Keep, e.Path, "on another filesystem although the mount table has no entry: mounted in another mount namespace?")
 		}
@@ -261,7 +322,7 @@ func (p *podPlanner) planMount(e PodEntry, parts []string) bool {
 		return false
 	}
 	p.add(Unmount, e.Path, "pod-level "+e.MountFSType+" mount of an orphaned pod", "mount table has an entry at the path")
-	if v, ok := p.volumes[filepath.Dir(e.Path)]; ok && p.isCSITarget(parts) && v.DeviceMountPath != "" && v.DeviceMountState != Unmounted {
+	if v, ok := p.volumes[filepath.Dir(e.Path)]; ok && p.isCSITarget(parts) && v.DeviceMountPath != "" && v.DeviceMountState != reconstruct.Unmounted {
 		p.after = append(p.after, Action{Action: NeedsDriver, Path: v.DeviceMountPath,
 			Reason: "NodeUnstage through the CSI driver once no other pod uses it: this plan unmounts the publish target of " +
 				p.pod.UID + " that used it; the staging mount is never touched here"})
@@ -283,7 +344,7 @@ func (p *podPlanner) podLevelMount(e PodEntry, parts []string) bool {
 		return true
 	case parts[0] == "volumes" && len(parts) == 3:
 		v, ok := p.volumes[e.Path]
-		return ok && (tmpfsPlugins[v.Plugin] ||
+		return ok && (reconstruct.CopiesAPIObjects(v.Plugin) ||
 			v.Plugin == "kubernetes.io/empty-dir" && (e.MountFSType == "tmpfs" || e.MountFSType == "hugetlbfs"))
 	}
 	return false
@@ -311,9 +372,9 @@ func (p *podPlanner) planVolumesEntry(e PodEntry, parts []string) bool {
 	switch {
 	case v.Plugin == podsdir.CSIPluginName:
 		return p.planCSIEntry(e, v, parts)
-	case (plainDirPlugins[v.Plugin] || tmpfsPlugins[v.Plugin]) && len(parts) == 3:
+	case (reconstruct.PlainDirPlugin(v.Plugin) || reconstruct.CopiesAPIObjects(v.Plugin)) && len(parts) == 3:
 		return p.remove(e, "an unmounted "+v.Plugin+" volume dir, once emptied")
-	case plainDirPlugins[v.Plugin] || tmpfsPlugins[v.Plugin]:
+	case reconstruct.PlainDirPlugin(v.Plugin) || reconstruct.CopiesAPIObjects(v.Plugin):
 		return p.remove(e, "content of a "+v.Plugin+" volume: the pod's scratch space or a copy of API objects")
 	case len(parts) == 3:
 		if e.Children > 0 {
@@ -327,7 +388,7 @@ func (p *podPlanner) planVolumesEntry(e PodEntry, parts []string) bool {
 }
 
 // planCSIEntry plans a CSI volume dir: its mount dir, its vol_data.json.
-func (p *podPlanner) planCSIEntry(e PodEntry, v Volume, parts []string) bool {
+func (p *podPlanner) planCSIEntry(e PodEntry, v reconstruct.Volume, parts []string) bool {
 	switch {
 	case len(parts) == 3:
 		return p.remove(e, "an empty, unmounted CSI volume dir")
@@ -349,13 +410,13 @@ func (p *podPlanner) planCSIEntry(e PodEntry, v Volume, parts []string) bool {
 // planVolData removes a pod-level vol_data.json only when its volume is
 // unmounted and no staging mount of the volume is live: without it the
 // driver could never be asked to unstage.
-func (p *podPlanner) planVolData(e PodEntry, v Volume, parts []string) bool {
+func (p *podPlanner) planVolData(e PodEntry, v reconstruct.Volume, parts []string) bool {
 	mountDir := filepath.Join(filepath.Dir(e.Path), "mount")
 	switch live := p.liveStaging(v); {
-	case v.State != Unmounted && p.opts.Unmount && p.podLevelMount(PodEntry{Path: mountDir}, append(parts[:3:3], "mount")):
+	case v.State != reconstruct.Unmounted && p.opts.Unmount && p.podLevelMount(PodEntry{Path: mountDir}, append(parts[:3:3], "mount")):
 		p.add(Keep, e.Path, "kept for now: this plan unmounts the publish target first; run again afterwards to remove it once no staging mount is live")
 		return false
-	case v.State != Unmounted:
+	case v.State != reconstruct.Unmounted:
 		p.add(NeedsDriver, e.Path, "kept: the volume is still mounted, and NodeUnpublish needs this file")
 		return false
 	case p.holdsData(mountDir):
@@ -392,12 +453,12 @@ func (p *podPlanner) holdsData(path string) bool {
 
 // liveStaging returns a live staging mount of the volume: by its identity,
 // or, when the identity is unknown, any live staging mount at all.
-func (p *podPlanner) liveStaging(v Volume) string {
-	if v.DeviceMountState == Mounted || v.DeviceMountState == Uncertain {
+func (p *podPlanner) liveStaging(v reconstruct.Volume) string {
+	if v.DeviceMountState == reconstruct.Mounted || v.DeviceMountState == reconstruct.Uncertain {
 		return v.DeviceMountPath
 	}
 	for _, g := range p.st.GlobalMounts {
-		if g.Mode != podsdir.Filesystem || g.State == Unmounted {
+		if g.Mode != podsdir.Filesystem || g.State == reconstruct.Unmounted {
 			continue
 		}
 		if v.UniqueName == "" || v.CSI == nil || g.UniqueName == "" || g.UniqueName == v.UniqueName {
@@ -421,10 +482,10 @@ func (p *podPlanner) planBlockEntry(e PodEntry, parts []string) bool {
 	case !ok || len(parts) != 3 || e.Type == podsdir.TypeDir:
 		p.add(Keep, e.Path, "not a block map file known to the scan")
 		return false
-	case v.State != Unmounted:
+	case v.State != reconstruct.Unmounted:
 		p.add(NeedsDriver, e.Path, "kept: the block volume is still mapped ("+v.CheckedPath+"); NodeUnpublish through the CSI driver first")
 		return false
-	case v.DeviceMountState != "" && v.DeviceMountState != Unmounted:
+	case v.DeviceMountState != "" && v.DeviceMountState != reconstruct.Unmounted:
 		p.add(NeedsDriver, e.Path, "kept: the block volume's staging "+v.DeviceMountPath+" is "+string(v.DeviceMountState)+
 			"; NodeUnstage through the CSI driver first (the kubelet finds block volumes by this file)")
 		return false
@@ -454,4 +515,11 @@ func (p *podPlanner) planSubpathEntry(e PodEntry, parts []string) bool {
 	}
 	p.add(Keep, e.Path, "an unmounted subpath entry that is not empty: not known to be the pod's own")
 	return false
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
 }

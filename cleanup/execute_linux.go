@@ -1,4 +1,4 @@
-package reconstruct
+package cleanup
 
 import (
 	"errors"

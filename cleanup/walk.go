@@ -1,9 +1,10 @@
-package reconstruct
+package cleanup
 
 import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 
 	"github.com/volrecon/volrecon/podsdir"
@@ -15,7 +16,7 @@ const (
 	maxPodDepth   = 64
 )
 
-// PodEntry is one entry under an orphaned pod dir, as the cleanup planner
+// PodEntry is one entry under an orphaned pod dir, as the planner
 // sees it. The walk never follows a symlink and never enters a mount point.
 type PodEntry struct {
 	Path string            `json:"path"`
@@ -40,41 +41,30 @@ type PodContents struct {
 	Incomplete string `json:"incomplete,omitempty"`
 }
 
-// collectOrphanContents lists what every orphaned pod dir holds, for the
-// cleanup planner. It reads inside the pod dir only where the mount table,
-// read consistently, has no mount, and checks the device of every directory
-// so that a mount the table does not show is not entered either.
-func (b *builder) collectOrphanContents() {
-	if !b.consistent {
-		return
-	}
-	for i := range b.st.Pods {
-		p := &b.st.Pods[i]
-		if p.Status == PodOrphaned {
-			p.Contents = b.walkPod(p.Path)
-		}
-	}
-}
-
+// podWalk lists one orphaned pod dir.
 type podWalk struct {
-	b        *builder
+	snap     *snapshot
 	dev      uint64
 	contents *PodContents
 }
 
-func (b *builder) walkPod(dir string) *PodContents {
+// walkPod lists what an orphaned pod dir holds. It reads inside the pod dir
+// only where the mount table, read consistently, has no mount, and checks
+// the device of every directory so that a mount the table does not show
+// (one of another mount namespace) is not entered either.
+func (n *snapshot) walkPod(dir string) *PodContents {
 	c := &PodContents{}
-	if b.table.IsMountPoint(dir) {
+	if n.table.IsMountPoint(dir) {
 		// Its content is another filesystem's: never walked, never removed.
 		c.Incomplete = "the pod dir itself is a mount point"
 		return c
 	}
-	fi, err := os.Lstat(b.opts.podsdirOptions().HostPath(dir))
+	fi, err := os.Lstat(n.hostPath(dir))
 	if err != nil || !fi.IsDir() {
 		c.Incomplete = "cannot read the pod dir: " + errText(err, "not a directory")
 		return c
 	}
-	w := &podWalk{b: b, dev: deviceOf(fi), contents: c}
+	w := &podWalk{snap: n, dev: deviceOf(fi), contents: c}
 	w.walk(dir, 0)
 	return c
 }
@@ -83,17 +73,17 @@ func (b *builder) walkPod(dir string) *PodContents {
 // It returns the number of entries in dir.
 func (w *podWalk) walk(dir string, depth int) int {
 	if depth > maxPodDepth {
-		w.contents.Incomplete = "nested deeper than " + itoa(maxPodDepth) + " levels at " + dir
+		w.contents.Incomplete = "nested deeper than " + strconv.Itoa(maxPodDepth) + " levels at " + dir
 		return 0
 	}
-	entries, err := os.ReadDir(w.b.opts.podsdirOptions().HostPath(dir))
+	entries, err := os.ReadDir(w.snap.hostPath(dir))
 	if err != nil {
 		w.contents.Incomplete = "cannot list " + dir + ": " + err.Error()
 		return len(entries)
 	}
 	for _, d := range entries {
 		if len(w.contents.Entries) >= maxPodEntries {
-			w.contents.Incomplete = "more than " + itoa(maxPodEntries) + " entries"
+			w.contents.Incomplete = "more than " + strconv.Itoa(maxPodEntries) + " entries"
 			return len(entries)
 		}
 		w.visit(filepath.Join(dir, d.Name()), d, depth)
@@ -103,13 +93,13 @@ func (w *podWalk) walk(dir string, depth int) int {
 
 func (w *podWalk) visit(p string, d fs.DirEntry, depth int) {
 	e := PodEntry{Path: p, Type: podsdir.EntryTypeOf(d.Type())}
-	if stack := w.b.mounts.at(p); len(stack) > 0 {
+	if stack := w.snap.table.At(p); len(stack) > 0 {
 		e.Mounted, e.MountFSType = true, stack[len(stack)-1].FSType
 		w.contents.Entries = append(w.contents.Entries, e)
 		return
 	}
 	// Not a mount point in the table: lstat is safe.
-	fi, err := os.Lstat(w.b.opts.podsdirOptions().HostPath(p))
+	fi, err := os.Lstat(w.snap.hostPath(p))
 	if err != nil {
 		w.contents.Incomplete = "cannot stat " + p + ": " + err.Error()
 		return

@@ -1,4 +1,4 @@
-package reconstruct_test
+package cleanup_test
 
 import (
 	"os"
@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/internal/mountns"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
@@ -27,30 +28,30 @@ const (
 // realFUSEVolume lays out a CSI volume of pod uid backed by a FUSE mount served
 // by a child process, and returns the server and the publish target.
 func realFUSEVolume(n *realNode, uid, pv, bucket string) (*mountns.FUSEServer, string) {
-	dir := n.volume(uid, "kubernetes.io~csi", pv)
-	n.write(filepath.Join(dir, "vol_data.json"), kubeletVolData(n.t, map[string]string{
+	dir := n.Volume(uid, "kubernetes.io~csi", pv)
+	n.Write(filepath.Join(dir, "vol_data.json"), kubeletVolData(n.T, map[string]string{
 		"attachmentID": kubeletAttachmentID(bucket, realFUSEDriver, realFUSENode), "driverName": realFUSEDriver, "nodeName": realFUSENode,
 		"specVolID": pv, "volumeHandle": bucket, "volumeLifecycleMode": "Persistent",
 	}))
 	target := filepath.Join(dir, "mount")
-	srv := mountns.ServeFUSE(n.t, target)
+	srv := mountns.ServeFUSE(n.T, target)
 	fi, err := os.Stat(target)
-	require.NoError(n.t, err, "the FUSE server answers before it is broken")
-	require.True(n.t, fi.IsDir())
+	require.NoError(n.T, err, "the FUSE server answers before it is broken")
+	require.True(n.T, fi.IsDir())
 	return srv, target
 }
 
 // realTokenVolume mounts a projected tmpfs for pod uid and writes a token in it.
 func realTokenVolume(n *realNode, uid string) string {
-	p := n.volume(uid, "kubernetes.io~projected", "kube-api-access-"+uid[:4])
-	mountns.Mount(n.t, "tmpfs", p, "tmpfs", 0, "size=1m")
-	n.write(filepath.Join(p, "token"), "token of "+uid)
+	p := n.Volume(uid, "kubernetes.io~projected", "kube-api-access-"+uid[:4])
+	mountns.Mount(n.T, "tmpfs", p, "tmpfs", 0, "size=1m")
+	n.Write(filepath.Join(p, "token"), "token of "+uid)
 	return p
 }
 
 // realActionsOf returns the actions of a plan about pod uid.
-func realActionsOf(plan *reconstruct.Plan, uid string) []reconstruct.Action {
-	var out []reconstruct.Action
+func realActionsOf(plan *cleanup.ActionPlan, uid string) []cleanup.Action {
+	var out []cleanup.Action
 	for _, a := range plan.Actions {
 		if a.PodUID == uid {
 			out = append(out, a)
@@ -59,25 +60,25 @@ func realActionsOf(plan *reconstruct.Plan, uid string) []reconstruct.Action {
 	return out
 }
 
-func realIsRemoval(k reconstruct.ActionKind) bool {
-	return k == reconstruct.Rmdir || k == reconstruct.Unlink || k == reconstruct.RemoveVolumeData
+func realIsRemoval(k cleanup.ActionKind) bool {
+	return k == cleanup.Rmdir || k == cleanup.Unlink || k == cleanup.RemoveVolumeData
 }
 
 func realAtOrBelow(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 
 // realExecuteWithin applies a plan and fails the test if it takes longer than d.
-func realExecuteWithin(t *testing.T, d time.Duration, plan *reconstruct.Plan) []reconstruct.ActionResult {
+func realExecuteWithin(t *testing.T, d time.Duration, plan *cleanup.ActionPlan) []cleanup.ActionResult {
 	t.Helper()
 	start := time.Now()
-	results := reconstruct.Execute(t.Context(), plan, reconstruct.ExecOptions{Apply: true})
+	results := cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Apply: true})
 	require.Less(t, time.Since(start), d, "Execute took too long")
 	return results
 }
 
-func realRequireNoFailure(t *testing.T, results []reconstruct.ActionResult) {
+func realRequireNoFailure(t *testing.T, results []cleanup.ActionResult) {
 	t.Helper()
 	for _, r := range results {
-		require.NotEqual(t, reconstruct.Failed, r.Result, "%s %s: %s", r.Action.Action, r.Path, r.Error)
+		require.NotEqual(t, cleanup.Failed, r.Result, "%s %s: %s", r.Action.Action, r.Path, r.Error)
 	}
 }
 
@@ -101,12 +102,12 @@ func TestRealBrokenFUSEServerKilled(t *testing.T) {
 	n := newRealNode(t)
 	srv, target := realFUSEVolume(n, realUID1, "pvc-fuse", "bucket-1")
 	token := realTokenVolume(n, realUID1)
-	cache := n.volume(realUID1, "kubernetes.io~empty-dir", "cache")
-	n.write(filepath.Join(cache, "scratch.bin"), "scratch")
+	cache := n.Volume(realUID1, "kubernetes.io~empty-dir", "cache")
+	n.Write(filepath.Join(cache, "scratch.bin"), "scratch")
 	activeToken := realTokenVolume(n, realUID2)
 	opts := reconstruct.Options{Probe: true, ProbeTimeout: 2 * time.Second, ActivePods: reconstruct.PodList{realUID2}}
 
-	st := n.scan(opts)
+	st := n.Scan(opts)
 	v := volumeNamed(t, st, realUID1, "pvc-fuse")
 	assert.Equal(t, reconstruct.Mounted, v.State)
 	require.NotNil(t, v.Mount)
@@ -119,7 +120,7 @@ func TestRealBrokenFUSEServerKilled(t *testing.T) {
 	require.ErrorIs(t, err, syscall.ENOTCONN)
 
 	start := time.Now()
-	st = n.scan(opts)
+	st = n.Scan(opts)
 	assert.Less(t, time.Since(start), opts.ProbeTimeout, "ENOTCONN comes back at once: no probe waits for its timeout")
 	v = volumeNamed(t, st, realUID1, "pvc-fuse")
 	assert.Equal(t, reconstruct.Mounted, v.State, "a broken mount is still mounted")
@@ -140,11 +141,11 @@ func TestRealBrokenFUSEServerKilled(t *testing.T) {
 	assert.Equal(t, realUID1, orphaned[0].PodUID)
 
 	// Without unmounting, nothing of the pod is removed.
-	podDir := n.path("pods", realUID1)
-	plan := reconstruct.PlanCleanup(st, reconstruct.PlanOptions{})
-	var targetAction, podAction reconstruct.ActionKind
+	podDir := n.Path("pods", realUID1)
+	plan := cleanup.Plan(t.Context(), st, cleanup.Options{})
+	var targetAction, podAction cleanup.ActionKind
 	for _, a := range realActionsOf(plan, realUID1) {
-		assert.False(t, realIsRemoval(a.Action) || a.Action == reconstruct.Unmount, "%s %s", a.Action, a.Path)
+		assert.False(t, realIsRemoval(a.Action) || a.Action == cleanup.Unmount, "%s %s", a.Action, a.Path)
 		switch a.Path {
 		case target:
 			targetAction = a.Action
@@ -152,8 +153,8 @@ func TestRealBrokenFUSEServerKilled(t *testing.T) {
 			podAction = a.Action
 		}
 	}
-	assert.Equal(t, reconstruct.NeedsDriver, targetAction, "NodeUnpublish through the driver")
-	assert.Equal(t, reconstruct.Keep, podAction)
+	assert.Equal(t, cleanup.NeedsDriver, targetAction, "NodeUnpublish through the driver")
+	assert.Equal(t, cleanup.Keep, podAction)
 	assert.Empty(t, realActionsOf(plan, realUID2), "an active pod is never planned")
 	realRequireNoFailure(t, realExecuteWithin(t, 5*time.Second, plan))
 
@@ -168,10 +169,10 @@ func TestRealBrokenFUSEServerKilled(t *testing.T) {
 
 	// With unmounting: the dead mount is unmounted first, nothing is
 	// removed at or below it before, and nothing hangs.
-	plan = reconstruct.PlanCleanup(n.scan(opts), reconstruct.PlanOptions{Unmount: true})
+	plan = cleanup.Plan(t.Context(), n.Scan(opts), cleanup.Options{Unmount: true})
 	actions := realActionsOf(plan, realUID1)
-	unmountAt := slices.IndexFunc(actions, func(a reconstruct.Action) bool {
-		return a.Action == reconstruct.Unmount && a.Path == target
+	unmountAt := slices.IndexFunc(actions, func(a cleanup.Action) bool {
+		return a.Action == cleanup.Unmount && a.Path == target
 	})
 	require.GreaterOrEqual(t, unmountAt, 0, "the dead FUSE mount is a pod-level mount volrecon may unmount")
 	for _, a := range actions[:unmountAt] {
@@ -183,7 +184,7 @@ func TestRealBrokenFUSEServerKilled(t *testing.T) {
 	assert.True(t, table.IsMountPoint(activeToken))
 
 	// The vol_data.json went with the second pass: no staging mount is live.
-	realRequireNoFailure(t, realExecuteWithin(t, 5*time.Second, reconstruct.PlanCleanup(n.scan(opts), reconstruct.PlanOptions{Unmount: true})))
+	realRequireNoFailure(t, realExecuteWithin(t, 5*time.Second, cleanup.Plan(t.Context(), n.Scan(opts), cleanup.Options{Unmount: true})))
 	assert.False(t, exists(podDir), "the pod dir is removed once nothing is mounted")
 	assert.FileExists(t, filepath.Join(activeToken, "token"))
 }
@@ -207,7 +208,7 @@ func TestRealBrokenFUSEServerStopsAnswering(t *testing.T) {
 
 	opts := reconstruct.Options{Probe: true, ProbeTimeout: 500 * time.Millisecond, ActivePods: reconstruct.PodList{realUID2}}
 	start := time.Now()
-	st := n.scan(opts)
+	st := n.Scan(opts)
 	took := time.Since(start)
 	assert.GreaterOrEqual(t, took, opts.ProbeTimeout, "the probe waited for the hung stat")
 	assert.Less(t, took, opts.ProbeTimeout+2*time.Second, "the scan returns soon after the probe timeout")
@@ -234,18 +235,18 @@ func TestRealBrokenFUSEServerStopsAnswering(t *testing.T) {
 	// The stat of the first scan is still blocked: the next scan reports the
 	// path as hung straight away instead of waiting on it again.
 	start = time.Now()
-	st = n.scan(reconstruct.Options{Probe: true, ProbeTimeout: time.Hour, ActivePods: reconstruct.PodList{realUID2}})
+	st = n.Scan(reconstruct.Options{Probe: true, ProbeTimeout: time.Hour, ActivePods: reconstruct.PodList{realUID2}})
 	assert.Less(t, time.Since(start), 5*time.Second)
 	assert.Equal(t, reconstruct.Uncertain, volumeNamed(t, st, realUID1, "pvc-hung").State)
 	assert.Equal(t, reconstruct.Mounted, volumeNamed(t, st, realUID2, "pvc-healthy").State)
 
 	// A pod with an Uncertain volume is kept whole, with or without unmounting.
 	for _, unmount := range []bool{false, true} {
-		plan := reconstruct.PlanCleanup(st, reconstruct.PlanOptions{Unmount: unmount})
+		plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: unmount})
 		actions := realActionsOf(plan, realUID1)
 		require.Len(t, actions, 1, "unmount=%v: %v", unmount, actions)
-		assert.Equal(t, reconstruct.Keep, actions[0].Action)
-		assert.Equal(t, n.path("pods", realUID1), actions[0].Path)
+		assert.Equal(t, cleanup.Keep, actions[0].Action)
+		assert.Equal(t, n.Path("pods", realUID1), actions[0].Path)
 		assert.Contains(t, actions[0].Reason, "Uncertain")
 		realRequireNoFailure(t, realExecuteWithin(t, 5*time.Second, plan))
 	}

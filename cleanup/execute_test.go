@@ -1,4 +1,4 @@
-package reconstruct_test
+package cleanup_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -51,9 +52,9 @@ func (n *execNode) table(context.Context) (*mountscan.Table, error) {
 	return mountscan.FromLines(lines...)
 }
 
-func (n *execNode) exec(plan *reconstruct.Plan, opts reconstruct.ExecOptions) []reconstruct.ActionResult {
-	opts.HostRoot, opts.ReadMountTable = n.hostRoot, n.table
-	return reconstruct.Execute(n.t.Context(), plan, opts)
+func (n *execNode) exec(plan *cleanup.ActionPlan, opts cleanup.ExecOptions) []cleanup.ActionResult {
+	opts.Node = cleanup.Node{HostRoot: n.hostRoot, ReadMountTable: n.table}
+	return cleanup.Execute(n.t.Context(), plan, opts)
 }
 
 func (n *execNode) exists(p string) bool {
@@ -61,20 +62,20 @@ func (n *execNode) exists(p string) bool {
 	return err == nil
 }
 
-func act(kind reconstruct.ActionKind, uid, rel string) reconstruct.Action {
+func act(kind cleanup.ActionKind, uid, rel string) cleanup.Action {
 	p := filepath.Join(execPods, uid)
 	if rel != "" {
 		p = filepath.Join(p, rel)
 	}
-	return reconstruct.Action{Action: kind, Path: p, PodUID: uid}
+	return cleanup.Action{Action: kind, Path: p, PodUID: uid}
 }
 
-func planOf(actions ...reconstruct.Action) *reconstruct.Plan {
-	return &reconstruct.Plan{SchemaVersion: reconstruct.SchemaVersion, PodsDir: execPods, Actions: actions}
+func planOf(actions ...cleanup.Action) *cleanup.ActionPlan {
+	return &cleanup.ActionPlan{SchemaVersion: reconstruct.SchemaVersion, PodsDir: execPods, Actions: actions}
 }
 
-func resultsOf(rs []reconstruct.ActionResult) []reconstruct.Result {
-	out := make([]reconstruct.Result, len(rs))
+func resultsOf(rs []cleanup.ActionResult) []cleanup.Result {
+	out := make([]cleanup.Result, len(rs))
 	for i, r := range rs {
 		out[i] = r.Result
 	}
@@ -83,8 +84,8 @@ func resultsOf(rs []reconstruct.ActionResult) []reconstruct.Result {
 
 func TestExecuteIsADryRunByDefault(t *testing.T) {
 	n := newExecNode(t, execUIDA+"/etc-hosts.txt")
-	rs := n.exec(planOf(act(reconstruct.Unlink, execUIDA, "etc-hosts.txt")), reconstruct.ExecOptions{})
-	assert.Equal(t, []reconstruct.Result{reconstruct.Skipped}, resultsOf(rs))
+	rs := n.exec(planOf(act(cleanup.Unlink, execUIDA, "etc-hosts.txt")), cleanup.ExecOptions{})
+	assert.Equal(t, []cleanup.Result{cleanup.Skipped}, resultsOf(rs))
 	assert.Equal(t, "dry run", rs[0].Error)
 	assert.True(t, n.exists(execPods+"/"+execUIDA+"/etc-hosts.txt"))
 }
@@ -92,25 +93,25 @@ func TestExecuteIsADryRunByDefault(t *testing.T) {
 func TestExecuteRemovesDeepestFirstAndReportsEach(t *testing.T) {
 	n := newExecNode(t, execUIDA+"/containers/app/log.txt")
 	rs := n.exec(planOf(
-		act(reconstruct.Unlink, execUIDA, "containers/app/log.txt"),
-		act(reconstruct.Rmdir, execUIDA, "containers/app"),
-		act(reconstruct.Rmdir, execUIDA, "containers"),
-		act(reconstruct.NeedsDriver, execUIDA, "volumes"),
-		act(reconstruct.Rmdir, execUIDA, ""),
-	), reconstruct.ExecOptions{Apply: true})
-	assert.Equal(t, []reconstruct.Result{reconstruct.Done, reconstruct.Done, reconstruct.Done, reconstruct.Skipped, reconstruct.Done}, resultsOf(rs))
+		act(cleanup.Unlink, execUIDA, "containers/app/log.txt"),
+		act(cleanup.Rmdir, execUIDA, "containers/app"),
+		act(cleanup.Rmdir, execUIDA, "containers"),
+		act(cleanup.NeedsDriver, execUIDA, "volumes"),
+		act(cleanup.Rmdir, execUIDA, ""),
+	), cleanup.ExecOptions{Apply: true})
+	assert.Equal(t, []cleanup.Result{cleanup.Done, cleanup.Done, cleanup.Done, cleanup.Skipped, cleanup.Done}, resultsOf(rs))
 	assert.False(t, n.exists(execPods+"/"+execUIDA))
 }
 
 func TestExecuteRefusesPathsOutsideThePodDir(t *testing.T) {
 	n := newExecNode(t, execUIDA+"/a.txt", execUIDB+"/b.txt")
-	outside := reconstruct.Action{Action: reconstruct.Unlink, Path: execPods + "/" + execUIDB + "/b.txt", PodUID: execUIDA}
-	climbing := reconstruct.Action{Action: reconstruct.Unlink, Path: execPods + "/" + execUIDA + "/../" + execUIDB + "/b.txt", PodUID: execUIDA}
-	rs := n.exec(planOf(outside), reconstruct.ExecOptions{Apply: true})
-	assert.Equal(t, reconstruct.Failed, rs[0].Result)
+	outside := cleanup.Action{Action: cleanup.Unlink, Path: execPods + "/" + execUIDB + "/b.txt", PodUID: execUIDA}
+	climbing := cleanup.Action{Action: cleanup.Unlink, Path: execPods + "/" + execUIDA + "/../" + execUIDB + "/b.txt", PodUID: execUIDA}
+	rs := n.exec(planOf(outside), cleanup.ExecOptions{Apply: true})
+	assert.Equal(t, cleanup.Failed, rs[0].Result)
 	assert.Contains(t, rs[0].Error, "outside the pod dir")
-	rs = n.exec(planOf(climbing), reconstruct.ExecOptions{Apply: true})
-	assert.Equal(t, reconstruct.Failed, rs[0].Result)
+	rs = n.exec(planOf(climbing), cleanup.ExecOptions{Apply: true})
+	assert.Equal(t, cleanup.Failed, rs[0].Result)
 	assert.True(t, n.exists(execPods+"/"+execUIDB+"/b.txt"))
 }
 
@@ -120,12 +121,12 @@ func TestExecuteKeepsWhatGotMountedAndGoesOnWithTheNextPod(t *testing.T) {
 	n := newExecNode(t, execUIDA+"/volumes/kubernetes.io~empty-dir/cache/f.txt", execUIDB+"/etc-hosts.txt")
 	n.mounts = []string{execPods + "/" + execUIDA + "/volumes/kubernetes.io~empty-dir/cache"}
 	rs := n.exec(planOf(
-		act(reconstruct.Unlink, execUIDA, "volumes/kubernetes.io~empty-dir/cache/f.txt"),
-		act(reconstruct.Rmdir, execUIDA, "volumes/kubernetes.io~empty-dir/cache"),
-		act(reconstruct.Unlink, execUIDB, "etc-hosts.txt"),
-	), reconstruct.ExecOptions{Apply: true})
-	assert.Equal(t, []reconstruct.Result{reconstruct.Skipped, reconstruct.Skipped, reconstruct.Done}, resultsOf(rs))
-	assert.Equal(t, reconstruct.Keep, rs[0].Action.Action)
+		act(cleanup.Unlink, execUIDA, "volumes/kubernetes.io~empty-dir/cache/f.txt"),
+		act(cleanup.Rmdir, execUIDA, "volumes/kubernetes.io~empty-dir/cache"),
+		act(cleanup.Unlink, execUIDB, "etc-hosts.txt"),
+	), cleanup.ExecOptions{Apply: true})
+	assert.Equal(t, []cleanup.Result{cleanup.Skipped, cleanup.Skipped, cleanup.Done}, resultsOf(rs))
+	assert.Equal(t, cleanup.Keep, rs[0].Action.Action)
 	assert.Contains(t, rs[0].Reason, "is mounted now")
 	assert.Contains(t, rs[1].Error, "an earlier action of this pod did not complete")
 	assert.True(t, n.exists(execPods+"/"+execUIDA+"/volumes/kubernetes.io~empty-dir/cache/f.txt"))
@@ -136,24 +137,24 @@ func TestExecuteChecksMustBeUnmounted(t *testing.T) {
 	n := newExecNode(t, execUIDA+"/volumes/kubernetes.io~csi/pv/vol_data.json")
 	staging := "/var/lib/kubelet/plugins/kubernetes.io/csi/d/h/globalmount"
 	n.mounts = []string{staging}
-	a := act(reconstruct.RemoveVolumeData, execUIDA, "volumes/kubernetes.io~csi/pv/vol_data.json")
+	a := act(cleanup.RemoveVolumeData, execUIDA, "volumes/kubernetes.io~csi/pv/vol_data.json")
 	a.MustBeUnmounted = []string{staging}
-	rs := n.exec(planOf(a), reconstruct.ExecOptions{Apply: true})
-	assert.Equal(t, reconstruct.Keep, rs[0].Action.Action)
+	rs := n.exec(planOf(a), cleanup.ExecOptions{Apply: true})
+	assert.Equal(t, cleanup.Keep, rs[0].Action.Action)
 	assert.True(t, n.exists(a.Path))
 }
 
 func TestExecuteKeepsAnEntryThatIsNoLongerWhatWasPlanned(t *testing.T) {
 	n := newExecNode(t, execUIDA+"/containers/app")
-	rs := n.exec(planOf(act(reconstruct.Unlink, execUIDA, "containers/app")), reconstruct.ExecOptions{Apply: true})
-	assert.Equal(t, reconstruct.Keep, rs[0].Action.Action, "a dir where a file was planned")
+	rs := n.exec(planOf(act(cleanup.Unlink, execUIDA, "containers/app")), cleanup.ExecOptions{Apply: true})
+	assert.Equal(t, cleanup.Keep, rs[0].Action.Action, "a dir where a file was planned")
 	assert.True(t, n.exists(execPods+"/"+execUIDA+"/containers/app"))
 }
 
 func TestExecuteReportsRmdirOfANonEmptyDir(t *testing.T) {
 	n := newExecNode(t, execUIDA+"/containers/app/log.txt")
-	rs := n.exec(planOf(act(reconstruct.Rmdir, execUIDA, "containers/app")), reconstruct.ExecOptions{Apply: true})
-	assert.Equal(t, reconstruct.Failed, rs[0].Result)
+	rs := n.exec(planOf(act(cleanup.Rmdir, execUIDA, "containers/app")), cleanup.ExecOptions{Apply: true})
+	assert.Equal(t, cleanup.Failed, rs[0].Result)
 	assert.Contains(t, rs[0].Error, "directory not empty")
 }
 
@@ -180,12 +181,12 @@ func TestExecuteUnmountsStackedMountsAndStopsOnBusy(t *testing.T) {
 		return nil
 	}
 	rs := n.exec(planOf(
-		act(reconstruct.Unmount, execUIDB, "volumes/kubernetes.io~projected/token"),
-		act(reconstruct.Rmdir, execUIDB, "volumes/kubernetes.io~projected/token"),
-		act(reconstruct.Unmount, execUIDA, "volumes/kubernetes.io~projected/token"),
-		act(reconstruct.Rmdir, execUIDA, "volumes/kubernetes.io~projected/token"),
-	), reconstruct.ExecOptions{Apply: true, Unmount: unmount})
-	assert.Equal(t, []reconstruct.Result{reconstruct.Failed, reconstruct.Skipped, reconstruct.Done, reconstruct.Done}, resultsOf(rs))
+		act(cleanup.Unmount, execUIDB, "volumes/kubernetes.io~projected/token"),
+		act(cleanup.Rmdir, execUIDB, "volumes/kubernetes.io~projected/token"),
+		act(cleanup.Unmount, execUIDA, "volumes/kubernetes.io~projected/token"),
+		act(cleanup.Rmdir, execUIDA, "volumes/kubernetes.io~projected/token"),
+	), cleanup.ExecOptions{Apply: true, Unmount: unmount})
+	assert.Equal(t, []cleanup.Result{cleanup.Failed, cleanup.Skipped, cleanup.Done, cleanup.Done}, resultsOf(rs))
 	assert.Contains(t, rs[0].Error, "device or resource busy")
 	assert.Equal(t, []string{tokenA, tokenA}, unmounted)
 	assert.True(t, n.exists(tokenB))

@@ -1,4 +1,4 @@
-package reconstruct_test
+package cleanup_test
 
 import (
 	"crypto/sha256"
@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/internal/mountns"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
@@ -67,7 +68,7 @@ type upgradeNode struct {
 
 func newUpgradeNode(t *testing.T) *upgradeNode {
 	n := &upgradeNode{realNode: newRealNode(t)}
-	csiDir := n.path("plugins/kubernetes.io/csi")
+	csiDir := n.Path("plugins/kubernetes.io/csi")
 	legacy := upgradeVolume{uid: realUID1, pv: "pvc-legacy", handle: "vol-legacy-0001", layout: podsdir.LayoutLegacy}
 	legacy.staging = filepath.Join(csiDir, "pv", legacy.pv, "globalmount")
 	current := upgradeVolume{uid: realUID2, pv: "pvc-current", handle: "vol-current-0002", layout: podsdir.LayoutCurrent}
@@ -75,19 +76,19 @@ func newUpgradeNode(t *testing.T) *upgradeNode {
 	for _, v := range []*upgradeVolume{&legacy, &current} {
 		// NodeStage: the global vol_data.json, then the filesystem.
 		v.stagingVolData = kubeletVolData(t, map[string]string{"driverName": upgradeDriver, "volumeHandle": v.handle})
-		n.write(filepath.Join(filepath.Dir(v.staging), "vol_data.json"), v.stagingVolData)
+		n.Write(filepath.Join(filepath.Dir(v.staging), "vol_data.json"), v.stagingVolData)
 		v.dev = mountns.Ext4(t, 16)
 		mountns.Mount(t, v.dev, v.staging, "ext4", 0, "")
-		n.write(filepath.Join(v.staging, "staged.txt"), "staged "+v.pv)
+		n.Write(filepath.Join(v.staging, "staged.txt"), "staged "+v.pv)
 		// NodePublish: the pod's vol_data.json, then the bind.
-		dir := n.volume(v.uid, "kubernetes.io~csi", v.pv)
-		n.write(filepath.Join(dir, "vol_data.json"), kubeletVolData(t, map[string]string{
+		dir := n.Volume(v.uid, "kubernetes.io~csi", v.pv)
+		n.Write(filepath.Join(dir, "vol_data.json"), kubeletVolData(t, map[string]string{
 			"attachmentID": kubeletAttachmentID(v.handle, upgradeDriver, upgradeNodeName), "driverName": upgradeDriver,
 			"nodeName": upgradeNodeName, "specVolID": v.pv, "volumeHandle": v.handle, "volumeLifecycleMode": "Persistent",
 		}))
 		v.target = filepath.Join(dir, "mount")
 		mountns.Bind(t, v.staging, v.target)
-		n.write(filepath.Join(v.target, "app.db"), "rows of "+v.uid) // the application writes
+		n.Write(filepath.Join(v.target, "app.db"), "rows of "+v.uid) // the application writes
 		v.token = realTokenVolume(n.realNode, v.uid)
 	}
 	n.vols = []upgradeVolume{legacy, current}
@@ -96,7 +97,7 @@ func newUpgradeNode(t *testing.T) *upgradeNode {
 }
 
 func (n *upgradeNode) scanNode() *reconstruct.State {
-	return n.scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID3}})
+	return n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID3}})
 }
 
 func realGlobalAt(t *testing.T, st *reconstruct.State, p string) reconstruct.GlobalMount {
@@ -156,11 +157,11 @@ func (n *upgradeNode) assertRecognised(t *testing.T, st *reconstruct.State, pod,
 // dir but to report it, and none may fail.
 func (n *upgradeNode) cleanup(t *testing.T, st *reconstruct.State, unmount bool) {
 	t.Helper()
-	plan := reconstruct.PlanCleanup(st, reconstruct.PlanOptions{Unmount: unmount})
-	pods := n.path("pods")
+	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: unmount})
+	pods := n.Path("pods")
 	for _, a := range plan.Actions {
 		if !realAtOrBelow(a.Path, pods) {
-			assert.Equal(t, reconstruct.NeedsDriver, a.Action, "%s %s: staging is the driver's", a.Action, a.Path)
+			assert.Equal(t, cleanup.NeedsDriver, a.Action, "%s %s: staging is the driver's", a.Action, a.Path)
 		}
 		assert.NotEqual(t, realUID3, a.PodUID, "an active pod is never planned")
 	}
@@ -257,11 +258,11 @@ func testRealUpgrade(t *testing.T, unmount bool) {
 	assert.Equal(t, reconstruct.SeverityInfo, findingsOf(st, reconstruct.LegacyLayout)[0].Severity)
 	n.cleanup(t, st, unmount)
 	for _, v := range n.vols {
-		assert.False(t, exists(n.path("pods", v.uid)), "pod dir of %s removed", v.uid)
+		assert.False(t, exists(n.Path("pods", v.uid)), "pod dir of %s removed", v.uid)
 	}
 	assert.FileExists(t, filepath.Join(n.activeToken, "token"), "the active pod is untouched")
 	n.assertStagingIntact(t)
-	assert.Empty(t, reconstruct.PlanCleanup(n.scanNode(), reconstruct.PlanOptions{Unmount: unmount}).Actions, "nothing left to do")
+	assert.Empty(t, cleanup.Plan(t.Context(), n.scanNode(), cleanup.Options{Unmount: unmount}).Actions, "nothing left to do")
 
 	// The data on the disks is intact.
 	for _, v := range n.vols {

@@ -1,4 +1,4 @@
-package reconstruct
+package cleanup
 
 // ActionKind is what a cleanup action does.
 type ActionKind string
@@ -34,10 +34,10 @@ type Action struct {
 	MustBeUnmounted []string `json:"mustBeUnmounted,omitempty"`
 }
 
-// Plan is an ordered list of cleanup actions: for each orphaned pod the
-// deepest paths first and the pod dir last, then the reports about staging
-// mounts.
-type Plan struct {
+// ActionPlan is an ordered list of cleanup actions: for each orphaned pod
+// the deepest paths first and the pod dir last, then the reports about
+// staging mounts. Its JSON is part of schema volrecon.v1.
+type ActionPlan struct {
 	SchemaVersion string `json:"schemaVersion"`
 	// PodsDir is the pods dir the actions are confined to.
 	PodsDir string   `json:"podsDir,omitempty"`
@@ -49,10 +49,22 @@ type Result string
 
 // Results.
 const (
-	Done    Result = "Done"
+	// Done: the action was carried out.
+	Done Result = "Done"
+	// Skipped: the action was not carried out (a dry run, a report, or the
+	// node changed since the plan).
 	Skipped Result = "Skipped"
-	Failed  Result = "Failed"
+	// Failed: the action was tried and failed; the rest of its pod is skipped.
+	Failed Result = "Failed"
 )
+
+// ActionKinds returns every ActionKind, in a fixed order.
+func ActionKinds() []ActionKind {
+	return []ActionKind{Rmdir, Unlink, RemoveVolumeData, Unmount, NeedsDriver, Keep}
+}
+
+// Results returns every Result, in a fixed order.
+func Results() []Result { return []Result{Done, Skipped, Failed} }
 
 // ActionResult is an Action with what happened to it. An action skipped
 // because the node changed since the plan comes back as Keep, its Reason

@@ -1,4 +1,4 @@
-package reconstruct_test
+package cleanup_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/internal/mountns"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -156,7 +157,7 @@ func (c *churner) check(fs *churnFS) {
 }
 
 // TestRealConcurrencyMountChurnDuringCleanup runs scans and cleanups
-// (PlanCleanup without unmounting, Execute with Apply) in a loop while
+// (Plan without unmounting, Execute with Apply) in a loop while
 // another goroutine, for a few seconds, binds fresh tmpfs onto the volume
 // dirs of orphaned and active pods, writes into them, and unbinds them
 // again. Some tmpfs sit on disk emptyDirs whose files have the same names as
@@ -174,8 +175,8 @@ func TestRealConcurrencyMountChurnDuringCleanup(t *testing.T) {
 	// cleaned; B and C have only churned mounts, so their dirs are planned
 	// for removal whenever a scan sees none.
 	longLived := []string{realTokenVolume(n, realUID1), realTokenVolume(n, realUID3)}
-	keep := n.volume(realUID3, "kubernetes.io~empty-dir", "data")
-	n.write(filepath.Join(keep, "keep.txt"), "active pod data")
+	keep := n.Volume(realUID3, "kubernetes.io~empty-dir", "data")
+	n.Write(filepath.Join(keep, "keep.txt"), "active pod data")
 	c := &churner{witnessDir: t.TempDir(), bindErrors: map[string]int{}}
 	for _, s := range []struct{ uid, plugin, name string }{
 		{realUID1, "kubernetes.io~secret", "creds"},
@@ -187,7 +188,7 @@ func TestRealConcurrencyMountChurnDuringCleanup(t *testing.T) {
 		{churnUID4, "kubernetes.io~empty-dir", "scratch"},
 		{realUID3, "kubernetes.io~secret", "creds"},
 	} {
-		slot := &churnSlot{path: n.volume(s.uid, s.plugin, s.name), scratch: s.name == "scratch"}
+		slot := &churnSlot{path: n.Volume(s.uid, s.plugin, s.name), scratch: s.name == "scratch"}
 		if slot.scratch {
 			churnWriteScratch(slot.path)
 		}
@@ -212,7 +213,7 @@ func TestRealConcurrencyMountChurnDuringCleanup(t *testing.T) {
 	}()
 	defer func() { cancel(); <-done }()
 
-	opts := reconstruct.Options{RootDir: n.root, ActivePods: reconstruct.PodList{realUID3}}
+	opts := reconstruct.Options{RootDir: n.Root, ActivePods: reconstruct.PodList{realUID3}}
 	tally := map[string]int{}
 	scans, inconsistent := 0, 0
 	for running := true; running; {
@@ -227,15 +228,15 @@ func TestRealConcurrencyMountChurnDuringCleanup(t *testing.T) {
 		if !st.MountTable.Consistent {
 			inconsistent++
 		}
-		plan := reconstruct.PlanCleanup(st, reconstruct.PlanOptions{})
-		for _, r := range reconstruct.Execute(ctx, plan, reconstruct.ExecOptions{Apply: true}) {
-			require.NotEqual(t, reconstruct.Unmount, r.Action.Action, "no unmount without PlanOptions.Unmount")
+		plan := cleanup.Plan(t.Context(), st, cleanup.Options{})
+		for _, r := range cleanup.Execute(ctx, plan, cleanup.ExecOptions{Apply: true}) {
+			require.NotEqual(t, cleanup.Unmount, r.Action.Action, "no unmount without PlanOptions.Unmount")
 			require.NotEqual(t, realUID3, r.PodUID, "an active pod is never planned")
 			key := string(r.Action.Action) + "/" + string(r.Result)
 			switch {
-			case r.Result == reconstruct.Failed:
+			case r.Result == cleanup.Failed:
 				key += ": " + churnErrorKind(r.Error)
-			case r.Action.Action == reconstruct.Keep && r.Error != "":
+			case r.Action.Action == cleanup.Keep && r.Error != "":
 				key += ": the node changed since the plan"
 			}
 			tally[key]++
@@ -274,11 +275,11 @@ func TestRealConcurrencyMountChurnDuringCleanup(t *testing.T) {
 	assert.Positive(t, removed, "the cleanup removed things while the mounts churned")
 
 	// Quiet now: the orphaned pods without mounts go entirely.
-	st := n.scan(opts)
-	realRequireNoFailure(t, realExecuteWithin(t, 10*time.Second, reconstruct.PlanCleanup(st, reconstruct.PlanOptions{})))
-	assert.False(t, exists(n.path("pods", realUID2)))
-	assert.False(t, exists(n.path("pods", churnUID4)))
-	assert.DirExists(t, n.path("pods", realUID1), "kept: its long-lived tmpfs is mounted")
+	st := n.Scan(opts)
+	realRequireNoFailure(t, realExecuteWithin(t, 10*time.Second, cleanup.Plan(t.Context(), st, cleanup.Options{})))
+	assert.False(t, exists(n.Path("pods", realUID2)))
+	assert.False(t, exists(n.Path("pods", churnUID4)))
+	assert.DirExists(t, n.Path("pods", realUID1), "kept: its long-lived tmpfs is mounted")
 	assert.FileExists(t, filepath.Join(longLived[0], "token"))
 	assert.FileExists(t, filepath.Join(keep, "keep.txt"))
 }

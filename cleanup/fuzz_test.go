@@ -1,4 +1,4 @@
-package reconstruct_test
+package cleanup_test
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
@@ -280,8 +281,8 @@ func fzBuildNode(t *testing.T, base string, program []byte) *fzNode {
 	if err := os.WriteFile(filepath.Join(outside, "canary"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	lines := []string{mountscan.Mount{ID: 1, Dev: mountscan.DevID{Major: 259, Minor: 1}, Root: "/", MountPoint: "/",
-		Options: "rw,relatime", OptionalFields: []string{"shared:1"}, FSType: "ext4", Source: "/dev/nvme0n1p1", SuperOptions: "rw"}.String()}
+	lines := []string{mountscan.FormatLine(mountscan.Mount{ID: 1, Dev: mountscan.DevID{Major: 259, Minor: 1}, Root: "/", MountPoint: "/",
+		Options: "rw,relatime", OptionalFields: []string{"shared:1"}, FSType: "ext4", Source: "/dev/nvme0n1p1", SuperOptions: "rw"})}
 	p := &fzProgram{data: program}
 	for op := 0; op < fzMaxOps && !p.done(); op++ {
 		switch code := p.next() % fzNumOps; code {
@@ -375,7 +376,7 @@ func fzMountLine(p *fzProgram, i int, mp string) string {
 	if p.next()%4 == 0 {
 		m.SuperOptions = `rw,context="system_u:object_r:container_file_t:s0:c3,c4"`
 	}
-	return m.String()
+	return mountscan.FormatLine(m)
 }
 
 // create makes one node at rel (under the kubelet root) without ever going
@@ -490,6 +491,11 @@ type fzScanResult struct {
 	panic string
 }
 
+// node is where the cleanup reads the fuzzed node.
+func (n *fzNode) node() cleanup.Node {
+	return cleanup.Node{HostRoot: n.hostRoot, MountInfoPath: filepath.Join(n.base, "mountinfo")}
+}
+
 func fzCheckScan(t *testing.T, n *fzNode) {
 	ctx, cancel := context.WithTimeout(context.Background(), fzDeadline)
 	defer cancel()
@@ -548,7 +554,7 @@ func fzCheckScan(t *testing.T, n *fzNode) {
 		}
 	}
 	for _, unmount := range []bool{false, true} {
-		plan := reconstruct.PlanCleanup(st, reconstruct.PlanOptions{Unmount: unmount})
+		plan := cleanup.Plan(ctx, st, cleanup.Options{Node: n.node(), Unmount: unmount})
 		fzCheckPlan(t, st, plan, unmount, consistent, mountPoints)
 	}
 	// Symlinks lead out of the host root to this dir: nothing may touch it.
@@ -725,7 +731,7 @@ func fzFindings(st *reconstruct.State) string {
 	return b.String()
 }
 
-func fzCheckPlan(t *testing.T, st *reconstruct.State, plan *reconstruct.Plan, unmount, consistent bool, mountPoints []string) {
+func fzCheckPlan(t *testing.T, st *reconstruct.State, plan *cleanup.ActionPlan, unmount, consistent bool, mountPoints []string) {
 	t.Helper()
 	pods := map[string]reconstruct.Pod{}
 	for _, p := range st.Pods {
@@ -745,13 +751,13 @@ func fzCheckPlan(t *testing.T, st *reconstruct.State, plan *reconstruct.Plan, un
 				fmt.Sprintf(format, args...), mountPoints)
 		}
 		switch a.Action {
-		case reconstruct.Keep, reconstruct.NeedsDriver:
+		case cleanup.Keep, cleanup.NeedsDriver:
 			continue
-		case reconstruct.Unmount:
+		case cleanup.Unmount:
 			if !unmount {
 				fail("an unmount in a plan that may not unmount")
 			}
-		case reconstruct.Rmdir, reconstruct.Unlink, reconstruct.RemoveVolumeData:
+		case cleanup.Rmdir, cleanup.Unlink, cleanup.RemoveVolumeData:
 			if !consistent {
 				fail("a removal although the mount table is torn")
 			}
@@ -772,7 +778,7 @@ func fzCheckPlan(t *testing.T, st *reconstruct.State, plan *reconstruct.Plan, un
 		case uncertain[a.PodUID] != "":
 			fail("the pod's volume %s is Uncertain", uncertain[a.PodUID])
 		}
-		if a.Action == reconstruct.Unmount {
+		if a.Action == cleanup.Unmount {
 			unmounted[a.Path] = true
 			continue
 		}
@@ -837,7 +843,7 @@ func fzLog(t *testing.T, n *fzNode, st *reconstruct.State) {
 		return nil
 	})
 	fmt.Fprintf(&b, "mountinfo:\n%sfindings:\n%splan:\n", n.mountinfo, fzFindings(st))
-	for _, a := range reconstruct.PlanCleanup(st, reconstruct.PlanOptions{}).Actions {
+	for _, a := range cleanup.Plan(t.Context(), st, cleanup.Options{Node: n.node()}).Actions {
 		fmt.Fprintf(&b, "  %s %s: %s\n", a.Action, a.Path, a.Reason)
 	}
 	t.Logf("tree:\n%s", b.String())

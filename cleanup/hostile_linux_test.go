@@ -1,4 +1,4 @@
-package reconstruct_test
+package cleanup_test
 
 import (
 	"os"
@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/internal/mountns"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -36,11 +37,11 @@ func TestHostileRealMounts(t *testing.T) {
 			n.buildPodTree(hPod)
 			n.write(hPod+"/containers/app/precious.db", "data in a mount on the pod dir")
 		},
-		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, _ []reconstruct.ActionResult) {
+		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, _ []cleanup.ActionResult) {
 			assert.FileExists(t, n.p(hPod+"/containers/app/precious.db"))
 			assert.FileExists(t, n.p(hPod+"/volumes/kubernetes.io~empty-dir/cache/scratch/tmp.bin"))
 		},
-		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, _ *reconstruct.Plan) {
+		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, _ *cleanup.ActionPlan) {
 			assertFinding(t, st, reconstruct.OrphanedPodMounted, hPod)
 		},
 	}, {
@@ -51,14 +52,14 @@ func TestHostileRealMounts(t *testing.T) {
 			n.real = true
 			n.buildPodTree(hDecoy)
 			n.onRead = func(read int) {
-				if read == 2 { // right before the first action
+				if read == 3 { // the scan's, the plan's, then right before the first action
 					mountns.Bind(n.t, n.p(hDecoy), n.p(hPod))
 				}
 			}
 		},
-		after: func(t *testing.T, _ *hostileNode, _ *reconstruct.State, results []reconstruct.ActionResult) {
+		after: func(t *testing.T, _ *hostileNode, _ *reconstruct.State, results []cleanup.ActionResult) {
 			for _, r := range results {
-				assert.NotEqual(t, reconstruct.Done, r.Result, "%s %q after the pod dir got mounted", r.Action.Action, r.Path)
+				assert.NotEqual(t, cleanup.Done, r.Result, "%s %q after the pod dir got mounted", r.Action.Action, r.Path)
 			}
 		},
 	}, {
@@ -74,22 +75,22 @@ func TestHostileRealMounts(t *testing.T) {
 			mountns.Bind(n.t, n.p(hWitness), n.p(hidden))
 		},
 		allowFailed: true,
-		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []reconstruct.ActionResult) {
+		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []cleanup.ActionResult) {
 			var crossed bool
 			for _, r := range results {
-				if under(r.Path, hidden) && r.Result == reconstruct.Failed {
+				if under(r.Path, hidden) && r.Result == cleanup.Failed {
 					crossed = strings.Contains(r.Error, unix.EXDEV.Error())
 				}
 				if atOrUnder(r.Path, hidden) {
-					assert.NotEqual(t, reconstruct.Done, r.Result, "%s %q", r.Action.Action, r.Path)
+					assert.NotEqual(t, cleanup.Done, r.Result, "%s %q", r.Action.Action, r.Path)
 				}
 			}
 			assert.True(t, crossed, "the removal inside the hidden mount fails with EXDEV")
 			assert.FileExists(t, n.p(hidden+"/precious-00.txt"))
 		},
-		report: func(t *testing.T, _ *hostileNode, _ *reconstruct.State, plan *reconstruct.Plan) {
+		report: func(t *testing.T, _ *hostileNode, _ *reconstruct.State, plan *cleanup.ActionPlan) {
 			// The planner cannot tell: it plans the removal, the executor refuses.
-			assertAction(t, plan, reconstruct.Unlink, hidden+"/precious-00.txt")
+			assertAction(t, plan, cleanup.Unlink, hidden+"/precious-00.txt")
 		},
 	}, {
 		// A tmpfs the table does not show: another device, so it is kept.
@@ -100,13 +101,13 @@ func TestHostileRealMounts(t *testing.T) {
 			tmpfs(n.t, n, cache)
 			n.write(cache+"/db/rows", "data in another namespace's mount")
 		},
-		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, _ []reconstruct.ActionResult) {
+		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, _ []cleanup.ActionResult) {
 			assert.FileExists(t, n.p(cache+"/db/rows"))
 		},
-		report: func(t *testing.T, _ *hostileNode, _ *reconstruct.State, plan *reconstruct.Plan) {
+		report: func(t *testing.T, _ *hostileNode, _ *reconstruct.State, plan *cleanup.ActionPlan) {
 			a, ok := actionAt(plan, cache)
 			require.True(t, ok)
-			assert.Equal(t, reconstruct.Keep, a.Action)
+			assert.Equal(t, cleanup.Keep, a.Action)
 			assert.Contains(t, a.Reason, "another mount namespace")
 		},
 	}, {
@@ -127,10 +128,10 @@ func TestHostileRealMounts(t *testing.T) {
 			mountns.Bind(n.t, n.p(secret), n.p(view))
 			n.witnesses[view+"/token"] = "secret-token"
 		},
-		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []reconstruct.ActionResult) {
+		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []cleanup.ActionResult) {
 			r, ok := resultAt(results, secret)
 			require.True(t, ok)
-			assert.Equal(t, reconstruct.Done, r.Result)
+			assert.Equal(t, cleanup.Done, r.Result)
 			var st unix.Statfs_t
 			if assert.NoError(t, unix.Statfs(n.p(hWitness+"/secret-view"), &st)) {
 				assert.Equal(t, int64(unix.TMPFS_MAGIC), int64(st.Type))
@@ -138,9 +139,9 @@ func TestHostileRealMounts(t *testing.T) {
 			_, err := os.Lstat(n.p(hPod))
 			assert.True(t, os.IsNotExist(err), "the pod dir is removed")
 		},
-		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, plan *reconstruct.Plan) {
+		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, plan *cleanup.ActionPlan) {
 			assertFinding(t, st, reconstruct.StackedMount, secret)
-			assertAction(t, plan, reconstruct.Unmount, secret)
+			assertAction(t, plan, cleanup.Unmount, secret)
 		},
 	}}
 	runHostile(t, cases)

@@ -1,4 +1,4 @@
-package reconstruct
+package cleanup
 
 import (
 	"context"
@@ -14,13 +14,10 @@ import (
 
 // ExecOptions configure Execute.
 type ExecOptions struct {
+	// Node says where the pod dirs and the mount table are.
+	Node
 	// Apply makes Execute act. Without it every action is Skipped: a dry run.
 	Apply bool
-	// HostRoot, MountInfoPath, ReadMountTable and MaxReadAttempts: as in Options.
-	HostRoot        string
-	MountInfoPath   string
-	ReadMountTable  func(ctx context.Context) (*mountscan.Table, error)
-	MaxReadAttempts int
 	// Unmount replaces the unmount syscall (tests); it gets a host path
 	// under HostRoot.
 	Unmount func(hostPath string) error
@@ -35,10 +32,7 @@ var errNodeChanged = errors.New("the node changed since the plan")
 // file descriptors that cannot follow a symlink or cross a mount, confined
 // to the pod dir. When an action of a pod fails or is skipped, the rest of
 // that pod's actions are skipped and Execute goes on with the next pod.
-func Execute(ctx context.Context, plan *Plan, opts ExecOptions) []ActionResult {
-	if opts.MountInfoPath == "" {
-		opts.MountInfoPath = mountscan.DefaultPath
-	}
+func Execute(ctx context.Context, plan *ActionPlan, opts ExecOptions) []ActionResult {
 	e := &executor{ctx: ctx, log: klog.FromContext(ctx), plan: plan, opts: opts, stopped: map[string]string{}}
 	results := make([]ActionResult, 0, len(plan.Actions))
 	counts := map[Result]int{}
@@ -55,7 +49,7 @@ func Execute(ctx context.Context, plan *Plan, opts ExecOptions) []ActionResult {
 type executor struct {
 	ctx     context.Context
 	log     klog.Logger
-	plan    *Plan
+	plan    *ActionPlan
 	opts    ExecOptions
 	stopped map[string]string // pod UID -> why its remaining actions are skipped
 }
@@ -122,12 +116,7 @@ func (e *executor) podDir(a Action) (string, error) {
 	return podDir, nil
 }
 
-func (e *executor) readTable() (*mountscan.Table, error) {
-	if e.opts.ReadMountTable != nil {
-		return e.opts.ReadMountTable(e.ctx)
-	}
-	return mountscan.ReadFile(e.ctx, e.opts.MountInfoPath, e.opts.MaxReadAttempts)
-}
+func (e *executor) readTable() (*mountscan.Table, error) { return e.opts.readTable(e.ctx) }
 
 // unmounted checks that nothing is mounted at or below each path.
 func unmounted(table *mountscan.Table, paths ...string) error {
@@ -150,4 +139,4 @@ func noMountBetween(table *mountscan.Table, podDir, path string) error {
 	return nil
 }
 
-func (e *executor) hostPath(p string) string { return filepath.Join(e.opts.HostRoot, p) }
+func (e *executor) hostPath(p string) string { return e.opts.hostPath(p) }

@@ -8,7 +8,7 @@
 // unmounted first. Cleanup needs Linux (openat2), hence the build tag; the
 // cases that need real mounts are in hostile_linux_test.go.
 
-package reconstruct_test
+package cleanup_test
 
 import (
 	"context"
@@ -30,6 +30,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
@@ -296,17 +297,20 @@ func (n *hostileNode) scanOptions() reconstruct.Options {
 	return o
 }
 
-func (n *hostileNode) execOptions() reconstruct.ExecOptions {
-	o := reconstruct.ExecOptions{Apply: true, HostRoot: n.host, Unmount: n.unmount}
+func (n *hostileNode) execOptions() cleanup.ExecOptions {
+	o := cleanup.ExecOptions{Node: n.node(), Apply: true, Unmount: n.unmount}
 	if n.real {
 		o.Unmount = nil
 	}
-	if n.file != "" {
-		o.MountInfoPath = n.file
-	} else {
-		o.ReadMountTable = n.readTable
-	}
 	return o
+}
+
+// node is where the cleanup reads the hostile node.
+func (n *hostileNode) node() cleanup.Node {
+	if n.file != "" {
+		return cleanup.Node{HostRoot: n.host, MountInfoPath: n.file}
+	}
+	return cleanup.Node{HostRoot: n.host, ReadMountTable: n.readTable}
 }
 
 // scan runs Scan with a deadline; a scan that does not return fails the test.
@@ -352,12 +356,12 @@ func bytesRead() int64 {
 }
 
 // execute applies the plan with a deadline.
-func (n *hostileNode) execute(plan *reconstruct.Plan) []reconstruct.ActionResult {
+func (n *hostileNode) execute(plan *cleanup.ActionPlan) []cleanup.ActionResult {
 	n.t.Helper()
 	ctx, cancel := context.WithTimeout(n.t.Context(), hostileDeadline)
 	defer cancel()
-	done := make(chan []reconstruct.ActionResult, 1)
-	go func() { done <- reconstruct.Execute(ctx, plan, n.execOptions()) }()
+	done := make(chan []cleanup.ActionResult, 1)
+	go func() { done <- cleanup.Execute(ctx, plan, n.execOptions()) }()
 	select {
 	case rs := <-done:
 		return rs
@@ -533,11 +537,11 @@ type hostileCase struct {
 	// scanErr: the root is unusable, Scan must fail (and change nothing).
 	scanErr bool
 	// report checks that the scan or the plan reports the problem.
-	report func(t *testing.T, n *hostileNode, st *reconstruct.State, plan *reconstruct.Plan)
+	report func(t *testing.T, n *hostileNode, st *reconstruct.State, plan *cleanup.ActionPlan)
 	// beforeExec runs between the plan and Execute (a swap).
-	beforeExec func(n *hostileNode, st *reconstruct.State, plan *reconstruct.Plan)
+	beforeExec func(n *hostileNode, st *reconstruct.State, plan *cleanup.ActionPlan)
 	// after checks the outcome.
-	after func(t *testing.T, n *hostileNode, st *reconstruct.State, results []reconstruct.ActionResult)
+	after func(t *testing.T, n *hostileNode, st *reconstruct.State, results []cleanup.ActionResult)
 	// untouched: the orphaned pod dirs must not change either.
 	untouched bool
 	// excluded: more host paths the tree comparison leaves to after.
@@ -604,7 +608,7 @@ func (c hostileCase) run(t *testing.T) {
 	_, err = json.Marshal(st)
 	require.NoError(t, err, "the State can be printed")
 
-	plan := reconstruct.PlanCleanup(st, reconstruct.PlanOptions{Unmount: true})
+	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Node: n.node(), Unmount: true})
 	orphans := orphanDirs(st)
 	assertConfined(t, plan, st.PodsDir, orphans)
 	if c.beforeExec != nil {
@@ -645,7 +649,7 @@ func (c hostileCase) run(t *testing.T) {
 	n.assertNothingDoneAtAMount(t, st, results)
 	if !c.allowFailed {
 		for _, r := range results {
-			assert.NotEqual(t, reconstruct.Failed, r.Result, "%s %q: %s", r.Action.Action, r.Path, r.Error)
+			assert.NotEqual(t, cleanup.Failed, r.Result, "%s %q: %s", r.Action.Action, r.Path, r.Error)
 		}
 	}
 	if c.after != nil {
@@ -678,7 +682,7 @@ func orphanDirs(st *reconstruct.State) []string {
 }
 
 // assertConfined: every action that acts lies in an orphaned pod dir.
-func assertConfined(t *testing.T, plan *reconstruct.Plan, podsDir string, orphans []string) {
+func assertConfined(t *testing.T, plan *cleanup.ActionPlan, podsDir string, orphans []string) {
 	t.Helper()
 	orphan := map[string]bool{}
 	for _, dir := range orphans {
@@ -686,7 +690,7 @@ func assertConfined(t *testing.T, plan *reconstruct.Plan, podsDir string, orphan
 	}
 	for _, a := range plan.Actions {
 		switch a.Action {
-		case reconstruct.Rmdir, reconstruct.Unlink, reconstruct.RemoveVolumeData, reconstruct.Unmount:
+		case cleanup.Rmdir, cleanup.Unlink, cleanup.RemoveVolumeData, cleanup.Unmount:
 			rel, ok := strings.CutPrefix(a.Path, podsDir+"/")
 			uid, _, _ := strings.Cut(rel, "/")
 			assert.True(t, ok && orphan[podsDir+"/"+uid] && uid == a.PodUID,
@@ -699,7 +703,7 @@ func assertConfined(t *testing.T, plan *reconstruct.Plan, podsDir string, orphan
 // point under the pods dir that the scan's table showed, unless an Unmount
 // of it was done before. Cases that mount while the executor runs check
 // those mounts themselves.
-func (n *hostileNode) assertNothingDoneAtAMount(t *testing.T, st *reconstruct.State, results []reconstruct.ActionResult) {
+func (n *hostileNode) assertNothingDoneAtAMount(t *testing.T, st *reconstruct.State, results []cleanup.ActionResult) {
 	t.Helper()
 	n.mu.Lock()
 	var mps []string
@@ -722,14 +726,14 @@ func (n *hostileNode) assertNothingDoneAtAMount(t *testing.T, st *reconstruct.St
 	}
 	unmounted := map[string]bool{}
 	for _, r := range results {
-		if r.Result != reconstruct.Done {
+		if r.Result != cleanup.Done {
 			continue
 		}
 		switch r.Action.Action {
-		case reconstruct.Unmount:
+		case cleanup.Unmount:
 			unmounted[r.Path] = true
 			continue
-		case reconstruct.Rmdir, reconstruct.Unlink, reconstruct.RemoveVolumeData:
+		case cleanup.Rmdir, cleanup.Unlink, cleanup.RemoveVolumeData:
 		default:
 			continue
 		}
@@ -758,15 +762,15 @@ func assertFinding(t *testing.T, st *reconstruct.State, kind reconstruct.Finding
 	}
 }
 
-func actionAt(plan *reconstruct.Plan, path string) (reconstruct.Action, bool) {
-	i := slices.IndexFunc(plan.Actions, func(a reconstruct.Action) bool { return a.Path == path })
+func actionAt(plan *cleanup.ActionPlan, path string) (cleanup.Action, bool) {
+	i := slices.IndexFunc(plan.Actions, func(a cleanup.Action) bool { return a.Path == path })
 	if i < 0 {
-		return reconstruct.Action{}, false
+		return cleanup.Action{}, false
 	}
 	return plan.Actions[i], true
 }
 
-func assertAction(t *testing.T, plan *reconstruct.Plan, kind reconstruct.ActionKind, path string) {
+func assertAction(t *testing.T, plan *cleanup.ActionPlan, kind cleanup.ActionKind, path string) {
 	t.Helper()
 	a, ok := actionAt(plan, path)
 	if assert.True(t, ok, "no action at %q", path) {
@@ -774,10 +778,10 @@ func assertAction(t *testing.T, plan *reconstruct.Plan, kind reconstruct.ActionK
 	}
 }
 
-func resultAt(results []reconstruct.ActionResult, path string) (reconstruct.ActionResult, bool) {
-	i := slices.IndexFunc(results, func(r reconstruct.ActionResult) bool { return r.Path == path })
+func resultAt(results []cleanup.ActionResult, path string) (cleanup.ActionResult, bool) {
+	i := slices.IndexFunc(results, func(r cleanup.ActionResult) bool { return r.Path == path })
 	if i < 0 {
-		return reconstruct.ActionResult{}, false
+		return cleanup.ActionResult{}, false
 	}
 	return results[i], true
 }
@@ -795,7 +799,7 @@ func (n *hostileNode) exists(hp string) bool {
 }
 
 // podGone: the orphan's dir was removed as a whole.
-func podGone(t *testing.T, n *hostileNode, _ *reconstruct.State, _ []reconstruct.ActionResult) {
+func podGone(t *testing.T, n *hostileNode, _ *reconstruct.State, _ []cleanup.ActionResult) {
 	assert.False(t, n.exists(hPod), "the orphaned pod dir is removed")
 }
 
@@ -805,7 +809,7 @@ func podGone(t *testing.T, n *hostileNode, _ *reconstruct.State, _ []reconstruct
 // by a finding of a kind at the path, or by a plan action at the path.
 type hostileWant struct {
 	finding reconstruct.FindingKind
-	action  reconstruct.ActionKind
+	action  cleanup.ActionKind
 	at      string // where, if not the replaced path
 	why     string // neither: why nothing is reported
 }
@@ -821,7 +825,7 @@ type hostileLevel struct {
 
 func unexpected() hostileWant { return hostileWant{finding: reconstruct.UnexpectedEntry} }
 func corrupt() hostileWant    { return hostileWant{finding: reconstruct.CorruptVolumeData} }
-func planned(kind reconstruct.ActionKind) hostileWant {
+func planned(kind cleanup.ActionKind) hostileWant {
 	return hostileWant{action: kind}
 }
 
@@ -870,31 +874,31 @@ func hostileLevels() []hostileLevel {
 		{name: "volumeDevices-plugin", path: P + "/volumeDevices/kubernetes.io~csi", want: unexpected()},
 		// A block map file may be a symlink (in-tree plugins): unlinked itself.
 		{name: "volumeDevices-map-file", path: P + "/volumeDevices/kubernetes.io~csi/pvc-blk", file: true,
-			want: planned(reconstruct.Unlink), over: map[string]hostileWant{"wrong": unexpected()}},
+			want: planned(cleanup.Unlink), over: map[string]hostileWant{"wrong": unexpected()}},
 		{name: "volume-subpaths", path: P + "/volume-subpaths", want: unexpected()},
 		{name: "volume-subpaths-volume", path: P + "/volume-subpaths/cache", want: unexpected()},
 		{name: "volume-subpaths-container", path: P + "/volume-subpaths/cache/app", want: unexpected()},
 		// Subpath bind targets are dirs, files or sockets: a non-empty one stays.
 		{name: "volume-subpaths-dir-index", path: P + "/volume-subpaths/cache/app/0",
 			want: hostileWant{finding: reconstruct.UnexpectedEntry},
-			over: map[string]hostileWant{"wrong": planned(reconstruct.Keep), "fifo": planned(reconstruct.Unlink)}},
+			over: map[string]hostileWant{"wrong": planned(cleanup.Keep), "fifo": planned(cleanup.Unlink)}},
 		{name: "volume-subpaths-file-index", path: P + "/volume-subpaths/cache/app/1", file: true,
 			want: hostileWant{finding: reconstruct.UnexpectedEntry},
-			over: map[string]hostileWant{"wrong": planned(reconstruct.Keep), "fifo": planned(reconstruct.Unlink)}},
+			over: map[string]hostileWant{"wrong": planned(cleanup.Keep), "fifo": planned(cleanup.Unlink)}},
 
 		// What the scan does not inventory: the pod's own leftovers and the
 		// content of scratch volumes, each entry removed itself, never followed.
-		{name: "volume-content", path: P + "/volumes/kubernetes.io~empty-dir/cache/scratch", want: planned(reconstruct.Unlink)},
-		{name: "containers", path: P + "/containers", want: planned(reconstruct.Unlink)},
-		{name: "containers-container", path: P + "/containers/app", want: planned(reconstruct.Unlink)},
-		{name: "containers-file", path: P + "/containers/app/1a2b3c", file: true, want: planned(reconstruct.Unlink),
-			over: map[string]hostileWant{"wrong": planned(reconstruct.Rmdir)}},
-		{name: "pod-plugins", path: P + "/plugins", want: planned(reconstruct.Unlink)},
-		{name: "pod-plugins-volume", path: P + "/plugins/kubernetes.io~empty-dir/cache", want: planned(reconstruct.Unlink)},
+		{name: "volume-content", path: P + "/volumes/kubernetes.io~empty-dir/cache/scratch", want: planned(cleanup.Unlink)},
+		{name: "containers", path: P + "/containers", want: planned(cleanup.Unlink)},
+		{name: "containers-container", path: P + "/containers/app", want: planned(cleanup.Unlink)},
+		{name: "containers-file", path: P + "/containers/app/1a2b3c", file: true, want: planned(cleanup.Unlink),
+			over: map[string]hostileWant{"wrong": planned(cleanup.Rmdir)}},
+		{name: "pod-plugins", path: P + "/plugins", want: planned(cleanup.Unlink)},
+		{name: "pod-plugins-volume", path: P + "/plugins/kubernetes.io~empty-dir/cache", want: planned(cleanup.Unlink)},
 		{name: "pod-plugins-ready", path: P + "/plugins/kubernetes.io~empty-dir/cache/ready", file: true,
-			want: planned(reconstruct.Unlink), over: map[string]hostileWant{"wrong": planned(reconstruct.Rmdir)}},
-		{name: "etc-hosts", path: P + "/etc-hosts", file: true, want: planned(reconstruct.Unlink),
-			over: map[string]hostileWant{"wrong": planned(reconstruct.Rmdir)}},
+			want: planned(cleanup.Unlink), over: map[string]hostileWant{"wrong": planned(cleanup.Rmdir)}},
+		{name: "etc-hosts", path: P + "/etc-hosts", file: true, want: planned(cleanup.Unlink),
+			over: map[string]hostileWant{"wrong": planned(cleanup.Rmdir)}},
 	}
 }
 
@@ -942,7 +946,7 @@ func levelCases() []hostileCase {
 			cases = append(cases, hostileCase{
 				name:  name + "/" + l.name,
 				setup: func(n *hostileNode) { n.replace(l, kind) },
-				report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, plan *reconstruct.Plan) {
+				report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, plan *cleanup.ActionPlan) {
 					at := l.path
 					if want.at != "" {
 						at = want.at
@@ -970,11 +974,11 @@ func treeCases() []hostileCase {
 	cases := []hostileCase{{
 		name:  "baseline",
 		after: podGone,
-		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, plan *reconstruct.Plan) {
+		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, plan *cleanup.ActionPlan) {
 			assertFinding(t, st, reconstruct.OrphanedPodRemovable, hPod)
 			assertFinding(t, st, reconstruct.DataOnNodeDisk, hStaging+"/globalmount")
 			assertFinding(t, st, reconstruct.UnexpectedEntry, hPods+"/not-a-pod-uid")
-			assertAction(t, plan, reconstruct.Rmdir, hPod)
+			assertAction(t, plan, cleanup.Rmdir, hPod)
 		},
 	}, {
 		name: "symlink-loops-everywhere",
@@ -992,13 +996,13 @@ func treeCases() []hostileCase {
 			n.symlink("loop", hPods+"/"+strings.Repeat("c", 32))
 		},
 		after: podGone,
-		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, plan *reconstruct.Plan) {
+		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, plan *cleanup.ActionPlan) {
 			assertFinding(t, st, reconstruct.UnexpectedEntry, hPods+"/"+strings.Repeat("c", 32))
 			for _, p := range []string{"/containers/app/loop-a", "/containers/app/loop-b", "/containers/app/pods",
 				"/containers/app/witness-and-back", "/volumes/kubernetes.io~empty-dir/cache/scratch/self",
 				"/volumes/kubernetes.io~empty-dir/cache/scratch/up", "/volumes/kubernetes.io~empty-dir/cache/scratch/pod",
 				"/etc-hosts.d"} {
-				assertAction(t, plan, reconstruct.Unlink, hPod+p)
+				assertAction(t, plan, cleanup.Unlink, hPod+p)
 			}
 		},
 	}, {
@@ -1010,7 +1014,7 @@ func treeCases() []hostileCase {
 			n.relLink(hWitness, hCSI+"/volumeDevices/pvc-blk")
 			n.mkdir(hCSI + "/volumeDevices/staging/pvc-blk")
 		},
-		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, _ *reconstruct.Plan) {
+		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, _ *cleanup.ActionPlan) {
 			assertFinding(t, st, reconstruct.UnexpectedEntry, hCSI+"/volumeDevices/pvc-blk")
 		},
 	}, {
@@ -1020,7 +1024,7 @@ func treeCases() []hostileCase {
 			n.symlink("pods.d", hPods)
 			n.symlink("pods", hRoot+"/pods.d")
 		},
-		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, _ *reconstruct.Plan) {
+		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, _ *cleanup.ActionPlan) {
 			assertFinding(t, st, reconstruct.UnexpectedEntry, hPods)
 		},
 	}, {
@@ -1035,7 +1039,7 @@ func treeCases() []hostileCase {
 			}
 			n.symlink("plugins.real", hRoot+"/chain-50")
 		},
-		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, _ *reconstruct.Plan) {
+		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, _ *cleanup.ActionPlan) {
 			assertFinding(t, st, reconstruct.UnexpectedEntry, hPlugins)
 		},
 	}, {
@@ -1071,7 +1075,7 @@ func treeCases() []hostileCase {
 			n.write(P+"/volumes/kubernetes.io~\xff/vol\n/data.bin", "data on the node's disk")
 			n.write(hPods+"/bad\nuid-\xff/keep.txt", "stray")
 		},
-		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, _ []reconstruct.ActionResult) {
+		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, _ []cleanup.ActionResult) {
 			ed := hPod + "/volumes/kubernetes.io~empty-dir"
 			assert.ElementsMatch(t, []string{ed + "/lit x", ed + "/mem\nvol\ttab"}, n.unmounted)
 			for _, p := range []string{hPod + "/\xff\xfe", hPod + "/containers", ed} {
@@ -1079,7 +1083,7 @@ func treeCases() []hostileCase {
 			}
 			assert.True(t, n.exists(hPod+"/volumes/kubernetes.io~\xff/vol\n/data.bin"), "data of an unknown plugin stays")
 		},
-		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, plan *reconstruct.Plan) {
+		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, plan *cleanup.ActionPlan) {
 			ed := hPod + "/volumes/kubernetes.io~empty-dir"
 			assert.Equal(t, reconstruct.Mounted, volumeAt(t, st, ed+"/lit x").State)
 			assert.Equal(t, reconstruct.Unmounted, volumeAt(t, st, ed+`/lit\040x`).State)
@@ -1091,8 +1095,8 @@ func treeCases() []hostileCase {
 			assertFinding(t, st, reconstruct.UnknownPlugin, unknown)
 			assertFinding(t, st, reconstruct.DataOnNodeDisk, unknown)
 			assertFinding(t, st, reconstruct.StaleVolumeData, hPod+"/volumes/kubernetes.io~csi/pvc-\nnl/vol_data.json")
-			assertAction(t, plan, reconstruct.Unmount, ed+"/lit x")
-			assertAction(t, plan, reconstruct.Keep, unknown)
+			assertAction(t, plan, cleanup.Unmount, ed+"/lit x")
+			assertAction(t, plan, cleanup.Keep, unknown)
 		},
 	}}
 	return append(cases, levelCases()...)
@@ -1122,16 +1126,16 @@ func (n *hostileNode) deep(base, name string, depth int) {
 }
 
 // keptWhole: the plan keeps the orphan as a whole, for a reason.
-func keptWhole(reason string) func(*testing.T, *hostileNode, *reconstruct.State, *reconstruct.Plan) {
-	return func(t *testing.T, _ *hostileNode, _ *reconstruct.State, plan *reconstruct.Plan) {
-		var pod []reconstruct.Action
+func keptWhole(reason string) func(*testing.T, *hostileNode, *reconstruct.State, *cleanup.ActionPlan) {
+	return func(t *testing.T, _ *hostileNode, _ *reconstruct.State, plan *cleanup.ActionPlan) {
+		var pod []cleanup.Action
 		for _, a := range plan.Actions {
 			if a.PodUID == hUID {
 				pod = append(pod, a)
 			}
 		}
 		if assert.Len(t, pod, 1, "one Keep for the whole pod") {
-			assert.Equal(t, reconstruct.Keep, pod[0].Action)
+			assert.Equal(t, cleanup.Keep, pod[0].Action)
 			assert.Equal(t, hPod, pod[0].Path)
 			assert.Contains(t, pod[0].Reason, reason)
 		}
@@ -1157,7 +1161,7 @@ func TestHostileHugeVolData(t *testing.T) {
 			sparse(n, hCSI+"/volumeDevices/pvc-blk/data/vol_data.json")
 		},
 		after: podGone,
-		report: func(t *testing.T, n *hostileNode, st *reconstruct.State, plan *reconstruct.Plan) {
+		report: func(t *testing.T, n *hostileNode, st *reconstruct.State, plan *cleanup.ActionPlan) {
 			// 3 files of 100 MB: reading them would take 300 MB.
 			if n.scanRead >= 0 {
 				assert.Less(t, n.scanRead, int64(big/4), "the scan reads vol_data.json only up to its size cap")
@@ -1172,7 +1176,7 @@ func TestHostileHugeVolData(t *testing.T) {
 				}
 			}
 			// Corrupt, unmounted, no staging mount live: by design it goes.
-			assertAction(t, plan, reconstruct.RemoveVolumeData, podVolData)
+			assertAction(t, plan, cleanup.RemoveVolumeData, podVolData)
 		},
 	}}
 	for _, c := range cases {
@@ -1191,7 +1195,7 @@ func sizeCases() []hostileCase {
 			}
 		},
 		after: podGone,
-		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, plan *reconstruct.Plan) {
+		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, plan *cleanup.ActionPlan) {
 			n := 0
 			for _, v := range st.Volumes {
 				if strings.HasPrefix(v.Name, "v-") && v.PodUID == hUID {
@@ -1199,7 +1203,7 @@ func sizeCases() []hostileCase {
 				}
 			}
 			assert.Equal(t, many, n, "every volume is found")
-			assertAction(t, plan, reconstruct.Rmdir, hPod+"/volumes/kubernetes.io~empty-dir/v-09999")
+			assertAction(t, plan, cleanup.Rmdir, hPod+"/volumes/kubernetes.io~empty-dir/v-09999")
 		},
 	}, {
 		name: "10k-stray-files-in-one-plugin-dir",
@@ -1208,10 +1212,10 @@ func sizeCases() []hostileCase {
 				n.write(fmt.Sprintf("%s/volumes/kubernetes.io~secret/f-%05d", hPod, i), "")
 			}
 		},
-		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, _ []reconstruct.ActionResult) {
+		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, _ []cleanup.ActionResult) {
 			assert.True(t, n.exists(hPod+"/volumes/kubernetes.io~secret/f-05000"), "unknown files stay")
 		},
-		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, plan *reconstruct.Plan) {
+		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, plan *cleanup.ActionPlan) {
 			n := 0
 			for _, f := range st.Findings {
 				if f.Kind == reconstruct.UnexpectedEntry && under(f.Path, hPod+"/volumes/kubernetes.io~secret") {
@@ -1219,7 +1223,7 @@ func sizeCases() []hostileCase {
 				}
 			}
 			assert.Equal(t, many, n, "each stray file is reported")
-			assertAction(t, plan, reconstruct.Keep, hPod+"/volumes/kubernetes.io~secret/f-00000")
+			assertAction(t, plan, cleanup.Keep, hPod+"/volumes/kubernetes.io~secret/f-00000")
 		},
 	}, {
 		name: "10k-files-in-one-containers-dir",
@@ -1229,8 +1233,8 @@ func sizeCases() []hostileCase {
 			}
 		},
 		after: podGone,
-		report: func(t *testing.T, _ *hostileNode, _ *reconstruct.State, plan *reconstruct.Plan) {
-			assertAction(t, plan, reconstruct.Unlink, hPod+"/containers/app/0000270f")
+		report: func(t *testing.T, _ *hostileNode, _ *reconstruct.State, plan *cleanup.ActionPlan) {
+			assertAction(t, plan, cleanup.Unlink, hPod+"/containers/app/0000270f")
 		},
 	}, {
 		name: "10k-pod-dirs",
@@ -1243,12 +1247,12 @@ func sizeCases() []hostileCase {
 				}
 			}
 		},
-		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, _ []reconstruct.ActionResult) {
+		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, _ []cleanup.ActionResult) {
 			entries, err := os.ReadDir(n.p(hPods))
 			require.NoError(t, err)
 			assert.Len(t, entries, 2, "only the active pod and the stray entry stay")
 		},
-		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, _ *reconstruct.Plan) {
+		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, _ *cleanup.ActionPlan) {
 			assert.Len(t, orphanDirs(st), many+1)
 		},
 	}, {
@@ -1309,11 +1313,11 @@ func mountTableCases() []hostileCase {
 			n.mkdir(projected)
 			n.lines = slices.Clone(dupLines)
 		},
-		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, _ []reconstruct.ActionResult) {
+		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, _ []cleanup.ActionResult) {
 			assert.Equal(t, []string{projected, secret, secret}, n.unmounted, "the stacked mount is unmounted twice")
 			assert.False(t, n.exists(hPod))
 		},
-		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, plan *reconstruct.Plan) {
+		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, plan *cleanup.ActionPlan) {
 			// The parser keeps every line: IDs are not checked nor indexed.
 			table, err := mountscan.FromLines(dupLines...)
 			require.NoError(t, err)
@@ -1332,14 +1336,14 @@ func mountTableCases() []hostileCase {
 			assert.Equal(t, reconstruct.Mounted, volumeAt(t, st, projected).State)
 			assertFinding(t, st, reconstruct.StackedMount, secret)
 			assertFinding(t, st, reconstruct.OrphanedPodMounted, hPod)
-			assertAction(t, plan, reconstruct.Unmount, secret)
-			assertAction(t, plan, reconstruct.Unmount, projected)
+			assertAction(t, plan, cleanup.Unmount, secret)
+			assertAction(t, plan, cleanup.Unmount, projected)
 		},
 	}, {
 		name:      "missing-separator",
 		setup:     func(n *hostileNode) { n.mount(missingSeparator) },
 		untouched: true,
-		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, plan *reconstruct.Plan) {
+		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, plan *cleanup.ActionPlan) {
 			_, err := mountscan.FromLines(hRootLine, missingSeparator)
 			var perr *mountscan.ParseError
 			require.ErrorAs(t, err, &perr)
@@ -1358,7 +1362,7 @@ func mountTableCases() []hostileCase {
 			// The plan only keeps: one Keep for the pod, and reports that
 			// do nothing (NeedsDriver: "check first") for the staging dirs.
 			for _, a := range plan.Actions {
-				assert.Contains(t, []reconstruct.ActionKind{reconstruct.Keep, reconstruct.NeedsDriver}, a.Action, "%s %q", a.Action, a.Path)
+				assert.Contains(t, []cleanup.ActionKind{cleanup.Keep, cleanup.NeedsDriver}, a.Action, "%s %q", a.Action, a.Path)
 			}
 			keptWhole("the mount table could not be read consistently")(t, nil, st, plan)
 		},
@@ -1371,24 +1375,24 @@ func mountTableCases() []hostileCase {
 		name: "missing-separator-during-cleanup",
 		setup: func(n *hostileNode) {
 			n.onRead = func(read int) {
-				if read == 2 {
+				if read == 3 { // the scan's, the plan's, then the first action's
 					n.mount(missingSeparator)
 				}
 			}
 		},
 		untouched: true,
-		after: func(t *testing.T, _ *hostileNode, _ *reconstruct.State, results []reconstruct.ActionResult) {
+		after: func(t *testing.T, _ *hostileNode, _ *reconstruct.State, results []cleanup.ActionResult) {
 			for _, r := range results {
-				assert.NotEqual(t, reconstruct.Done, r.Result, "%s %q", r.Action.Action, r.Path)
+				assert.NotEqual(t, cleanup.Done, r.Result, "%s %q", r.Action.Action, r.Path)
 			}
-			assert.Equal(t, reconstruct.Keep, results[0].Action.Action)
+			assert.Equal(t, cleanup.Keep, results[0].Action.Action)
 			assert.Contains(t, results[0].Reason, "the mount table could not be read")
 		},
 	}, {
 		name:  "80KB-line",
 		setup: func(n *hostileNode) { n.mount(hLongOverlay(800)) },
 		after: podGone,
-		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, _ *reconstruct.Plan) {
+		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, _ *cleanup.ActionPlan) {
 			require.Greater(t, len(hLongOverlay(800)), 80<<10)
 			assert.True(t, st.MountTable.Consistent)
 			assert.Equal(t, 2, st.MountTable.Entries)
@@ -1401,7 +1405,7 @@ func mountTableCases() []hostileCase {
 			require.NoError(n.t, os.WriteFile(n.file, []byte(data), 0o600))
 		},
 		after: podGone,
-		report: func(t *testing.T, n *hostileNode, st *reconstruct.State, _ *reconstruct.Plan) {
+		report: func(t *testing.T, n *hostileNode, st *reconstruct.State, _ *cleanup.ActionPlan) {
 			assert.True(t, st.MountTable.Consistent, st.MountTable.Error)
 			assert.Equal(t, n.file, st.MountTable.Path)
 			assert.Equal(t, 3, st.MountTable.Entries)
@@ -1411,14 +1415,14 @@ func mountTableCases() []hostileCase {
 		// pod as mounted, and the executor keeps everything above it.
 		name:  "80KB-mount-point-under-the-pod",
 		setup: func(n *hostileNode) { n.mount(hMountLine(803, "0:99", hugeMountPoint, "tmpfs", "tmpfs")) },
-		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []reconstruct.ActionResult) {
+		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []cleanup.ActionResult) {
 			assert.True(t, n.exists(hPod+"/volumes/kubernetes.io~empty-dir"))
 			r, ok := resultAt(results, hPod+"/volumes/kubernetes.io~empty-dir")
 			if ok {
-				assert.NotEqual(t, reconstruct.Done, r.Result)
+				assert.NotEqual(t, cleanup.Done, r.Result)
 			}
 		},
-		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, _ *reconstruct.Plan) {
+		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, _ *cleanup.ActionPlan) {
 			assertFinding(t, st, reconstruct.OrphanedPodMounted, hPod)
 			i := slices.IndexFunc(st.Pods, func(p reconstruct.Pod) bool { return p.UID == hUID })
 			require.GreaterOrEqual(t, i, 0)
@@ -1444,7 +1448,7 @@ func mountedLevelCases() []hostileCase {
 			c := hostileCase{
 				name:  "mounted-" + fs.name + "/" + l.name,
 				setup: func(n *hostileNode) { n.mount(hMountLine(900, fs.dev, l.path, fs.fstype, fs.source)) },
-				report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, _ *reconstruct.Plan) {
+				report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, _ *cleanup.ActionPlan) {
 					assertFinding(t, st, reconstruct.OrphanedPodMounted, hPod)
 				},
 			}
@@ -1453,13 +1457,13 @@ func mountedLevelCases() []hostileCase {
 				// A memory emptyDir: unmounted, then its dir, which still
 				// holds what the fake mount hid, cannot be removed.
 				c.allowFailed = true
-				c.after = func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []reconstruct.ActionResult) {
+				c.after = func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []cleanup.ActionResult) {
 					assert.Equal(t, []string{l.path}, n.unmounted)
-					i := slices.IndexFunc(results, func(r reconstruct.ActionResult) bool {
-						return r.Path == l.path && r.Action.Action == reconstruct.Rmdir
+					i := slices.IndexFunc(results, func(r cleanup.ActionResult) bool {
+						return r.Path == l.path && r.Action.Action == cleanup.Rmdir
 					})
 					if assert.GreaterOrEqual(t, i, 0) {
-						assert.Equal(t, reconstruct.Failed, results[i].Result)
+						assert.Equal(t, cleanup.Failed, results[i].Result)
 						assert.Contains(t, results[i].Error, "directory not empty")
 					}
 					assert.True(t, n.exists(l.path+"/scratch/tmp.bin"))
@@ -1480,35 +1484,35 @@ func swapPodDir(n *hostileNode, link func(hp string)) {
 // assertMoved: the dir renamed away from host path from during the
 // cleanup is what it was before anything ran, less what was done before the
 // swap: nothing was done after it.
-func assertMoved(t *testing.T, n *hostileNode, results []reconstruct.ActionResult, from string) {
+func assertMoved(t *testing.T, n *hostileNode, results []cleanup.ActionResult, from string) {
 	t.Helper()
 	want := subtree(n.before, from)
 	for _, r := range results {
-		if r.Result == reconstruct.Done && atOrUnder(r.Path, from) {
+		if r.Result == cleanup.Done && atOrUnder(r.Path, from) {
 			delete(want, strings.TrimPrefix(r.Path, from))
 		}
 	}
 	assert.Equal(t, want, subtree(n.fingerprint(), hMoved), "the dir renamed away is untouched since")
 }
 
-func noneDone(t *testing.T, results []reconstruct.ActionResult, uid string) {
+func noneDone(t *testing.T, results []cleanup.ActionResult, uid string) {
 	t.Helper()
 	for _, r := range results {
 		if r.PodUID == uid {
-			assert.NotEqual(t, reconstruct.Done, r.Result, "%s %q", r.Action.Action, r.Path)
+			assert.NotEqual(t, cleanup.Done, r.Result, "%s %q", r.Action.Action, r.Path)
 		}
 	}
 }
 
 // doneThenStopped: some actions were done, then one failed, and nothing of
 // the pod was done after it.
-func doneThenStopped(t *testing.T, results []reconstruct.ActionResult) {
+func doneThenStopped(t *testing.T, results []cleanup.ActionResult) {
 	t.Helper()
-	failed := slices.IndexFunc(results, func(r reconstruct.ActionResult) bool { return r.Result == reconstruct.Failed })
+	failed := slices.IndexFunc(results, func(r cleanup.ActionResult) bool { return r.Result == cleanup.Failed })
 	require.Positive(t, failed, "an action before the swap was done, one after it failed")
-	assert.Equal(t, reconstruct.Done, results[0].Result)
+	assert.Equal(t, cleanup.Done, results[0].Result)
 	for _, r := range results[failed+1:] {
-		assert.NotEqual(t, reconstruct.Done, r.Result, "%s %q after the swap", r.Action.Action, r.Path)
+		assert.NotEqual(t, cleanup.Done, r.Result, "%s %q after the swap", r.Action.Action, r.Path)
 	}
 }
 
@@ -1520,26 +1524,26 @@ func swapCases() []hostileCase {
 	cases := []hostileCase{{
 		name:  "pod-dir-to-outside-before-execute",
 		setup: withDecoy,
-		beforeExec: func(n *hostileNode, _ *reconstruct.State, _ *reconstruct.Plan) {
+		beforeExec: func(n *hostileNode, _ *reconstruct.State, _ *cleanup.ActionPlan) {
 			swapPodDir(n, func(hp string) { n.absLink(hDecoy, hp) })
 		},
 		excluded:    []string{hMoved},
 		allowFailed: true,
-		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []reconstruct.ActionResult) {
+		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []cleanup.ActionResult) {
 			noneDone(t, results, hUID)
-			require.Equal(t, reconstruct.Failed, results[0].Result)
+			require.Equal(t, cleanup.Failed, results[0].Result)
 			assert.Contains(t, results[0].Error, "too many levels of symbolic links")
 			assertMoved(t, n, results, hPod)
 		},
 	}, {
 		name:  "pod-dir-to-relative-outside-before-execute",
 		setup: withDecoy,
-		beforeExec: func(n *hostileNode, _ *reconstruct.State, _ *reconstruct.Plan) {
+		beforeExec: func(n *hostileNode, _ *reconstruct.State, _ *cleanup.ActionPlan) {
 			swapPodDir(n, func(hp string) { n.relLink(hDecoy, hp) })
 		},
 		excluded:    []string{hMoved},
 		allowFailed: true,
-		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []reconstruct.ActionResult) {
+		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []cleanup.ActionResult) {
 			noneDone(t, results, hUID)
 			assertMoved(t, n, results, hPod)
 		},
@@ -1547,38 +1551,38 @@ func swapCases() []hostileCase {
 		name: "pod-dir-to-the-active-pod-before-execute",
 		// The active pod holds everything the plan names.
 		setup: func(n *hostileNode) { n.buildPodTree(hPods + "/" + hActive) },
-		beforeExec: func(n *hostileNode, _ *reconstruct.State, _ *reconstruct.Plan) {
+		beforeExec: func(n *hostileNode, _ *reconstruct.State, _ *cleanup.ActionPlan) {
 			swapPodDir(n, func(hp string) { n.symlink(hActive, hp) })
 		},
 		excluded:    []string{hMoved},
 		allowFailed: true,
-		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []reconstruct.ActionResult) {
+		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []cleanup.ActionResult) {
 			noneDone(t, results, hUID)
 			assertMoved(t, n, results, hPod)
 		},
 	}, {
 		name:  "pod-dir-to-outside-during-cleanup",
 		setup: withDecoy,
-		beforeExec: func(n *hostileNode, _ *reconstruct.State, _ *reconstruct.Plan) {
+		beforeExec: func(n *hostileNode, _ *reconstruct.State, _ *cleanup.ActionPlan) {
 			n.onRead = func(read int) {
-				if read == 5 { // the scan's read, then three actions done
+				if read == 6 { // the scan's read, the plan's, then three actions done
 					swapPodDir(n, func(hp string) { n.absLink(hDecoy, hp) })
 				}
 			}
 		},
 		excluded:    []string{hMoved},
 		allowFailed: true,
-		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []reconstruct.ActionResult) {
+		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []cleanup.ActionResult) {
 			doneThenStopped(t, results)
-			assert.Equal(t, 3, slices.IndexFunc(results, func(r reconstruct.ActionResult) bool { return r.Result != reconstruct.Done }))
+			assert.Equal(t, 3, slices.IndexFunc(results, func(r cleanup.ActionResult) bool { return r.Result != cleanup.Done }))
 			assertMoved(t, n, results, hPod)
 		},
 	}, {
 		name:  "pods-dir-to-outside-during-cleanup",
 		setup: func(n *hostileNode) { n.buildPodTree(hDecoy + "/" + hUID) },
-		beforeExec: func(n *hostileNode, _ *reconstruct.State, _ *reconstruct.Plan) {
+		beforeExec: func(n *hostileNode, _ *reconstruct.State, _ *cleanup.ActionPlan) {
 			n.onRead = func(read int) {
-				if read == 4 {
+				if read == 5 { // the scan's read, the plan's, then two actions done
 					require.NoError(n.t, os.Rename(n.p(hPods), n.p(hMoved)))
 					n.absLink(hDecoy, hPods)
 				}
@@ -1586,18 +1590,18 @@ func swapCases() []hostileCase {
 		},
 		excluded:    []string{hPods, hMoved},
 		allowFailed: true,
-		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []reconstruct.ActionResult) {
+		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []cleanup.ActionResult) {
 			doneThenStopped(t, results)
 			assertMoved(t, n, results, hPods)
 		},
 	}, {
 		name:  "volumes-dir-to-outside-during-cleanup",
 		setup: withDecoy,
-		beforeExec: func(n *hostileNode, _ *reconstruct.State, plan *reconstruct.Plan) {
-			first := slices.IndexFunc(plan.Actions, func(a reconstruct.Action) bool { return under(a.Path, hPod+"/volumes") })
+		beforeExec: func(n *hostileNode, _ *reconstruct.State, plan *cleanup.ActionPlan) {
+			first := slices.IndexFunc(plan.Actions, func(a cleanup.Action) bool { return under(a.Path, hPod+"/volumes") })
 			require.Positive(n.t, first)
 			n.onRead = func(read int) {
-				if read == 2+first {
+				if read == 3+first { // after the scan's, the plan's and one per action
 					require.NoError(n.t, os.Rename(n.p(hPod+"/volumes"), n.p(hMoved)))
 					n.absLink(hDecoy+"/volumes", hPod+"/volumes")
 				}
@@ -1605,7 +1609,7 @@ func swapCases() []hostileCase {
 		},
 		excluded:    []string{hMoved},
 		allowFailed: true,
-		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []reconstruct.ActionResult) {
+		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []cleanup.ActionResult) {
 			doneThenStopped(t, results)
 			assertMoved(t, n, results, hPod+"/volumes")
 		},
@@ -1615,30 +1619,30 @@ func swapCases() []hostileCase {
 		name: "mount-appears-on-the-pod-dir-during-cleanup",
 		setup: func(n *hostileNode) {
 			n.onRead = func(read int) {
-				if read == 3 { // the scan's, the first action's, then this one
+				if read == 4 { // the scan's, the plan's, the first action's, then this one
 					n.mount(hMountLine(951, "0:96", hPod, "tmpfs", "tmpfs"))
 				}
 			}
 		},
-		after: func(t *testing.T, _ *hostileNode, _ *reconstruct.State, results []reconstruct.ActionResult) {
-			assert.Equal(t, reconstruct.Done, results[0].Result)
+		after: func(t *testing.T, _ *hostileNode, _ *reconstruct.State, results []cleanup.ActionResult) {
+			assert.Equal(t, cleanup.Done, results[0].Result)
 			for _, r := range results[1:] {
-				assert.NotEqual(t, reconstruct.Done, r.Result, "%s %q after the pod dir got mounted", r.Action.Action, r.Path)
+				assert.NotEqual(t, cleanup.Done, r.Result, "%s %q after the pod dir got mounted", r.Action.Action, r.Path)
 			}
 		},
 	}, {
 		name: "mount-appears-during-cleanup",
 		setup: func(n *hostileNode) {
 			n.onRead = func(read int) {
-				if read == 3 {
+				if read == 4 { // the scan's, the plan's, the first action's, then this one
 					n.mount(hMountLine(950, "0:95", hPod+"/volumes/kubernetes.io~empty-dir/cache", "tmpfs", "tmpfs"))
 				}
 			}
 		},
-		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []reconstruct.ActionResult) {
+		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []cleanup.ActionResult) {
 			assert.True(t, n.exists(hPod+"/volumes/kubernetes.io~empty-dir/cache/scratch/tmp.bin"))
-			kept := slices.IndexFunc(results, func(r reconstruct.ActionResult) bool {
-				return r.Action.Action == reconstruct.Keep && strings.Contains(r.Reason, "is mounted now")
+			kept := slices.IndexFunc(results, func(r cleanup.ActionResult) bool {
+				return r.Action.Action == cleanup.Keep && strings.Contains(r.Reason, "is mounted now")
 			})
 			assert.GreaterOrEqual(t, kept, 0, "an action was turned into Keep")
 		},

@@ -1,0 +1,31 @@
+// Package cleanup plans and applies the cleanup of orphaned pod dirs, in a
+// way that cannot lose data.
+//
+// Plan turns a reconstruct.State into an ordered ActionPlan: for each
+// Orphaned pod, what may be removed (empty dirs, the kubelet's own stub
+// files, a stale vol_data.json), unmounted (pod-level mounts, only when
+// Options.Unmount allows it), left to the CSI driver (NeedsDriver) or kept,
+// and why. It lists each orphaned pod dir itself — names only, never
+// following a symlink, never entering a mount — against a mount table it
+// reads afresh, so a State decoded from JSON plans the same as one from
+// reconstruct.Scan. Execute applies a plan (a dry run unless
+// ExecOptions.Apply is set).
+//
+// The rules it follows, in order of importance:
+//
+//   - Only Orphaned pods are cleaned; nothing Uncertain, nothing at or below
+//     a mount point, nothing recursively, never through a symlink; staging
+//     mounts and CSI publish targets are left to the driver unless
+//     unmounting is allowed, and staging mounts always are.
+//   - A pod that keeps any mount gets reports only: its containers may
+//     still be running.
+//   - Unmounts come before every removal of their pod.
+//   - Execute re-reads the mount table before each action and removes
+//     through file descriptors opened with RESOLVE_BENEATH,
+//     RESOLVE_NO_SYMLINKS and RESOLVE_NO_XDEV, so a change since the plan
+//     skips the action instead of redirecting it.
+//
+// It is not for rebuilding the state (package reconstruct) and not for
+// calling CSI drivers: NodeUnpublish and NodeUnstage are reported as
+// NeedsDriver actions for whoever can call the driver.
+package cleanup

@@ -1,0 +1,76 @@
+package cleanup_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/volrecon/volrecon/cleanup"
+	"github.com/volrecon/volrecon/internal/fixture"
+	"github.com/volrecon/volrecon/reconstruct"
+)
+
+var update = flag.Bool("update", false, "rewrite the plan.json section of every fixture")
+
+// TestFixturePlans materialises each fixture of ../testdata that names its
+// active pods, scans it, and compares the cleanup plan with the golden plan
+// of the fixture; the same State decoded from its JSON must give the same
+// plan. Run with -update to rewrite the goldens, then review the diff.
+func TestFixturePlans(t *testing.T) {
+	files, err := filepath.Glob("../testdata/*.txtar")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	planned := 0
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txtar"), func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			require.NoError(t, err)
+			f, err := fixture.Parse(data)
+			require.NoError(t, err)
+			hostRoot := t.TempDir()
+			require.NoError(t, f.Materialize(hostRoot))
+			planOpts, ok := f.PlanOptions(hostRoot)
+			st := scanFixture(t, f, hostRoot)
+			if !ok || st == nil {
+				return
+			}
+			planned++
+			ctx := testContext(t)
+			got := fixture.MarshalGolden(t, cleanup.Plan(ctx, st, planOpts))
+			f.CheckGolden(t, fixture.SectionPlan, got, *update)
+			var decoded reconstruct.State
+			require.NoError(t, json.Unmarshal(fixture.MarshalGolden(t, st), &decoded))
+			require.JSONEq(t, string(got), string(fixture.MarshalGolden(t, cleanup.Plan(ctx, &decoded, planOpts))),
+				"the plan from the State's JSON differs from the plan from Scan")
+			if *update {
+				require.NoError(t, os.WriteFile(file, f.Format(), 0o644))
+			}
+		})
+	}
+	require.NotZero(t, planned, "no fixture asks for a plan")
+}
+
+func testContext(t *testing.T) context.Context {
+	logger, _ := ktesting.NewTestContext(t)
+	return klog.NewContext(t.Context(), logger) // cancelled at the end: fake hung probes return
+}
+
+// scanFixture scans a materialised fixture; a refused scan gives nil.
+func scanFixture(t *testing.T, f *fixture.Fixture, hostRoot string) *reconstruct.State {
+	t.Helper()
+	opts, err := f.ScanOptions(hostRoot)
+	require.NoError(t, err)
+	st, err := reconstruct.Scan(testContext(t), opts)
+	if err != nil {
+		return nil
+	}
+	return st
+}
