@@ -286,7 +286,29 @@ func (p *podPlanner) planEntry(e PodEntry) bool {
 	case "volume-subpaths":
 		return p.planSubpathEntry(e, parts)
 	}
-	return p.remove(e, "a pod-dir leftover that is not a volume")
+	if why, ok := kubeletLeftover(e, parts); ok {
+		return p.remove(e, why)
+	}
+	p.add(Keep, e.Path, "UnexpectedEntry: a "+string(e.Type)+" the kubelet does not create in a pod dir: never removed, and the pod dir stays with it")
+	return false
+}
+
+// kubeletLeftover says whether an entry of the pod dir outside its volume
+// trees is one the kubelet creates itself, and what it is: its orphan
+// cleanup removes these, and only these. Anything else is someone's data.
+func kubeletLeftover(e PodEntry, parts []string) (string, bool) {
+	isDir, isFile := e.Type == podsdir.TypeDir, e.Type == podsdir.TypeFile
+	switch {
+	case len(parts) == 1 && parts[0] == "etc-hosts" && isFile:
+		return "the pod's hosts file, written by the kubelet", true
+	case parts[0] == "containers" && len(parts) <= 2 && isDir,
+		parts[0] == "containers" && len(parts) == 3 && isFile:
+		return "the kubelet's per-container files (termination messages)", true
+	case parts[0] == "plugins" && len(parts) <= 3 && isDir,
+		parts[0] == "plugins" && len(parts) == 4 && parts[3] == "ready" && isFile:
+		return "a volume plugin's ready marker and its dirs, written by the kubelet", true
+	}
+	return "", false
 }
 
 // remove removes an entry that is the pod's own: a dir after its contents,
