@@ -22,6 +22,10 @@ type Options struct {
 	// tmpfs of secret, projected, downwardAPI and memory emptyDir volumes,
 	// subpath binds and CSI publish targets. Never a staging mount.
 	Unmount bool
+	// RootDirAliases are the aliases of the kubelet root the scan was given
+	// (reconstruct.Options.RootDirAliases): a mount under a pod dir's alias
+	// path is the pod's mount too, so the pod is only reported.
+	RootDirAliases []string
 }
 
 // snapshot is the node as Plan sees it: its files, and one consistent read
@@ -132,6 +136,9 @@ func planPod(st *reconstruct.State, snap *snapshot, tableErr error, pod reconstr
 		}
 	}
 	pod.MountPoints = unionMountPoints(pod.MountPoints, snap.table.AtOrBelow(pod.Path))
+	for _, alias := range reconstruct.AliasPaths(st.ResolvedRootDir, opts.RootDirAliases, pod.Path) {
+		pod.MountPoints = unionMountPoints(pod.MountPoints, snap.table.AtOrBelow(alias))
+	}
 	p := &podPlanner{st: st, pod: pod, contents: contents, opts: opts, volumes: map[string]reconstruct.Volume{},
 		children: map[string][]PodEntry{}, entries: map[string]PodEntry{}}
 	for _, v := range volumes {
@@ -231,6 +238,8 @@ func (p *podPlanner) reportMountsOnly(stay int) []Action {
 	for _, mp := range p.pod.MountPoints {
 		e, listed := p.entries[mp]
 		switch parts := p.parts(PodEntry{Path: mp}); {
+		case !strings.HasPrefix(mp, p.pod.Path+"/") && mp != p.pod.Path:
+			p.add(Keep, mp, "still mounted under an alias of the kubelet root: the pod's volume is in use there", "mount table has an entry at the path")
 		case !listed:
 			p.add(Keep, mp, "still mounted, inside another mount", "mount table has an entry at the path")
 		case p.isCSITarget(parts):

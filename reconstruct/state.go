@@ -148,7 +148,9 @@ type Pod struct {
 	UID         string    `json:"uid"`
 	Path        string    `json:"path"`
 	Status      PodStatus `json:"status"`
-	MountPoints []string  `json:"mountPoints,omitempty"`
+	// MountPoints are the mount points at or below the pod dir, and at or
+	// below its paths under the root's aliases (Options.RootDirAliases).
+	MountPoints []string `json:"mountPoints,omitempty"`
 	VolumeCount int       `json:"volumeCount"`
 }
 
