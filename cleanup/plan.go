@@ -358,11 +358,16 @@ func (p *podPlanner) planMount(e PodEntry, parts []string) bool {
 			Reason: "NodeUnstage through the CSI driver once no other pod uses it: this plan unmounts the publish target of " +
 				p.pod.UID + " that used it; the staging mount is never touched here"})
 	}
-	kind := Rmdir
-	if e.Type != podsdir.TypeDir {
-		kind = Unlink
+	if e.Type == podsdir.TypeDir {
+		// rmdir itself refuses a dir that holds data once unmounted.
+		p.add(Rmdir, e.Path, "the mount point, once unmounted", "its unmount comes first")
+		return true
 	}
-	p.add(kind, e.Path, "the mount point, once unmounted", "its unmount comes first")
+	// What lies under a file mount shows only after the unmount: it is
+	// unlinked then only if it is empty, as an unmounted one would be.
+	p.actions = append(p.actions, Action{Action: Unlink, Path: e.Path, PodUID: p.pod.UID, MustBeEmpty: true,
+		Reason:   "the mount point, once unmounted, if it is then empty (0 bytes)",
+		Evidence: []string{"its unmount comes first"}})
 	return true
 }
 
