@@ -58,16 +58,27 @@ func (e *executor) remove(a Action, table *mountscan.Table, podDir string) error
 		return err
 	}
 	if a.Path == podDir {
-		return e.removeAt(e.plan.PodsDir, "", filepath.Base(podDir), a.Action, false)
+		return e.removeAt(e.plan.PodsDir, "", filepath.Base(podDir), a.Action, false, false)
 	}
 	rel := strings.TrimPrefix(a.Path, podDir+"/")
-	return e.removeAt(podDir, filepath.Dir(rel), filepath.Base(rel), a.Action, true)
+	return e.removeAt(podDir, filepath.Dir(rel), filepath.Base(rel), a.Action, true, a.MustBeEmpty)
+}
+
+// holdsData: st is not a 0-byte regular file, fifo or socket (Action.MustBeEmpty).
+func holdsData(st *unix.Stat_t) bool {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return st.Size != 0
+	case unix.S_IFIFO, unix.S_IFSOCK:
+		return false
+	}
+	return true
 }
 
 // removeAt removes name in base/relDir, base being a resolved host path.
 // With baseIsPodDir, base must not be a mount root: a mount put on the pod
 // dir since the table was read would otherwise be removed from.
-func (e *executor) removeAt(base, relDir, name string, kind ActionKind, baseIsPodDir bool) error {
+func (e *executor) removeAt(base, relDir, name string, kind ActionKind, baseIsPodDir, mustBeEmpty bool) error {
 	target := filepath.Join(base, relDir, name)
 	baseFd, err := openNoSymlinks(e.hostPath("/"), base, 0)
 	if err != nil {
@@ -95,6 +106,8 @@ func (e *executor) removeAt(base, relDir, name string, kind ActionKind, baseIsPo
 		return fmt.Errorf("%w: %s is no longer what was planned (%s)", errNodeChanged, target, kind)
 	case kind == RemoveVolumeData && st.Mode&unix.S_IFMT != unix.S_IFREG:
 		return fmt.Errorf("%w: %s is no longer a regular file", errNodeChanged, target)
+	case mustBeEmpty && holdsData(&st):
+		return fmt.Errorf("%w: %s holds data now that nothing is mounted on it (%d bytes): kept", errNodeChanged, target, st.Size)
 	case isDir:
 		flags = unix.AT_REMOVEDIR
 	}

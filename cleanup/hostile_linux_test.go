@@ -27,7 +27,7 @@ func TestHostileRealMounts(t *testing.T) {
 	}
 	secret := hPod + "/volumes/kubernetes.io~secret/creds"
 	cache := hPod + "/volumes/kubernetes.io~empty-dir/cache"
-	hidden := hPod + "/containers/app/hidden"
+	hidden := cache + "/scratch/hidden" // inside the pod's scratch space, where the walk enters dirs
 	cases := []hostileCase{{
 		// The pod dir itself is a mount holding data: nothing in it may go.
 		name: "tmpfs-on-the-pod-dir",

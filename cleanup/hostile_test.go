@@ -798,6 +798,11 @@ func (n *hostileNode) exists(hp string) bool {
 	return err == nil
 }
 
+// podKept: the orphan's dir stays, with what it holds that is not the kubelet's.
+func podKept(t *testing.T, n *hostileNode, _ *reconstruct.State, _ []cleanup.ActionResult) {
+	assert.True(t, n.exists(hPod), "the orphaned pod dir stays")
+}
+
 // podGone: the orphan's dir was removed as a whole.
 func podGone(t *testing.T, n *hostileNode, _ *reconstruct.State, _ []cleanup.ActionResult) {
 	assert.False(t, n.exists(hPod), "the orphaned pod dir is removed")
@@ -889,16 +894,15 @@ func hostileLevels() []hostileLevel {
 		// What the scan does not inventory: the pod's own leftovers and the
 		// content of scratch volumes, each entry removed itself, never followed.
 		{name: "volume-content", path: P + "/volumes/kubernetes.io~empty-dir/cache/scratch", want: planned(cleanup.Unlink)},
-		{name: "containers", path: P + "/containers", want: planned(cleanup.Unlink)},
-		{name: "containers-container", path: P + "/containers/app", want: planned(cleanup.Unlink)},
-		{name: "containers-file", path: P + "/containers/app/1a2b3c", file: true, want: planned(cleanup.Unlink),
-			over: map[string]hostileWant{"wrong": planned(cleanup.Rmdir)}},
-		{name: "pod-plugins", path: P + "/plugins", want: planned(cleanup.Unlink)},
-		{name: "pod-plugins-volume", path: P + "/plugins/kubernetes.io~empty-dir/cache", want: planned(cleanup.Unlink)},
-		{name: "pod-plugins-ready", path: P + "/plugins/kubernetes.io~empty-dir/cache/ready", file: true,
-			want: planned(cleanup.Unlink), over: map[string]hostileWant{"wrong": planned(cleanup.Rmdir)}},
-		{name: "etc-hosts", path: P + "/etc-hosts", file: true, want: planned(cleanup.Unlink),
-			over: map[string]hostileWant{"wrong": planned(cleanup.Rmdir)}},
+		// The kubelet's own entries of the pod dir: a symlink, a fifo or a
+		// wrong type there is not the kubelet's, so it stays (UnexpectedEntry).
+		{name: "containers", path: P + "/containers", want: planned(cleanup.Keep)},
+		{name: "containers-container", path: P + "/containers/app", want: planned(cleanup.Keep)},
+		{name: "containers-file", path: P + "/containers/app/1a2b3c", file: true, want: planned(cleanup.Keep)},
+		{name: "pod-plugins", path: P + "/plugins", want: planned(cleanup.Keep)},
+		{name: "pod-plugins-volume", path: P + "/plugins/kubernetes.io~empty-dir/cache", want: planned(cleanup.Keep)},
+		{name: "pod-plugins-ready", path: P + "/plugins/kubernetes.io~empty-dir/cache/ready", file: true, want: planned(cleanup.Keep)},
+		{name: "etc-hosts", path: P + "/etc-hosts", file: true, want: planned(cleanup.Keep)},
 	}
 }
 
@@ -995,15 +999,50 @@ func treeCases() []hostileCase {
 			// A loop named like a pod, beside the pod dirs.
 			n.symlink("loop", hPods+"/"+strings.Repeat("c", 32))
 		},
-		after: podGone,
+		after: podKept,
 		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, plan *cleanup.ActionPlan) {
 			assertFinding(t, st, reconstruct.UnexpectedEntry, hPods+"/"+strings.Repeat("c", 32))
-			for _, p := range []string{"/containers/app/loop-a", "/containers/app/loop-b", "/containers/app/pods",
-				"/containers/app/witness-and-back", "/volumes/kubernetes.io~empty-dir/cache/scratch/self",
-				"/volumes/kubernetes.io~empty-dir/cache/scratch/up", "/volumes/kubernetes.io~empty-dir/cache/scratch/pod",
-				"/etc-hosts.d"} {
+			// In the pod's scratch space symlinks are the pod's own: unlinked.
+			for _, p := range []string{"/volumes/kubernetes.io~empty-dir/cache/scratch/self",
+				"/volumes/kubernetes.io~empty-dir/cache/scratch/up", "/volumes/kubernetes.io~empty-dir/cache/scratch/pod"} {
 				assertAction(t, plan, cleanup.Unlink, hPod+p)
 			}
+			// Where the kubelet writes files, or where it writes nothing, they are not.
+			for _, p := range []string{"/containers/app/loop-a", "/containers/app/loop-b", "/containers/app/pods",
+				"/containers/app/witness-and-back", "/etc-hosts.d"} {
+				assertAction(t, plan, cleanup.Keep, hPod+p)
+			}
+		},
+	}, {
+		// An operator's backup in an orphaned pod dir, and files where the
+		// kubelet writes others: none of it is the kubelet's, so all of it
+		// stays, and the pod dir with it (issue 9, item 3).
+		name: "operator-files-in-the-pod-dir",
+		setup: func(n *hostileNode) {
+			n.write(hPod+"/backup/pv-data.tar", "the only copy")
+			n.write(hPod+"/plugins/kubernetes.io~empty-dir/cache/notes.txt", "not a ready marker")
+			n.write(hPod+"/containers/app/extra/log", "not a termination message file")
+		},
+		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, _ []cleanup.ActionResult) {
+			for p, want := range map[string]string{
+				"/backup/pv-data.tar":                              "the only copy",
+				"/plugins/kubernetes.io~empty-dir/cache/notes.txt": "not a ready marker",
+				"/containers/app/extra/log":                        "not a termination message file",
+			} {
+				got, err := os.ReadFile(n.p(hPod + p))
+				if assert.NoError(t, err, "%s stays", p) {
+					assert.Equal(t, want, string(got))
+				}
+			}
+			assert.False(t, n.exists(hPod+"/etc-hosts"), "what the kubelet wrote goes")
+			assert.False(t, n.exists(hPod+"/plugins/kubernetes.io~empty-dir/cache/ready"), "what the kubelet wrote goes")
+		},
+		report: func(t *testing.T, _ *hostileNode, _ *reconstruct.State, plan *cleanup.ActionPlan) {
+			for _, p := range []string{"/backup", "/plugins/kubernetes.io~empty-dir/cache/notes.txt", "/containers/app/extra", ""} {
+				assertAction(t, plan, cleanup.Keep, hPod+p)
+			}
+			a, _ := actionAt(plan, hPod+"/backup")
+			assert.Contains(t, a.Reason, "UnexpectedEntry")
 		},
 	}, {
 		// A block spec named by staging/ only: its spec dir is a symlink.
@@ -1078,9 +1117,10 @@ func treeCases() []hostileCase {
 		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, _ []cleanup.ActionResult) {
 			ed := hPod + "/volumes/kubernetes.io~empty-dir"
 			assert.ElementsMatch(t, []string{ed + "/lit x", ed + "/mem\nvol\ttab"}, n.unmounted)
-			for _, p := range []string{hPod + "/\xff\xfe", hPod + "/containers", ed} {
+			for _, p := range []string{hPod + "/containers", ed} {
 				assert.False(t, n.exists(p), "%q is removed", p)
 			}
+			assert.True(t, n.exists(hPod+"/\xff\xfe"), "a file the kubelet does not create stays")
 			assert.True(t, n.exists(hPod+"/volumes/kubernetes.io~\xff/vol\n/data.bin"), "data of an unknown plugin stays")
 		},
 		report: func(t *testing.T, _ *hostileNode, st *reconstruct.State, plan *cleanup.ActionPlan) {
@@ -1257,7 +1297,7 @@ func sizeCases() []hostileCase {
 		},
 	}, {
 		name:  "deep-nesting-within-the-walk-limit",
-		setup: func(n *hostileNode) { n.deep(hPod+"/containers/app/d", "d", 50) },
+		setup: func(n *hostileNode) { n.deep(hPod+"/volumes/kubernetes.io~empty-dir/cache/scratch/d", "d", 50) },
 		after: podGone,
 	}, {
 		name: "deep-nesting-beyond-the-walk-limit",

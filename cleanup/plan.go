@@ -22,6 +22,10 @@ type Options struct {
 	// tmpfs of secret, projected, downwardAPI and memory emptyDir volumes,
 	// subpath binds and CSI publish targets. Never a staging mount.
 	Unmount bool
+	// RootDirAliases are the aliases of the kubelet root the scan was given
+	// (reconstruct.Options.RootDirAliases): a mount under a pod dir's alias
+	// path is the pod's mount too, so the pod is only reported.
+	RootDirAliases []string
 }
 
 // snapshot is the node as Plan sees it: its files, and one consistent read
@@ -132,6 +136,9 @@ func planPod(st *reconstruct.State, snap *snapshot, tableErr error, pod reconstr
 		}
 	}
 	pod.MountPoints = unionMountPoints(pod.MountPoints, snap.table.AtOrBelow(pod.Path))
+	for _, alias := range reconstruct.AliasPaths(st.ResolvedRootDir, opts.RootDirAliases, pod.Path) {
+		pod.MountPoints = unionMountPoints(pod.MountPoints, snap.table.AtOrBelow(alias))
+	}
 	p := &podPlanner{st: st, pod: pod, contents: contents, opts: opts, volumes: map[string]reconstruct.Volume{},
 		children: map[string][]PodEntry{}, entries: map[string]PodEntry{}}
 	for _, v := range volumes {
@@ -231,6 +238,8 @@ func (p *podPlanner) reportMountsOnly(stay int) []Action {
 	for _, mp := range p.pod.MountPoints {
 		e, listed := p.entries[mp]
 		switch parts := p.parts(PodEntry{Path: mp}); {
+		case !strings.HasPrefix(mp, p.pod.Path+"/") && mp != p.pod.Path:
+			p.add(Keep, mp, "still mounted under an alias of the kubelet root: the pod's volume is in use there", "mount table has an entry at the path")
 		case !listed:
 			p.add(Keep, mp, "still mounted, inside another mount", "mount table has an entry at the path")
 		case p.isCSITarget(parts):
@@ -286,7 +295,29 @@ func (p *podPlanner) planEntry(e PodEntry) bool {
 	case "volume-subpaths":
 		return p.planSubpathEntry(e, parts)
 	}
-	return p.remove(e, "a pod-dir leftover that is not a volume")
+	if why, ok := kubeletLeftover(e, parts); ok {
+		return p.remove(e, why)
+	}
+	p.add(Keep, e.Path, "UnexpectedEntry: a "+string(e.Type)+" the kubelet does not create in a pod dir: never removed, and the pod dir stays with it")
+	return false
+}
+
+// kubeletLeftover says whether an entry of the pod dir outside its volume
+// trees is one the kubelet creates itself, and what it is: its orphan
+// cleanup removes these, and only these. Anything else is someone's data.
+func kubeletLeftover(e PodEntry, parts []string) (string, bool) {
+	isDir, isFile := e.Type == podsdir.TypeDir, e.Type == podsdir.TypeFile
+	switch {
+	case len(parts) == 1 && parts[0] == "etc-hosts" && isFile:
+		return "the pod's hosts file, written by the kubelet", true
+	case parts[0] == "containers" && len(parts) <= 2 && isDir,
+		parts[0] == "containers" && len(parts) == 3 && isFile:
+		return "the kubelet's per-container files (termination messages)", true
+	case parts[0] == "plugins" && len(parts) <= 3 && isDir,
+		parts[0] == "plugins" && len(parts) == 4 && parts[3] == "ready" && isFile:
+		return "a volume plugin's ready marker and its dirs, written by the kubelet", true
+	}
+	return "", false
 }
 
 // remove removes an entry that is the pod's own: a dir after its contents,
@@ -327,11 +358,16 @@ func (p *podPlanner) planMount(e PodEntry, parts []string) bool {
 			Reason: "NodeUnstage through the CSI driver once no other pod uses it: this plan unmounts the publish target of " +
 				p.pod.UID + " that used it; the staging mount is never touched here"})
 	}
-	kind := Rmdir
-	if e.Type != podsdir.TypeDir {
-		kind = Unlink
+	if e.Type == podsdir.TypeDir {
+		// rmdir itself refuses a dir that holds data once unmounted.
+		p.add(Rmdir, e.Path, "the mount point, once unmounted", "its unmount comes first")
+		return true
 	}
-	p.add(kind, e.Path, "the mount point, once unmounted", "its unmount comes first")
+	// What lies under a file mount shows only after the unmount: it is
+	// unlinked then only if it is empty, as an unmounted one would be.
+	p.actions = append(p.actions, Action{Action: Unlink, Path: e.Path, PodUID: p.pod.UID, MustBeEmpty: true,
+		Reason:   "the mount point, once unmounted, if it is then empty (0 bytes)",
+		Evidence: []string{"its unmount comes first"}})
 	return true
 }
 

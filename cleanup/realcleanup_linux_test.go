@@ -64,7 +64,8 @@ func newOrphanNode(t *testing.T) *orphanNode {
 
 	n.outside = filepath.Join(t.TempDir(), "outside")
 	n.Write(filepath.Join(n.outside, "precious.txt"), "outside the pod dir")
-	require.NoError(t, os.Symlink(n.outside, n.Path("pods", realUID1, "containers/app/evil")))
+	// In the emptyDir, where the pod's own symlinks live: unlinked, never followed.
+	require.NoError(t, os.Symlink(n.outside, filepath.Join(cache, "evil")))
 	return n
 }
 
@@ -134,7 +135,8 @@ func TestRealCleanupWithUnmountUnmountsOnlyPodLevelMounts(t *testing.T) {
 		"kept while the staging mount is live: NodeUnstage needs it")
 	assert.False(t, exists(n.Path("pods", realUID1, "volumes/kubernetes.io~empty-dir")), "the pod's scratch space goes")
 	assert.False(t, exists(n.Path("pods", realUID1, "volumes/kubernetes.io~configmap")), "copies of API objects go")
-	assert.False(t, exists(n.Path("pods", realUID1, "containers")), "the planted symlink is unlinked itself")
+	assert.False(t, exists(n.Path("pods", realUID1, "containers")), "the kubelet's container files go")
+	assert.FileExists(t, filepath.Join(n.outside, "precious.txt"), "the planted symlink is unlinked itself")
 	assert.DirExists(t, n.Path("pods", realUID1))
 }
 

@@ -32,6 +32,11 @@ type Action struct {
 	// MustBeUnmounted lists paths besides Path that must have no mount at or
 	// below them when the action runs (the executor re-checks them).
 	MustBeUnmounted []string `json:"mustBeUnmounted,omitempty"`
+	// MustBeEmpty: an Unlink of what must hold no data when the action runs,
+	// a file subpath target whose content shows only once it is unmounted.
+	// The executor checks right before the unlink that it is a 0-byte
+	// regular file (or a fifo or socket), and keeps it otherwise.
+	MustBeEmpty bool `json:"mustBeEmpty,omitempty"`
 }
 
 // ActionPlan is an ordered list of cleanup actions: for each orphaned pod

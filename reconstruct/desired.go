@@ -11,11 +11,39 @@ import (
 // PodSource tells which pods should exist on the node: a kubelet-like agent
 // passes its pod manager, the CLI a list. Terminating pods must be listed:
 // their volumes are still in use.
+//
+// ActivePods returns pod keys: every name a pod dir of an active pod may
+// have. That is each pod's UID and, for a static pod, also its config hash
+// (see PodKeys): the kubelet names a static pod's dir by the hash, while the
+// API server shows its mirror pod under a UID of its own. A pod dir is
+// Active when its name is any of the keys.
 type PodSource interface {
 	ActivePods(ctx context.Context) ([]string, error)
 }
 
-// PodList is a PodSource over a fixed list of pod UIDs.
+// The annotations that carry a static pod's config hash: the kubelet sets
+// ConfigHashAnnotation on the pod it runs, and ConfigMirrorAnnotation (to
+// the same hash) on the mirror pod it creates in the API server.
+const (
+	ConfigHashAnnotation   = "kubernetes.io/config.hash"
+	ConfigMirrorAnnotation = "kubernetes.io/config.mirror"
+)
+
+// PodKeys returns the keys a PodSource lists for one pod of the API: its UID,
+// and the config hash a static pod's dir is named by, from either annotation.
+// Without them a static pod (etcd, kube-apiserver …) would look orphaned.
+func PodKeys(uid string, annotations map[string]string) []string {
+	keys := []string{uid}
+	for _, name := range []string{ConfigHashAnnotation, ConfigMirrorAnnotation} {
+		if hash := strings.TrimSpace(annotations[name]); hash != "" && !slices.Contains(keys, hash) {
+			keys = append(keys, hash)
+		}
+	}
+	return keys
+}
+
+// PodList is a PodSource over a fixed list of pod keys (UIDs and config
+// hashes, see PodSource).
 type PodList []string
 
 // ActivePods returns the list.
@@ -33,7 +61,8 @@ func (f PodSourceFunc) ActivePods(ctx context.Context) ([]string, error) { retur
 // would make every pod on the node an orphan.
 var ErrEmptyActivePods = errors.New("the active pod list is empty but pod dirs exist")
 
-// ActivePodsInfo says what the pod source answered.
+// ActivePodsInfo says what the pod source answered. Count is the number of
+// keys it listed (UIDs and static pods' config hashes).
 type ActivePodsInfo struct {
 	Count int    `json:"count"`
 	Error string `json:"error,omitempty"`

@@ -74,3 +74,22 @@ func TestEmptyActivePodsAreRefused(t *testing.T) {
 	require.ErrorIs(t, err, reconstruct.ErrEmptyActivePods)
 	assert.Contains(t, err.Error(), "2 pod dirs")
 }
+
+// A static pod's dir is named by its config hash: listed under the keys of
+// its mirror pod, it is Active, not an orphan.
+func TestPodKeysMakeAStaticPodActive(t *testing.T) {
+	const hash = "6e3e5b3f0d8c4a1b9f2e7d6c5b4a3928"
+	keys := reconstruct.PodKeys(realUID1, map[string]string{
+		reconstruct.ConfigHashAnnotation: hash, reconstruct.ConfigMirrorAnnotation: hash})
+	assert.Equal(t, []string{realUID1, hash}, keys)
+	assert.Equal(t, []string{realUID2}, reconstruct.PodKeys(realUID2, nil))
+
+	opts := reconstruct.Options{HostRoot: t.TempDir(), ActivePods: reconstruct.PodList(keys)}
+	require.NoError(t, os.MkdirAll(filepath.Join(opts.HostRoot, "/var/lib/kubelet/pods", hash, "containers"), 0o750))
+	opts.ReadMountTable = func(context.Context) (*mountscan.Table, error) {
+		return mountscan.FromLines("1 0 259:1 / / rw - ext4 /dev/sda1 rw")
+	}
+	st, err := reconstruct.Scan(t.Context(), opts)
+	require.NoError(t, err)
+	assert.Equal(t, []reconstruct.PodStatus{reconstruct.PodActive}, statuses(st))
+}

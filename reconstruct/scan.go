@@ -179,17 +179,39 @@ func (b *builder) check(path string) (VolumeState, *MountRef, string) {
 
 // atAlias looks a path under the kubelet root up under each root alias.
 func (b *builder) atAlias(path string) (string, []mountscan.Mount) {
-	rel, ok := strings.CutPrefix(path, b.inv.ResolvedRootDir+"/")
-	if !ok {
-		return "", nil
-	}
-	for _, root := range b.opts.RootDirAliases {
-		alias := join(root, rel)
+	for _, alias := range AliasPaths(b.inv.ResolvedRootDir, b.opts.RootDirAliases, path) {
 		if stack := b.mounts.at(alias); len(stack) > 0 {
 			return alias, stack
 		}
 	}
 	return "", nil
+}
+
+// AliasPaths returns where a path under the kubelet root (resolvedRoot) is
+// also seen under each of the root's aliases (Options.RootDirAliases); none
+// for a path outside the root.
+func AliasPaths(resolvedRoot string, aliases []string, path string) []string {
+	rel, ok := strings.CutPrefix(path, resolvedRoot+"/")
+	if !ok || len(aliases) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(aliases))
+	for _, root := range aliases {
+		out = append(out, join(root, rel))
+	}
+	return out
+}
+
+// podMountPoints lists the mount points at or below a pod dir and at or
+// below its alias paths: a volume a driver mounted under an alias of the
+// root is the pod's mount as much as one under the root.
+func (b *builder) podMountPoints(dir string) []string {
+	mps := uniqueMountPoints(b.table.AtOrBelow(dir))
+	for _, alias := range AliasPaths(b.inv.ResolvedRootDir, b.opts.RootDirAliases, dir) {
+		mps = append(mps, uniqueMountPoints(b.table.AtOrBelow(alias))...)
+	}
+	slices.Sort(mps)
+	return slices.Compact(mps)
 }
 
 // mountedOnlyAtAlias: the kubelet's own path is not a mount point although
@@ -237,7 +259,7 @@ func (b *builder) buildPods() {
 	for _, p := range b.inv.Pods {
 		pod := Pod{UID: p.UID, Path: p.Path, Status: PodUnknown, VolumeCount: len(p.Volumes)}
 		if b.consistent {
-			pod.MountPoints = uniqueMountPoints(b.table.AtOrBelow(p.Path))
+			pod.MountPoints = b.podMountPoints(p.Path)
 		}
 		b.st.Pods = append(b.st.Pods, pod)
 		for _, v := range p.Volumes {

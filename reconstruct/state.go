@@ -145,11 +145,13 @@ type MountTableInfo struct {
 
 // Pod is one pod directory.
 type Pod struct {
-	UID         string    `json:"uid"`
-	Path        string    `json:"path"`
-	Status      PodStatus `json:"status"`
-	MountPoints []string  `json:"mountPoints,omitempty"`
-	VolumeCount int       `json:"volumeCount"`
+	UID    string    `json:"uid"`
+	Path   string    `json:"path"`
+	Status PodStatus `json:"status"`
+	// MountPoints are the mount points at or below the pod dir, and at or
+	// below its paths under the root's aliases (Options.RootDirAliases).
+	MountPoints []string `json:"mountPoints,omitempty"`
+	VolumeCount int      `json:"volumeCount"`
 }
 
 // MountRef describes the mount-table entry found at a path (the topmost one

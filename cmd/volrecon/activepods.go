@@ -9,10 +9,13 @@ import (
 	"strings"
 
 	"github.com/volrecon/volrecon/podsdir"
+	"github.com/volrecon/volrecon/reconstruct"
 )
 
-// readActivePods reads the pods that should exist: one UID per line ("#"
-// starts a comment), or the JSON of `kubectl get pods -o json`.
+// readActivePods reads the pods that should exist: one UID (or static pod
+// config hash) per line ("#" starts a comment), or the JSON of `kubectl get
+// pods -o json`, whose pods count under their UID and, for static pods, their
+// config hash (reconstruct.PodKeys).
 func readActivePods(path string, stdin io.Reader) ([]string, error) {
 	data, err := readAll(path, stdin)
 	if err != nil {
@@ -48,7 +51,8 @@ type podList struct {
 	Kind  string `json:"kind"`
 	Items *[]struct {
 		Metadata struct {
-			UID string `json:"uid"`
+			UID         string            `json:"uid"`
+			Annotations map[string]string `json:"annotations"`
 		} `json:"metadata"`
 	} `json:"items"`
 }
@@ -66,7 +70,7 @@ func podUIDsFromJSON(path string, data []byte) ([]string, error) {
 		if !podsdir.IsPodUID(item.Metadata.UID) {
 			return nil, fmt.Errorf("--active-pods %s: items[%d].metadata.uid %q is not a pod UID", path, i, item.Metadata.UID)
 		}
-		uids = append(uids, item.Metadata.UID)
+		uids = append(uids, reconstruct.PodKeys(item.Metadata.UID, item.Metadata.Annotations)...)
 	}
 	return uids, nil
 }

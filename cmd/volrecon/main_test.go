@@ -84,11 +84,15 @@ func TestScanWithUnreadableMountTable(t *testing.T) {
 func TestReadActivePods(t *testing.T) {
 	const uidA, uidB = "0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91", "2c4e6a8b-3d5f-4e7a-8b9c-0d1e2f3a4b5c"
 	kubectl := `{"apiVersion":"v1","kind":"List","items":[{"metadata":{"name":"web-0","uid":"` + uidA + `"}},{"metadata":{"uid":"` + uidB + `"}}]}`
+	const hash = "6e3e5b3f0d8c4a1b9f2e7d6c5b4a3928"
+	mirror := `{"kind":"List","items":[{"metadata":{"name":"etcd-node-a","uid":"` + uidA + `","annotations":{` +
+		`"kubernetes.io/config.hash":"` + hash + `","kubernetes.io/config.mirror":"` + hash + `","kubernetes.io/config.source":"file"}}}]}`
 	tests := []struct {
 		name, input string
 		want        []string
 		err         string
 	}{
+		{"kubectl json, static pod: its uid and its config hash", mirror, []string{uidA, hash}, ""},
 		{"lines with comments", "# node-a\n" + uidA + "\n\n  " + uidB + "  # web\n", []string{uidA, uidB}, ""},
 		{"static pod uid", "6e3e5b3f0d8c4a1b9f2e7d6c5b4a3928\n", []string{"6e3e5b3f0d8c4a1b9f2e7d6c5b4a3928"}, ""},
 		{"kubectl json", kubectl, []string{uidA, uidB}, ""},
@@ -113,4 +117,25 @@ func TestReadActivePods(t *testing.T) {
 func TestReadActivePodsNamesAMissingFile(t *testing.T) {
 	_, err := readActivePods("/no/such/file", nil)
 	require.ErrorContains(t, err, "--active-pods /no/such/file")
+}
+
+// A static pod's dir is named by its config hash, while kubectl shows its
+// mirror pod under another UID: the hash in the mirror pod's annotations
+// makes it active, so `cleanup --apply` leaves its emptyDir data alone.
+func TestCleanupKeepsAStaticPodListedByItsMirrorPod(t *testing.T) {
+	const hash, mirrorUID = "6e3e5b3f0d8c4a1b9f2e7d6c5b4a3928", "0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91"
+	root := t.TempDir()
+	data := filepath.Join(root, "pods", hash, "volumes", "kubernetes.io~empty-dir", "data", "member", "snap.db")
+	require.NoError(t, os.MkdirAll(filepath.Dir(data), 0o750))
+	require.NoError(t, os.WriteFile(data, []byte("etcd data"), 0o600))
+	mountinfo := filepath.Join(t.TempDir(), "mountinfo")
+	require.NoError(t, os.WriteFile(mountinfo, []byte("1 0 259:1 / / rw - ext4 /dev/sda1 rw\n"), 0o600))
+	pods := `{"kind":"List","items":[{"metadata":{"name":"etcd-node-a","namespace":"kube-system","uid":"` + mirrorUID + `",` +
+		`"annotations":{"kubernetes.io/config.hash":"` + hash + `","kubernetes.io/config.mirror":"` + hash + `"}}}]}`
+
+	code, out, errOut := runCLI(t, pods, "cleanup", "--root-dir", root, "--mountinfo", mountinfo,
+		"--active-pods", "-", "--apply", "-o", "json")
+	require.Equal(t, exitOK, code, errOut)
+	assert.NotContains(t, out, hash, "the static pod is active: nothing of it is planned")
+	assert.FileExists(t, data)
 }

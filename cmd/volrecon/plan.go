@@ -55,7 +55,7 @@ func planOrCleanup(ctx context.Context, name, summary string, args []string, e e
 	if err != nil {
 		return err
 	}
-	plan := cleanup.Plan(ctx, st, cleanup.Options{Node: n.cleanupNode(), Unmount: *unmount})
+	plan := cleanup.Plan(ctx, st, cleanup.Options{Node: n.cleanupNode(), Unmount: *unmount, RootDirAliases: n.opts.RootDirAliases})
 	out := newPrinter(e.stdout, c.output)
 	if apply == nil {
 		return errors.Join(out.plan(plan, nil), mountTableError(st))
