@@ -27,7 +27,7 @@ type Events struct {
 }
 
 type findingKey struct {
-	kind                      reconstruct.FindingKind
+	kind                     reconstruct.FindingKind
 	path, podUID, volumeName string
 }
 
