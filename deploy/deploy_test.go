@@ -27,6 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	k8sjson "sigs.k8s.io/json"
 	k8syaml "sigs.k8s.io/yaml"
@@ -74,6 +75,8 @@ func mutate(t *testing.T, text, old, replacement string) string {
 type manifests struct {
 	daemonSet      *appsv1.DaemonSet
 	serviceAccount *corev1.ServiceAccount
+	roles          []*rbacv1.ClusterRole
+	bindings       []*rbacv1.ClusterRoleBinding
 }
 
 var documentSeparator = regexp.MustCompile(`(?m)^---[ \t]*$`)
@@ -130,15 +133,20 @@ func decodeManifests(text string) (*manifests, error) {
 			}
 			m.serviceAccount = &corev1.ServiceAccount{}
 			obj = m.serviceAccount
+		case "rbac.authorization.k8s.io/v1, Kind=ClusterRole":
+			role := &rbacv1.ClusterRole{}
+			m.roles = append(m.roles, role)
+			obj = role
+		case "rbac.authorization.k8s.io/v1, Kind=ClusterRoleBinding":
+			binding := &rbacv1.ClusterRoleBinding{}
+			m.bindings = append(m.bindings, binding)
+			obj = binding
 		default:
 			return nil, fmt.Errorf("document %d: unexpected object %s", i+1, gvk)
 		}
 		if err := decodeStrict([]byte(doc), obj); err != nil {
 			return nil, fmt.Errorf("document %d (%s): %w", i+1, tm.Kind, err)
 		}
-	}
-	if m.daemonSet == nil {
-		return nil, errors.New("no DaemonSet")
 	}
 	return &m, nil
 }
@@ -147,6 +155,7 @@ func loadManifests(t *testing.T) *manifests {
 	t.Helper()
 	m, err := decodeManifests(readFile(t, daemonSetFile))
 	require.NoError(t, err)
+	require.NotNil(t, m.daemonSet, "no DaemonSet")
 	return m
 }
 
@@ -183,7 +192,7 @@ func TestDaemonSetObjects(t *testing.T) {
 	}
 	assert.NotEmpty(t, ds.Spec.Selector.MatchLabels)
 
-	// The pods run under their own ServiceAccount, without an API token.
+	// The pods run under their own ServiceAccount; only they get its token.
 	spec := ds.Spec.Template.Spec
 	require.NotNil(t, sa)
 	assert.Equal(t, ds.Namespace, sa.Namespace)
@@ -191,7 +200,48 @@ func TestDaemonSetObjects(t *testing.T) {
 	require.NotNil(t, sa.AutomountServiceAccountToken)
 	assert.False(t, *sa.AutomountServiceAccountToken)
 	require.NotNil(t, spec.AutomountServiceAccountToken)
-	assert.False(t, *spec.AutomountServiceAccountToken)
+	assert.True(t, *spec.AutomountServiceAccountToken, "--active-pods=api needs the token")
+}
+
+// The ServiceAccount may read pods and CSIDrivers, and nothing else.
+func TestDaemonSetRBACIsReadOnly(t *testing.T) {
+	m := loadManifests(t)
+	require.Len(t, m.roles, 1)
+	require.Len(t, m.bindings, 1)
+	assert.Equal(t, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csidrivers"}, Verbs: []string{"get", "list", "watch"}},
+	}, m.roles[0].Rules)
+	assertBinds(t, m.bindings[0], m.roles[0], m.serviceAccount)
+}
+
+// With --events, the ServiceAccount may also create and patch Events, and
+// nothing more.
+func TestEventsRBAC(t *testing.T) {
+	events, err := decodeManifests(readFile(t, "events-rbac.yaml"))
+	require.NoError(t, err)
+	require.Nil(t, events.daemonSet)
+	require.Len(t, events.roles, 1)
+	require.Len(t, events.bindings, 1)
+	assert.Equal(t, []rbacv1.PolicyRule{
+		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	}, events.roles[0].Rules)
+	assertBinds(t, events.bindings[0], events.roles[0], loadManifests(t).serviceAccount)
+}
+
+func assertBinds(t *testing.T, b *rbacv1.ClusterRoleBinding, role *rbacv1.ClusterRole, sa *corev1.ServiceAccount) {
+	t.Helper()
+	assert.Equal(t, rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name}, b.RoleRef)
+	assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.Name, Namespace: sa.Namespace}}, b.Subjects)
+}
+
+// The DaemonSet asks the API server for the node's pods, naming its node
+// from the downward API.
+func TestDaemonSetAsksTheAPIServer(t *testing.T) {
+	c := volreconContainer(t, loadManifests(t).daemonSet)
+	assert.Equal(t, "api", flagValue(t, c.Args, "active-pods"))
+	assert.Contains(t, c.Env, corev1.EnvVar{Name: "NODE_NAME",
+		ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}})
 }
 
 func TestDaemonSetRunsOnEveryNode(t *testing.T) {
@@ -354,6 +404,7 @@ var alertRules = map[string]string{
 	"VolreconOrphanedPodWithMounts":  "warning",
 	"VolreconDataOnNodeDisk":         "critical",
 	"VolreconScanFailing":            "warning",
+	"VolreconActivePodsUnknown":      "warning",
 	"VolreconMountTableInconsistent": "warning",
 	"VolreconDown":                   "warning",
 }
@@ -364,6 +415,7 @@ var runbook = map[string][]string{
 	"VolreconLeakedStagingMount":    {"NodeUnstageVolume", "Never umount it or rm"},
 	"VolreconOrphanedPodWithMounts": {"volrecon plan", "volrecon cleanup", "Do not rm -rf"},
 	"VolreconDataOnNodeDisk":        {"Copy it off the node first", "Never delete it"},
+	"VolreconActivePodsUnknown":     {"/healthz says why", "every pod dir is Unknown"},
 }
 
 // scrapeMetrics are the metrics the rules may use that volrecon does not

@@ -28,6 +28,7 @@ func Example() {
 	// VolreconOrphanedPodWithMounts: warning after 30m
 	// VolreconDataOnNodeDisk: critical after 5m
 	// VolreconScanFailing: warning after 5m
+	// VolreconActivePodsUnknown: warning after 15m
 	// VolreconMountTableInconsistent: warning after 15m
 	// VolreconDown: warning after 10m
 }

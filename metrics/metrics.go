@@ -38,6 +38,7 @@ type Metrics struct {
 	volumesInUse      prometheus.Gauge
 	mountTableEntries prometheus.Gauge
 	mountTableOK      prometheus.Gauge
+	activePodsKnown   prometheus.Gauge
 	lastSuccess       prometheus.Gauge
 	scanDuration      prometheus.Histogram
 	scans             *prometheus.CounterVec
@@ -77,6 +78,9 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Number of entries in the mount table read by the last successful scan."}),
 		mountTableOK: prometheus.NewGauge(prometheus.GaugeOpts{Name: name("mount_table_consistent"),
 			Help: "Whether the last successful scan read the mount table consistently (1) or not (0, every volume state is then Uncertain)."}),
+		activePodsKnown: prometheus.NewGauge(prometheus.GaugeOpts{Name: name("active_pods_known"),
+			Help: "Whether the last successful scan got an answer from its source of the pods that should exist (1) or not (0: no source, " +
+				"or it failed, timed out, was refused or could not vouch for a fresh answer; every pod is then Unknown and none is orphaned)."}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Name: name("last_successful_scan_timestamp_seconds"),
 			Help: "Time the last successful scan was recorded, in seconds since the Unix epoch, or 0 when no scan has succeeded."}),
 		scanDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: name("scan_duration_seconds"),
@@ -102,7 +106,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		m.volumes.vec, m.globalMounts.vec, m.pods.vec, m.findings.vec, m.severities.vec,
-		m.volumesInUse, m.mountTableEntries, m.mountTableOK, m.lastSuccess,
+		m.volumesInUse, m.mountTableEntries, m.mountTableOK, m.activePodsKnown, m.lastSuccess,
 		m.scanDuration, m.scans, m.cleanupActions,
 	}
 }
@@ -133,6 +137,7 @@ func (m *Metrics) ObserveScan(st *reconstruct.State, duration time.Duration, err
 	m.volumesInUse.Set(float64(len(st.VolumesInUse)))
 	m.mountTableEntries.Set(float64(st.MountTable.Entries))
 	m.mountTableOK.Set(boolToFloat(st.MountTable.Consistent))
+	m.activePodsKnown.Set(boolToFloat(st.ActivePods != nil && st.ActivePods.Error == ""))
 	m.lastSuccess.Set(float64(m.now().UnixNano()) / 1e9)
 	m.scans.WithLabelValues(resultSuccess).Inc()
 }

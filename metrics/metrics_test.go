@@ -456,7 +456,7 @@ func TestLint(t *testing.T) {
 		names = append(names, mf.GetName())
 		assert.NotEmpty(t, mf.GetMetric(), "%s has no series to lint", mf.GetName())
 	}
-	assert.Len(t, names, 12)
+	assert.Len(t, names, 13)
 
 	problems, err := testutil.GatherAndLint(reg)
 	require.NoError(t, err)
@@ -499,4 +499,30 @@ func TestConcurrentUse(t *testing.T) {
 // Every finding kind is exported, at 0 when absent.
 func TestAllFindingKinds(t *testing.T) {
 	assert.Equal(t, reconstruct.FindingKinds(), metrics.AllFindingKinds)
+}
+
+// active_pods_known is 1 only for a scan that got an answer from its pod
+// source: no source, or one that failed, both give 0.
+func TestActivePodsKnown(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		info *reconstruct.ActivePodsInfo
+		want float64
+	}{
+		{"no source", nil, 0},
+		{"the source failed", &reconstruct.ActivePodsInfo{Error: "the pod watch cannot be trusted"}, 0},
+		{"the source answered", &reconstruct.ActivePodsInfo{Count: 3}, 1},
+	} {
+		m, reg := newMetrics(t)
+		st := sampleState()
+		st.ActivePods = c.info
+		m.ObserveScan(st, time.Second, nil)
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() == "volrecon_active_pods_known" {
+				assert.Equal(t, c.want, mf.GetMetric()[0].GetGauge().GetValue(), c.name)
+			}
+		}
+	}
 }

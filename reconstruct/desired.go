@@ -68,27 +68,41 @@ type ActivePodsInfo struct {
 	Error string `json:"error,omitempty"`
 }
 
+// PodConfirmer is a PodSource whose quick answer (say, from a watch cache)
+// can lag behind, and that can confirm it with an authoritative one (a
+// quorum read). Build asks for the confirmation only when the quick answer
+// would orphan a pod, and then takes the confirmed answer instead: a pod
+// created just before the scan is never called orphaned because a cache
+// had not seen it yet.
+type PodConfirmer interface {
+	PodSource
+	ConfirmActivePods(ctx context.Context) ([]string, error)
+}
+
 // applyActivePods sets each pod's status. A pod is Orphaned only with
 // positive evidence: the source answered without error and lacks it.
 func (b *builder) applyActivePods() error {
 	if b.opts.ActivePods == nil {
 		return nil
 	}
-	uids, err := b.opts.ActivePods.ActivePods(b.ctx)
+	keys, err := b.opts.ActivePods.ActivePods(b.ctx)
+	if err == nil && b.wouldOrphan(keys) {
+		if c, ok := b.opts.ActivePods.(PodConfirmer); ok {
+			b.log.V(4).Info("Confirming the active pods before orphaning any")
+			keys, err = c.ConfirmActivePods(b.ctx)
+		}
+	}
 	if err != nil {
 		b.st.ActivePods = &ActivePodsInfo{Error: err.Error()}
 		b.log.V(2).Info("Could not get the active pods; every pod stays Unknown", "err", err)
 		return nil
 	}
-	if len(uids) == 0 && len(b.st.Pods) > 0 && !b.opts.EmptyActivePodsAuthoritative {
+	if len(keys) == 0 && len(b.st.Pods) > 0 && !b.opts.EmptyActivePodsAuthoritative {
 		return fmt.Errorf("%w (%d pod dirs under %s): pass the list again, or say that empty is authoritative",
 			ErrEmptyActivePods, len(b.st.Pods), b.inv.PodsDir)
 	}
-	b.st.ActivePods = &ActivePodsInfo{Count: len(uids)}
-	active := make(map[string]bool, len(uids))
-	for _, uid := range uids {
-		active[strings.ToLower(strings.TrimSpace(uid))] = true
-	}
+	b.st.ActivePods = &ActivePodsInfo{Count: len(keys)}
+	active := keySet(keys)
 	for i := range b.st.Pods {
 		p := &b.st.Pods[i]
 		p.Status = PodOrphaned
@@ -98,6 +112,25 @@ func (b *builder) applyActivePods() error {
 		b.log.V(4).Info("Pod status", "podUID", p.UID, "status", p.Status)
 	}
 	return nil
+}
+
+func keySet(keys []string) map[string]bool {
+	set := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		set[strings.ToLower(strings.TrimSpace(k))] = true
+	}
+	return set
+}
+
+// wouldOrphan: some pod dir is not named by any of the keys.
+func (b *builder) wouldOrphan(keys []string) bool {
+	active := keySet(keys)
+	for _, p := range b.st.Pods {
+		if !active[strings.ToLower(p.UID)] {
+			return true
+		}
+	}
+	return false
 }
 
 // noteOrphans reports each orphaned pod as removable or as still mounted.

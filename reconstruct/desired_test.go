@@ -93,3 +93,46 @@ func TestPodKeysMakeAStaticPodActive(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []reconstruct.PodStatus{reconstruct.PodActive}, statuses(st))
 }
+
+// confirmer answers from a lagging cache and confirms with a fresh list.
+type confirmer struct {
+	cached, fresh []string
+	freshErr      error
+	confirmed     int
+}
+
+func (c *confirmer) ActivePods(context.Context) ([]string, error) { return c.cached, nil }
+
+func (c *confirmer) ConfirmActivePods(context.Context) ([]string, error) {
+	c.confirmed++
+	return c.fresh, c.freshErr
+}
+
+// A PodConfirmer is asked to confirm only when its quick answer would orphan
+// a pod, and its confirmed answer is the one taken.
+func TestPodConfirmerConfirmsBeforeOrphaning(t *testing.T) {
+	both := []string{realUID1, realUID2}
+	tests := []struct {
+		name          string
+		source        *confirmer
+		want          []reconstruct.PodStatus
+		wantConfirmed int
+	}{
+		{"cache has both: no confirmation", &confirmer{cached: both},
+			[]reconstruct.PodStatus{reconstruct.PodActive, reconstruct.PodActive}, 0},
+		{"cache lags, the fresh list has the new pod", &confirmer{cached: []string{realUID1}, fresh: both},
+			[]reconstruct.PodStatus{reconstruct.PodActive, reconstruct.PodActive}, 1},
+		{"the fresh list confirms the orphan", &confirmer{cached: []string{realUID1}, fresh: []string{realUID1}},
+			[]reconstruct.PodStatus{reconstruct.PodActive, reconstruct.PodOrphaned}, 1},
+		{"the confirmation fails: unknown", &confirmer{cached: []string{realUID1}, freshErr: errors.New("apiserver down")},
+			[]reconstruct.PodStatus{reconstruct.PodUnknown, reconstruct.PodUnknown}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := scanPods(t, reconstruct.Options{ActivePods: tc.source})
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, statuses(st))
+			assert.Equal(t, tc.wantConfirmed, tc.source.confirmed)
+		})
+	}
+}

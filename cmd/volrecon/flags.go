@@ -28,6 +28,7 @@ type nodeFlags struct {
 	probeTimeout                 time.Duration
 	activePods                   string
 	emptyActivePodsOK            bool
+	kube                         kubeFlags
 }
 
 type stringList []string
@@ -43,8 +44,9 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.probe, "probe", false, "stat every mounted path, with a timeout, to find broken and hung mounts")
 	fs.DurationVar(&f.probeTimeout, "probe-timeout", reconstruct.DefaultProbeTimeout, "how long one probe may take before the mount counts as hung")
 	fs.BoolVar(&f.demo, "demo", false, "use an embedded sample node (an EBS-like node of three pods) instead of this machine")
-	fs.StringVar(&f.activePods, "active-pods", "", "file (or - for stdin) of the pods that should exist on this node: one UID per line,\n"+
-		"or the JSON of kubectl get pods -A --field-selector spec.nodeName=NODE -o json")
+	fs.StringVar(&f.activePods, "active-pods", "", "the pods that should exist on this node: \"api\" to ask the API server (see --kubeconfig, --node-name),\n"+
+		"or a file (or - for stdin): one UID per line, or the JSON of kubectl get pods -A --field-selector spec.nodeName=NODE -o json")
+	f.kube.register(fs)
 	fs.BoolVar(&f.emptyActivePodsOK, "empty-active-pods-ok", false, "accept an empty --active-pods list: every pod dir is then orphaned")
 }
 
@@ -105,7 +107,13 @@ func (f *nodeFlags) openNode(stdin io.Reader) (*node, error) {
 		RootDir: f.rootDir, RootDirAliases: f.rootDirAliases, HostRoot: f.hostRoot, MountInfoPath: f.mountInfo,
 		Probe: f.probe, ProbeTimeout: f.probeTimeout, EmptyActivePodsAuthoritative: f.emptyActivePodsOK,
 	}}
-	if f.activePods != "" {
+	if f.activePods == activePodsAPI {
+		src, err := f.kube.apiPodSource()
+		if err != nil {
+			return nil, err
+		}
+		n.opts.ActivePods = src
+	} else if f.activePods != "" {
 		uids, err := readActivePods(f.activePods, stdin)
 		if err != nil {
 			return nil, &exitError{code: exitUsage, err: err}

@@ -34,6 +34,7 @@ func TestScanDemoJSONIsTheReviewedState(t *testing.T) {
 }
 
 func TestExitCodes(t *testing.T) {
+	t.Setenv("NODE_NAME", "") // --active-pods api must not find one
 	missing := filepath.Join(t.TempDir(), "no-such-kubelet")
 	tests := []struct {
 		name    string
@@ -55,6 +56,10 @@ func TestExitCodes(t *testing.T) {
 		{"empty active pods", "", []string{"plan", "--demo", "--active-pods", "-"}, exitUsage, "--empty-active-pods-ok"},
 		{"serve with a bad interval", "", []string{"serve", "--demo", "--interval", "0s"}, exitUsage, "--interval must be positive"},
 		{"version", "", []string{"version"}, exitOK, ""},
+		{"api without a node name", "", []string{"scan", "--demo", "--active-pods", "api"}, exitUsage, "--node-name"},
+		{"api with a missing kubeconfig", "", []string{"scan", "--demo", "--active-pods", "api", "--node-name", "n1", "--kubeconfig", missing},
+			exitUsage, "kubeconfig " + missing},
+		{"events without api", "", []string{"serve", "--demo", "--events"}, exitUsage, "--events needs --active-pods api"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

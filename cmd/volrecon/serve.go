@@ -29,11 +29,16 @@ func runServe(ctx context.Context, args []string, e env) error {
 	listen := c.fs.String("listen", ":9830", "address to serve /metrics, /healthz and /report on")
 	interval := c.fs.Duration("interval", 60*time.Second, "time between scans")
 	textfile := c.fs.String("textfile", "", "write the metrics once to this file (node_exporter textfile collector) and exit")
+	events := c.fs.Bool("events", false, "with --active-pods api: publish each finding, once when it appears, as an Event on the Node")
 	if err := c.parse(args, nil, e.stderr); err != nil {
 		return err
 	}
 	if *interval <= 0 {
 		fmt.Fprintln(e.stderr, "volrecon serve: --interval must be positive")
+		return errUsage
+	}
+	if *events && c.node.activePods != activePodsAPI {
+		fmt.Fprintln(e.stderr, "volrecon serve: --events needs --active-pods api")
 		return errUsage
 	}
 	n, err := c.node.openNode(e.stdin)
@@ -46,6 +51,14 @@ func runServe(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	ctx = withLogger(ctx)
+	if c.node.activePods == activePodsAPI && *textfile == "" {
+		// serve watches instead of listing at every scan.
+		if s.api, err = c.node.kube.startAPIWatch(ctx, *interval, *events); err != nil {
+			return err
+		}
+		defer s.api.stop()
+		n.opts.ActivePods = s.api.watcher
+	}
 	if *textfile != "" {
 		return s.writeTextfile(ctx, *textfile)
 	}
@@ -63,6 +76,7 @@ type server struct {
 	interval time.Duration
 	registry *prometheus.Registry
 	metrics  *metrics.Metrics
+	api      *apiWatch // with --active-pods api
 
 	mu      sync.Mutex
 	latest  *reconstruct.State
@@ -92,6 +106,7 @@ func (s *server) scanOnce(ctx context.Context) {
 		return
 	}
 	s.latest, s.lastOK = st, time.Now()
+	s.api.afterScan(ctx, st)
 }
 
 func (s *server) writeTextfile(ctx context.Context, path string) error {
@@ -156,6 +171,9 @@ func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, fmt.Sprintf("no successful scan since %s: %v", lastOK.Format(time.RFC3339), lastErr), http.StatusServiceUnavailable)
 	default:
 		fmt.Fprintln(w, "ok")
+	}
+	if detail := s.api.healthDetail(); detail != "" {
+		fmt.Fprintln(w, detail)
 	}
 }
 

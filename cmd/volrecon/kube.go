@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/volrecon/volrecon/kube"
+	"github.com/volrecon/volrecon/reconstruct"
+)
+
+// activePodsAPI is the --active-pods value that asks the API server.
+const activePodsAPI = "api"
+
+// kubeFlags say how to reach the API server for --active-pods api.
+type kubeFlags struct {
+	kubeconfig, nodeName string
+}
+
+func (k *kubeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "kubeconfig file for --active-pods api (default: the in-cluster config of the pod's service account)")
+	fs.StringVar(&k.nodeName, "node-name", "", "this node's name, for --active-pods api (default: $NODE_NAME)")
+}
+
+// apiClient connects to the API server and names the node.
+func (k *kubeFlags) apiClient() (kubernetes.Interface, string, error) {
+	node, err := kube.NodeName(k.nodeName)
+	if err != nil {
+		return nil, "", &exitError{code: exitUsage, err: fmt.Errorf("--active-pods api: %w", err)}
+	}
+	client, err := kube.NewClient(k.kubeconfig)
+	if err != nil {
+		return nil, "", &exitError{code: exitUsage, err: fmt.Errorf("--active-pods api: %w", err)}
+	}
+	return client, node, nil
+}
+
+// apiPodSource lists the node's pods at every scan (scan, plan, cleanup).
+func (k *kubeFlags) apiPodSource() (reconstruct.PodSource, error) {
+	client, node, err := k.apiClient()
+	if err != nil {
+		return nil, err
+	}
+	return &kube.Lister{Client: client, NodeName: node}, nil
+}
+
+// apiWatch is serve's view of the API server: a pod watch that decides when
+// its answers are trusted, and the Events it may publish.
+type apiWatch struct {
+	watcher *kube.Watcher
+	events  *kube.Events // nil without --events
+}
+
+// startAPIWatch starts a pod watch for serve, trusted for max(3 intervals,
+// kube.DefaultStaleAfter) without word from the API server.
+func (k *kubeFlags) startAPIWatch(ctx context.Context, interval time.Duration, events bool) (*apiWatch, error) {
+	client, node, err := k.apiClient()
+	if err != nil {
+		return nil, err
+	}
+	w := &apiWatch{watcher: kube.NewWatcher(client, node, kube.WatcherOptions{StaleAfter: max(3*interval, kube.DefaultStaleAfter)})}
+	go w.watcher.Run(ctx)
+	if events {
+		w.events = kube.NewEvents(ctx, client, node)
+	}
+	klog.FromContext(ctx).V(2).Info("Watching the node's pods", "node", node, "events", events)
+	return w, nil
+}
+
+// afterScan publishes the findings of a scan as Events, when asked.
+func (w *apiWatch) afterScan(ctx context.Context, st *reconstruct.State) {
+	if w != nil && w.events != nil && st != nil {
+		w.events.Publish(ctx, st)
+	}
+}
+
+// healthDetail says whether the API server's answers are trusted, for /healthz.
+func (w *apiWatch) healthDetail() string {
+	if w == nil {
+		return ""
+	}
+	s := w.watcher.Status()
+	if s.Trusted {
+		return fmt.Sprintf("active pods: from the API server, trusted (last contact %s)", s.LastContact.Format(time.RFC3339))
+	}
+	return "active pods: from the API server, NOT trusted, every pod is Unknown: " + s.Reason
+}
+
+func (w *apiWatch) stop() {
+	if w != nil && w.events != nil {
+		w.events.Shutdown()
+	}
+}

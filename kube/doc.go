@@ -1,0 +1,17 @@
+// Package kube makes the Kubernetes API server a source of the desired
+// state for reconstruct: the pods bound to this node (reconstruct.PodSource)
+// and which CSI drivers need no attach. It also publishes findings as
+// Events on the Node.
+//
+// Only a confirmed answer counts. A list that failed, timed out, was
+// refused (403) or comes from a watch that has gone quiet is an error, and
+// reconstruct then keeps every pod Unknown: nothing is ever orphaned on a
+// lookup that failed.
+//
+// A pod is active under its UID and, for a static pod, under its config
+// hash (annotation kubernetes.io/config.hash of its mirror pod), which is
+// the name the kubelet gives the static pod's dir.
+//
+// It is not for reading the node itself (package reconstruct) and it never
+// writes to the API server except Events, when asked.
+package kube

@@ -1,0 +1,74 @@
+package kube
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/volrecon/volrecon/reconstruct"
+)
+
+// Events publishes findings as Events on the Node object: each finding once
+// when it appears (again only after it was gone), with the finding kind as
+// the reason and its message; Warning for warnings and critical findings.
+// client-go's event recorder deduplicates and rate-limits them, as
+// node-problem-detector does.
+type Events struct {
+	broadcaster record.EventBroadcaster
+	recorder    record.EventRecorder
+	node        *corev1.ObjectReference
+	seen        map[findingKey]bool
+}
+
+type findingKey struct {
+	kind                     reconstruct.FindingKind
+	path, podUID, volumeName string
+}
+
+// NewEvents starts a recorder of Events on node; Shutdown stops it.
+func NewEvents(ctx context.Context, client kubernetes.Interface, node string) *Events {
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	return &Events{
+		broadcaster: b,
+		recorder:    b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "volrecon", Host: node}),
+		// The kubelet refers to its Node the same way: the UID is the name.
+		node: &corev1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)},
+		seen: map[findingKey]bool{},
+	}
+}
+
+// Publish sends an Event for each finding of st that was not there at the
+// previous call. A State whose pods are Unknown publishes nothing about
+// orphans, since it raised none.
+func (e *Events) Publish(ctx context.Context, st *reconstruct.State) {
+	now := make(map[findingKey]bool, len(st.Findings))
+	published := 0
+	for _, f := range st.Findings {
+		k := findingKey{f.Kind, f.Path, f.PodUID, f.Volume}
+		now[k] = true
+		if e.seen[k] {
+			continue
+		}
+		e.recorder.Event(e.node, eventType(f.Severity), string(f.Kind), f.Message)
+		published++
+	}
+	e.seen = now
+	klog.FromContext(ctx).V(4).Info("Published findings as Node events", "published", published, "findings", len(st.Findings))
+}
+
+func eventType(s reconstruct.Severity) string {
+	if s == reconstruct.SeverityInfo {
+		return corev1.EventTypeNormal
+	}
+	return corev1.EventTypeWarning
+}
+
+// Shutdown flushes and stops the recorder.
+func (e *Events) Shutdown() { e.broadcaster.Shutdown() }

@@ -1,0 +1,66 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+)
+
+// DefaultTimeout bounds one request to the API server.
+const DefaultTimeout = 10 * time.Second
+
+// Lister is a reconstruct.PodSource that lists the pods bound to one node
+// each time it is asked, with a quorum read: the answer reflects every pod
+// created before the call, so a pod whose dir a scan found is never missed.
+// For the one-shot commands (scan, plan, cleanup); serve uses a Watcher.
+type Lister struct {
+	Client   kubernetes.Interface
+	NodeName string
+	Timeout  time.Duration // per request (0 = DefaultTimeout)
+}
+
+// ActivePods lists the pods of the node and returns their keys (PodKeys).
+func (l *Lister) ActivePods(ctx context.Context) ([]string, error) {
+	pods, err := listNodePods(ctx, l.Client, l.NodeName, l.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	klog.FromContext(ctx).V(4).Info("Listed the node's pods", "node", l.NodeName, "pods", len(pods))
+	return keysOf(pods), nil
+}
+
+// nodeSelector selects the pods bound to a node.
+func nodeSelector(node string) string {
+	return fields.OneTermEqualSelector("spec.nodeName", node).String()
+}
+
+func listNodePods(ctx context.Context, client kubernetes.Interface, node string, timeout time.Duration) ([]*corev1.Pod, error) {
+	if node == "" {
+		return nil, ErrNoNodeName
+	}
+	ctx, cancel := context.WithTimeout(ctx, orDefault(timeout))
+	defer cancel()
+	// ResourceVersion "" asks for a quorum read, never a stale cache.
+	list, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: nodeSelector(node)})
+	if err != nil {
+		return nil, fmt.Errorf("list the pods of node %s: %w", node, err)
+	}
+	pods := make([]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		pods[i] = &list.Items[i]
+	}
+	return pods, nil
+}
+
+func orDefault(d time.Duration) time.Duration {
+	if d <= 0 {
+		return DefaultTimeout
+	}
+	return d
+}

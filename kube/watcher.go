@@ -1,0 +1,196 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// DefaultStaleAfter is how long a Watcher trusts its cache without word from
+// the API server. It is longer than the longest watch the reflector keeps
+// open (10 minutes) before it opens a new one, so a healthy watch renews it
+// even where no bookmarks arrive; a server that is down, unreachable or
+// refusing is seen at once by the probe of every ActivePods call.
+const DefaultStaleAfter = 12 * time.Minute
+
+// ErrUntrusted: the Watcher cannot vouch for its cache now (see Status).
+var ErrUntrusted = errors.New("the pod watch cannot be trusted")
+
+// WatcherOptions configure NewWatcher.
+type WatcherOptions struct {
+	// StaleAfter bounds the age of the last contact with the API server
+	// (0 = DefaultStaleAfter; serve passes max(3 intervals, the default)).
+	StaleAfter time.Duration
+	// Timeout bounds one request (0 = DefaultTimeout).
+	Timeout time.Duration
+	// Clock is for tests (nil = the real clock).
+	Clock clock.Clock
+}
+
+// Watcher is a reconstruct.PodSource over an informer (list + watch) of the
+// pods bound to one node, for serve: no list per scan. Every ActivePods
+// call also sends one small probe (a list of at most one pod from the
+// server's cache), so a server that went down, became unreachable or
+// started refusing (403) makes the answer an error at once. Pods it would
+// leave out are confirmed by ConfirmActivePods with a quorum read before
+// anything is called orphaned.
+type Watcher struct {
+	client   kubernetes.Interface
+	node     string
+	timeout  time.Duration
+	health   *health
+	informer cache.SharedIndexInformer
+}
+
+// NewWatcher makes a Watcher; Run starts it.
+func NewWatcher(client kubernetes.Interface, node string, opts WatcherOptions) *Watcher {
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	stale := opts.StaleAfter
+	if stale <= 0 {
+		stale = DefaultStaleAfter
+	}
+	w := &Watcher{client: client, node: node, timeout: orDefault(opts.Timeout),
+		health: &health{clock: clk, staleAfter: stale}}
+	w.informer = cache.NewSharedIndexInformer(w.listWatch(), &corev1.Pod{}, 0, cache.Indexers{})
+	_ = w.informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) { w.health.fail(err) })
+	return w
+}
+
+// Run runs the informer until ctx is done.
+func (w *Watcher) Run(ctx context.Context) {
+	go func() {
+		if cache.WaitForCacheSync(ctx.Done(), w.informer.HasSynced) {
+			w.health.setSynced()
+			klog.FromContext(ctx).V(2).Info("Pod watch synced", "node", w.node)
+		}
+	}()
+	w.informer.Run(ctx.Done())
+}
+
+// listWatch lists and watches the node's pods, noting every contact with
+// the API server and every failure.
+func (w *Watcher) listWatch() cache.ListerWatcher {
+	pods := w.client.CoreV1().Pods(metav1.NamespaceAll)
+	selector := nodeSelector(w.node)
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			list, err := pods.List(ctx, o)
+			w.note(err)
+			return list, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			wi, err := pods.Watch(ctx, o)
+			w.note(err)
+			if err != nil {
+				return nil, err
+			}
+			return newNotingWatch(wi, w.health), nil
+		},
+	}
+}
+
+func (w *Watcher) note(err error) {
+	if err != nil {
+		w.health.fail(err)
+		return
+	}
+	w.health.contact()
+}
+
+// Status says whether the cache is trusted now.
+func (w *Watcher) Status() Status { return w.health.status() }
+
+// ActivePods returns the keys (PodKeys) of the pods in the cache, after a
+// probe of the API server; an error when the cache cannot be trusted.
+func (w *Watcher) ActivePods(ctx context.Context) ([]string, error) {
+	w.probe(ctx)
+	if s := w.Status(); !s.Trusted {
+		return nil, fmt.Errorf("%w: %s", ErrUntrusted, s.Reason)
+	}
+	var pods []*corev1.Pod
+	for _, obj := range w.informer.GetStore().List() {
+		if p, ok := obj.(*corev1.Pod); ok {
+			pods = append(pods, p)
+		}
+	}
+	return keysOf(pods), nil
+}
+
+// ConfirmActivePods lists the node's pods with a quorum read, for pods the
+// cache would leave out: one created just before the scan may not have
+// reached the cache yet.
+func (w *Watcher) ConfirmActivePods(ctx context.Context) ([]string, error) {
+	pods, err := listNodePods(ctx, w.client, w.node, w.timeout)
+	w.note(err)
+	if err != nil {
+		return nil, err
+	}
+	return keysOf(pods), nil
+}
+
+// probe asks the API server for at most one of the node's pods, from its
+// cache: cheap, and it fails when the server is down, unreachable or
+// refuses us.
+func (w *Watcher) probe(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	_, err := w.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx,
+		metav1.ListOptions{FieldSelector: nodeSelector(w.node), Limit: 1, ResourceVersion: "0"})
+	w.health.probed(err)
+}
+
+// notingWatch passes a watch's events on, noting each (bookmarks too) as
+// a contact and an error event as a failure.
+type notingWatch struct {
+	inner    watch.Interface
+	out      chan watch.Event
+	done     chan struct{}
+	stopOnce sync.Once
+	health   *health
+}
+
+func newNotingWatch(inner watch.Interface, h *health) *notingWatch {
+	w := &notingWatch{inner: inner, out: make(chan watch.Event), done: make(chan struct{}), health: h}
+	go w.forward()
+	return w
+}
+
+func (w *notingWatch) forward() {
+	defer close(w.out)
+	for ev := range w.inner.ResultChan() {
+		if ev.Type == watch.Error {
+			w.health.fail(apierrors.FromObject(ev.Object))
+		} else {
+			w.health.contact()
+		}
+		select {
+		case w.out <- ev:
+		case <-w.done:
+			return
+		}
+	}
+}
+
+func (w *notingWatch) ResultChan() <-chan watch.Event { return w.out }
+
+func (w *notingWatch) Stop() {
+	w.stopOnce.Do(func() { close(w.done) })
+	w.inner.Stop()
+}
