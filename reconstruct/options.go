@@ -50,6 +50,12 @@ type Options struct {
 	MaxReadAttempts int
 	// MaxVolDataSize caps reading a vol_data.json (0 = podsdir default).
 	MaxVolDataSize int64
+	// FSTimeout bounds each filesystem call of the disk scan (a readdir,
+	// lstat or readlink, the read of one vol_data.json; 0 =
+	// DefaultProbeTimeout). A call that misses it is a HungMount: its pod
+	// stays Unknown, its volume Uncertain, and nothing at or below the path
+	// is touched again while the call is blocked.
+	FSTimeout time.Duration
 
 	// Probe stats every mounted path, each with ProbeTimeout, to find broken
 	// and hung mounts. Off by default: a stat may block on a hung mount, so
@@ -75,6 +81,9 @@ func (o Options) withDefaults() Options {
 	if o.ProbeTimeout <= 0 {
 		o.ProbeTimeout = DefaultProbeTimeout
 	}
+	if o.FSTimeout <= 0 {
+		o.FSTimeout = DefaultProbeTimeout
+	}
 	if o.ProbeConcurrency <= 0 {
 		o.ProbeConcurrency = DefaultProbeConcurrency
 	}
@@ -82,7 +91,7 @@ func (o Options) withDefaults() Options {
 }
 
 func (o Options) podsdirOptions() podsdir.Options {
-	return podsdir.Options{RootDir: o.RootDir, HostRoot: o.HostRoot, MaxVolDataSize: o.MaxVolDataSize}
+	return podsdir.Options{RootDir: o.RootDir, HostRoot: o.HostRoot, MaxVolDataSize: o.MaxVolDataSize, Timeout: o.FSTimeout}
 }
 
 func (o Options) readMountTable(ctx context.Context) (*mountscan.Table, error) {

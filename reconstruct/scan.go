@@ -86,6 +86,7 @@ var buildSteps = []struct {
 	{"subtrees shared with staging mounts (bind matching)", always((*builder).buildSubtreesIfConsistent)},
 	{"pods and their volumes", always((*builder).buildPods)},
 	{"pod statuses, asked only now: a pod created meanwhile is listed", (*builder).applyActivePods},
+	{"paths that hung: their pods Unknown, their volumes Uncertain", always((*builder).noteHungPaths)},
 	{"who uses each staging mount", always((*builder).linkGlobalMountUsers)},
 	{"the optional probe of mounted paths", always((*builder).probeIfAsked)},
 	{"leaked and inconsistent staging mounts, once their users are known", always((*builder).checkGlobalMounts)},
