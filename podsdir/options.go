@@ -26,6 +26,19 @@ type Options struct {
 	// misses it is abandoned, its path is a ProblemHung, and nothing at or
 	// below that path is touched again while the call is blocked.
 	Timeout time.Duration
+	// Workers is how many pod dirs are scanned at once (0 = DefaultWorkers).
+	Workers int
+}
+
+// DefaultWorkers is how many pod dirs Scan walks at once by default: a few
+// more than two cores, since a walk is mostly waiting in system calls.
+const DefaultWorkers = 4
+
+func (o Options) workers() int {
+	if o.Workers <= 0 {
+		return DefaultWorkers
+	}
+	return o.Workers
 }
 
 // maxSymlinkHops is how many symlinks a path resolution follows before it

@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"k8s.io/klog/v2"
@@ -77,16 +79,20 @@ func scan(ctx context.Context, opts Options, readDir func(string) ([]fs.DirEntry
 	s.inv.PluginsDir, pluginsOK = s.resolveTopDir(pluginsDirName)
 	s.inv.CSIDir = filepath.Join(s.inv.PluginsDir, "kubernetes.io", "csi")
 
-	if podsOK {
-		if err := s.scanPods(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+	// The CSI dir is walked while the pod dirs are.
+	csi := s.fork()
+	var wg sync.WaitGroup
 	if pluginsOK {
-		s.scanCSI()
+		wg.Go(csi.scanCSI)
+	}
+	var podsErr error
+	if podsOK {
+		podsErr = s.scanPods(ctx)
+	}
+	wg.Wait()
+	s.merge(csi)
+	if err := cmp.Or(podsErr, ctx.Err()); err != nil {
+		return nil, err
 	}
 	s.sort()
 	s.logSummary()
@@ -286,14 +292,13 @@ func (s *scanner) problem(kind ProblemKind, p, podUID, format string, args ...an
 	s.inv.Problems = append(s.inv.Problems, Problem{Kind: kind, Path: p, PodUID: podUID, Message: msg})
 }
 
-// scanPods scans every entry of the pods dir.
+// scanPods scans every entry of the pods dir: the pod dirs in parallel
+// (see scanParallel), anything else right away.
 func (s *scanner) scanPods(ctx context.Context) error {
 	dir := s.inv.PodsDir
 	entries, _ := s.list(dir, "")
+	var pods []Pod
 	for _, d := range entries {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
 		name, p, t := d.Name(), filepath.Join(dir, d.Name()), entryType(d)
 		uid := ""
 		if IsPodUID(name) {
@@ -308,10 +313,53 @@ func (s *scanner) scanPods(ctx context.Context) error {
 		case uid == "":
 			s.problem(ProblemInvalidPodUID, p, "", "pod dir name is not a pod UID")
 		default:
-			s.inv.Pods = append(s.inv.Pods, s.scanPod(uid, p))
+			pods = append(pods, Pod{UID: uid, Path: p})
 		}
 	}
-	return nil
+	s.scanParallel(ctx, len(pods), func(sub *scanner, i int) { pods[i] = sub.scanPod(pods[i].UID, pods[i].Path) })
+	s.inv.Pods = append(s.inv.Pods, pods...)
+	return ctx.Err()
+}
+
+// scanParallel runs job(sub, i) for i in [0, n), on up to opts.workers()
+// goroutines, each with a scanner of its own (sub) whose findings are
+// merged into s at the end; the final sort makes the outcome independent
+// of the order. Listing is mostly system-call time, so even on two cores
+// a few walkers at once beat one. It stops starting jobs once ctx is done.
+func (s *scanner) scanParallel(ctx context.Context, n int, job func(sub *scanner, i int)) {
+	workers := min(n, s.opts.workers())
+	subs := make([]*scanner, workers)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := range subs {
+		subs[w] = s.fork()
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n && ctx.Err() == nil; i = int(next.Add(1) - 1) {
+				job(subs[w], i)
+			}
+		})
+	}
+	wg.Wait()
+	for _, sub := range subs {
+		s.merge(sub)
+	}
+}
+
+// fork returns a scanner for another goroutine: same options, an
+// inventory of its own.
+func (s *scanner) fork() *scanner {
+	return &scanner{ctx: s.ctx, opts: s.opts, log: s.log, readDir: s.readDir, inv: &Inventory{
+		RootDir: s.inv.RootDir, ResolvedRootDir: s.inv.ResolvedRootDir, PodsDir: s.inv.PodsDir,
+		PluginsDir: s.inv.PluginsDir, CSIDir: s.inv.CSIDir,
+	}}
+}
+
+// merge adds what a forked scanner found (everything but pods, which the
+// caller places) to s.
+func (s *scanner) merge(sub *scanner) {
+	s.inv.Problems = append(s.inv.Problems, sub.inv.Problems...)
+	s.inv.Staging = append(s.inv.Staging, sub.inv.Staging...)
+	s.inv.BlockSpecs = append(s.inv.BlockSpecs, sub.inv.BlockSpecs...)
 }
 
 func (s *scanner) scanPod(uid, dir string) Pod {

@@ -23,11 +23,13 @@ import (
 // State says why.
 func Scan(ctx context.Context, opts Options) (*State, error) {
 	opts = opts.withDefaults()
+	table := opts.readMountTableDuring(ctx)
 	inv, err := podsdir.Scan(ctx, opts.podsdirOptions())
 	if err != nil {
+		table.close()
 		return nil, fmt.Errorf("reconstruct: %w", err)
 	}
-	st, err := Build(ctx, opts, inv)
+	st, err := build(ctx, opts, inv, table.get)
 	if err != nil {
 		return nil, fmt.Errorf("reconstruct: %w", err)
 	}
@@ -47,7 +49,13 @@ func Scan(ctx context.Context, opts Options) (*State, error) {
 // themselves may too.
 func Build(ctx context.Context, opts Options, inv *podsdir.Inventory) (*State, error) {
 	opts = opts.withDefaults()
-	table, tableErr := opts.readMountTable(ctx)
+	return build(ctx, opts, inv, opts.readMountTable)
+}
+
+// build is Build with the mount table from readTable, called after the
+// inventory was taken.
+func build(ctx context.Context, opts Options, inv *podsdir.Inventory, readTable func(context.Context) (*mountscan.Table, error)) (*State, error) {
+	table, tableErr := readTable(ctx)
 	b := &builder{
 		ctx:       ctx,
 		log:       klog.FromContext(ctx),
