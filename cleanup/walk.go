@@ -1,12 +1,14 @@
 package cleanup
 
 import (
+	"context"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
 
+	"github.com/volrecon/volrecon/internal/bounded"
 	"github.com/volrecon/volrecon/podsdir"
 )
 
@@ -43,6 +45,7 @@ type PodContents struct {
 
 // podWalk lists one orphaned pod dir.
 type podWalk struct {
+	ctx      context.Context
 	snap     *snapshot
 	dev      uint64
 	contents *PodContents
@@ -52,19 +55,24 @@ type podWalk struct {
 // only where the mount table, read consistently, has no mount, and checks
 // the device of every directory so that a mount the table does not show
 // (one of another mount namespace) is not entered either.
+//
+// Every lstat and readdir is bounded (internal/bounded): one that hangs
+// leaves the walk Incomplete, so the pod is kept. The planner holds no
+// context here; the deadline of each call is what bounds the walk.
 func (n *snapshot) walkPod(dir string) *PodContents {
+	ctx := context.Background()
 	c := &PodContents{}
 	if n.table.IsMountPoint(dir) {
 		// Its content is another filesystem's: never walked, never removed.
 		c.Incomplete = "the pod dir itself is a mount point"
 		return c
 	}
-	fi, err := os.Lstat(n.hostPath(dir))
+	fi, err := lstat(ctx, n.hostPath(dir))
 	if err != nil || !fi.IsDir() {
 		c.Incomplete = "cannot read the pod dir: " + errText(err, "not a directory")
 		return c
 	}
-	w := &podWalk{snap: n, dev: deviceOf(fi), contents: c}
+	w := &podWalk{ctx: ctx, snap: n, dev: deviceOf(fi), contents: c}
 	w.walk(dir, 0)
 	return c
 }
@@ -76,7 +84,8 @@ func (w *podWalk) walk(dir string, depth int) int {
 		w.contents.Incomplete = "nested deeper than " + strconv.Itoa(maxPodDepth) + " levels at " + dir
 		return 0
 	}
-	entries, err := os.ReadDir(w.snap.hostPath(dir))
+	hp := w.snap.hostPath(dir)
+	entries, err := bounded.Call(w.ctx, hp, 0, func() ([]fs.DirEntry, error) { return os.ReadDir(hp) })
 	if err != nil {
 		w.contents.Incomplete = "cannot list " + dir + ": " + err.Error()
 		return len(entries)
@@ -99,7 +108,7 @@ func (w *podWalk) visit(p string, d fs.DirEntry, depth int) {
 		return
 	}
 	// Not a mount point in the table: lstat is safe.
-	fi, err := os.Lstat(w.snap.hostPath(p))
+	fi, err := lstat(w.ctx, w.snap.hostPath(p))
 	if err != nil {
 		w.contents.Incomplete = "cannot stat " + p + ": " + err.Error()
 		return
@@ -120,6 +129,11 @@ func (w *podWalk) visit(p string, d fs.DirEntry, depth int) {
 	i := len(w.contents.Entries)
 	w.contents.Entries = append(w.contents.Entries, e)
 	w.contents.Entries[i].Children = w.walk(p, depth+1)
+}
+
+// lstat is os.Lstat, bounded.
+func lstat(ctx context.Context, hostPath string) (fs.FileInfo, error) {
+	return bounded.Call(ctx, hostPath, 0, func() (fs.FileInfo, error) { return os.Lstat(hostPath) })
 }
 
 func deviceOf(fi fs.FileInfo) uint64 {

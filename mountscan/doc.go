@@ -3,8 +3,12 @@
 // many questions about mounts without re-reading the file.
 //
 // What it is for:
-//   - ReadFile reads the table until two consecutive reads are identical,
-//     because a single read can be torn while mounts change.
+//   - ReadFile reads the table consistently, because a single read can be
+//     torn while mounts change: a live /proc table once, again only if the
+//     kernel flagged a change of the mount namespace since the read began;
+//     any other file until two consecutive reads are identical.
+//   - Watch keeps a live table open and tells, without blocking, whether
+//     it changed since it was last read (Watcher.Changed, Watcher.Read).
 //   - Parse, ParseBytes and FromLines parse mountinfo text in one pass, with
 //     no line-length limit. Root, MountPoint, FSType and Source are unescaped
 //     (\040 is a space, \134 a backslash, ...), so they compare equal to the

@@ -3,6 +3,7 @@ package mountscan
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"math"
 	"os"
@@ -25,20 +26,34 @@ const (
 	readSlack = 4 << 10
 )
 
-// ReadFile reads path until two consecutive reads are byte-identical, at most
-// maxAttempts reads (<=1 means DefaultMaxAttempts), and parses the agreed
-// content. The kernel can return a torn mountinfo when mounts change during
-// a read; two identical reads make that very unlikely. Every failure is a
-// *ReadError: errors.Is(err, fs.ErrNotExist), errors.Is(err, ErrInconsistent)
-// and errors.As(err, **ParseError) work through it.
+// ReadFile reads the mount table at path consistently and parses it. Every
+// failure is a *ReadError: errors.Is(err, fs.ErrNotExist), errors.Is(err,
+// ErrInconsistent) and errors.As(err, **ParseError) work through it.
+//
+// The kernel can return a torn mountinfo when mounts change during a read.
+// Where the file is a live /proc mount table, one read is enough: the kernel
+// flags any change of the mount namespace since the file was opened (see
+// Watch), so a read followed by a poll that saw no change is whole, and
+// only a flagged read is repeated. Elsewhere (a regular file, a kernel or
+// sandbox without the flag) it reads until two consecutive reads are
+// byte-identical. Either way it makes at most maxAttempts reads (<=1 means
+// DefaultMaxAttempts).
 func ReadFile(ctx context.Context, path string, maxAttempts int) (*Table, error) {
+	w, err := Watch(path)
+	if err == nil {
+		defer w.Close()
+		return w.Read(ctx, maxAttempts)
+	}
+	if !errors.Is(err, ErrNotWatchable) {
+		return nil, &ReadError{Path: path, Attempts: 1, Err: err}
+	}
 	size := initialReadSize
 	read := func(buf []byte) ([]byte, error) {
 		b, err := readInto(path, buf, size)
 		size = len(b) + readSlack
 		return b, err
 	}
-	return readConsistent(ctx, path, read, true, maxAttempts)
+	return readConsistent(ctx, path, read, nil, true, maxAttempts)
 }
 
 // ReadConsistent is ReadFile over any source of snapshots, named name in
@@ -46,7 +61,7 @@ func ReadFile(ctx context.Context, path string, maxAttempts int) (*Table, error)
 func ReadConsistent(ctx context.Context, name string, read func() ([]byte, error), maxAttempts int) (*Table, error) {
 	// The snapshots belong to the caller, who may keep or reuse them: the
 	// agreed one is copied.
-	return readConsistent(ctx, name, func([]byte) ([]byte, error) { return read() }, false, maxAttempts)
+	return readConsistent(ctx, name, func([]byte) ([]byte, error) { return read() }, nil, false, maxAttempts)
 }
 
 // snapshotFunc returns one snapshot; it may reuse the storage of buf, which
@@ -54,12 +69,13 @@ func ReadConsistent(ctx context.Context, name string, read func() ([]byte, error
 type snapshotFunc func(buf []byte) ([]byte, error)
 
 // readConsistent makes at least two reads and stops at the first one equal to
-// its predecessor. Only two buffers are alive at a time: the one before the
+// its predecessor, or, when unchanged is not nil, at the first read after
+// which unchanged reports that the table did not change since before it. Only two buffers are alive at a time: the one before the
 // previous read is handed back to read for reuse. When owned is true the
 // snapshots are read's own buffers, which nobody else holds: the agreed one
 // is then handed to the table without a copy and is never passed to read
 // again, since readConsistent returns right away.
-func readConsistent(ctx context.Context, name string, read snapshotFunc, owned bool, maxAttempts int) (*Table, error) {
+func readConsistent(ctx context.Context, name string, read snapshotFunc, unchanged func() (bool, error), owned bool, maxAttempts int) (*Table, error) {
 	if maxAttempts <= 1 {
 		maxAttempts = DefaultMaxAttempts
 	}
@@ -73,11 +89,25 @@ func readConsistent(ctx context.Context, name string, read snapshotFunc, owned b
 		if err != nil {
 			return nil, &ReadError{Path: name, Attempts: attempt, Err: err}
 		}
+		if testHookAfterRead != nil {
+			testHookAfterRead()
+		}
+		if unchanged != nil {
+			ok, err := unchanged()
+			if err != nil {
+				return nil, &ReadError{Path: name, Attempts: attempt, Err: err}
+			}
+			if ok {
+				return parseSnapshot(name, attempt, cur, owned)
+			}
+		}
 		if attempt > 1 {
 			if bytes.Equal(prev, cur) {
 				return parseSnapshot(name, attempt, cur, owned)
 			}
 			logger.V(4).Info("Mount table reads differed, retrying", "path", name, "attempt", attempt)
+		} else if unchanged != nil {
+			logger.V(4).Info("Mount table changed during the read, retrying", "path", name)
 		}
 		prev, spare = cur, prev
 	}
@@ -104,6 +134,10 @@ func parseSnapshot(name string, attempts int, b []byte, owned bool) (*Table, err
 	return t, nil
 }
 
+// testHookAfterRead, when set by a test, runs after every read of the table
+// and before the check that it did not change.
+var testHookAfterRead func()
+
 // readInto reads the whole file into buf's storage, or into a new buffer of
 // at least sizeHint bytes. The size from stat only raises the hint: it is 0
 // for /proc files, and it can be stale. Each read asks for all the room
@@ -114,6 +148,11 @@ func readInto(path string, buf []byte, sizeHint int) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return readFrom(f, buf, sizeHint)
+}
+
+// readFrom reads f from its current offset to EOF, as readInto.
+func readFrom(f *os.File, buf []byte, sizeHint int) ([]byte, error) {
 	if fi, err := f.Stat(); err == nil && fi.Size() < math.MaxInt32 {
 		sizeHint = max(sizeHint, int(fi.Size())+readSlack)
 	}

@@ -71,7 +71,7 @@ func (s *scanner) scanFSStagingDir(dir string, layout Layout, driver, name strin
 			s.problem(ProblemUnexpected, filepath.Join(dir, d.Name()), "", "unexpected %s in CSI staging dir", describeType(entryType(d)))
 		}
 	}
-	sd.VolData = s.opts.ReadVolData(filepath.Join(dir, volDataFile))
+	sd.VolData = s.readVolData(filepath.Join(dir, volDataFile), "")
 	s.inv.Staging = append(s.inv.Staging, sd)
 }
 
@@ -119,7 +119,7 @@ func (s *scanner) scanBlockDir(dir string) {
 		// volume's identity.
 		bs.VolData = VolData{State: VolDataMissing, Path: filepath.Join(bs.Dir, blockDataDir, volDataFile)}
 		if hasData[bs.SpecName] {
-			bs.VolData = s.opts.ReadVolData(bs.VolData.Path)
+			bs.VolData = s.readVolData(bs.VolData.Path, "")
 		}
 		s.inv.BlockSpecs = append(s.inv.BlockSpecs, *bs)
 		if bs.Staging == nil && !hasData[bs.SpecName] {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Options says where Scan and the helpers read.
@@ -20,6 +21,24 @@ type Options struct {
 	RootDir        string // host path of the kubelet root; "" means DefaultRootDir
 	HostRoot       string // prefix under which the host's filesystem is read ("" or "/" = none)
 	MaxVolDataSize int64  // 0 (or negative) means DefaultMaxVolDataSize
+	// Timeout bounds each filesystem call of Scan (a readdir, an lstat, a
+	// readlink, the read of one vol_data.json; 0 = 5s). A call that
+	// misses it is abandoned, its path is a ProblemHung, and nothing at or
+	// below that path is touched again while the call is blocked.
+	Timeout time.Duration
+	// Workers is how many pod dirs are scanned at once (0 = DefaultWorkers).
+	Workers int
+}
+
+// DefaultWorkers is how many pod dirs Scan walks at once by default: a few
+// more than two cores, since a walk is mostly waiting in system calls.
+const DefaultWorkers = 4
+
+func (o Options) workers() int {
+	if o.Workers <= 0 {
+		return DefaultWorkers
+	}
+	return o.Workers
 }
 
 // maxSymlinkHops is how many symlinks a path resolution follows before it
@@ -44,6 +63,17 @@ func (o Options) maxVolDataSize() int64 {
 // HostPath returns the path at which host path p is read (HostRoot joined with p).
 func (o Options) HostPath(p string) string {
 	return filepath.Join(o.HostRoot, p)
+}
+
+// unHostPath is the host path read at hp (the inverse of HostPath).
+func (o Options) unHostPath(hp string) string {
+	if o.HostRoot == "" || o.HostRoot == "/" {
+		return hp
+	}
+	if rel, ok := strings.CutPrefix(hp, filepath.Clean(o.HostRoot)); ok && strings.HasPrefix(rel, "/") {
+		return rel
+	}
+	return hp
 }
 
 // DirHasEntries reports whether the directory at host path p has any entry.

@@ -13,10 +13,14 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"k8s.io/klog/v2"
 	utilstrings "k8s.io/utils/strings"
+
+	"github.com/volrecon/volrecon/internal/bounded"
 )
 
 // Well-known names under the kubelet root and a pod dir.
@@ -50,17 +54,21 @@ func Scan(ctx context.Context, opts Options) (*Inventory, error) {
 
 // scanner holds the state of one Scan. readDir is os.ReadDir except in tests.
 type scanner struct {
+	ctx     context.Context
 	opts    Options
 	log     klog.Logger
 	readDir func(string) ([]fs.DirEntry, error)
 	inv     *Inventory
+	// hungSeen holds the host paths of the blocked calls this scan has
+	// reported, so that what lies below one is not reported again.
+	hungSeen map[string]bool
 }
 
 func scan(ctx context.Context, opts Options, readDir func(string) ([]fs.DirEntry, error)) (*Inventory, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s := &scanner{opts: opts, log: klog.FromContext(ctx), readDir: readDir, inv: &Inventory{RootDir: opts.rootDir()}}
+	s := &scanner{ctx: ctx, opts: opts, log: klog.FromContext(ctx), readDir: readDir, inv: &Inventory{RootDir: opts.rootDir()}}
 	root, err := s.resolveRoot()
 	if err != nil {
 		return nil, err
@@ -71,16 +79,20 @@ func scan(ctx context.Context, opts Options, readDir func(string) ([]fs.DirEntry
 	s.inv.PluginsDir, pluginsOK = s.resolveTopDir(pluginsDirName)
 	s.inv.CSIDir = filepath.Join(s.inv.PluginsDir, "kubernetes.io", "csi")
 
-	if podsOK {
-		if err := s.scanPods(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+	// The CSI dir is walked while the pod dirs are.
+	csi := s.fork()
+	var wg sync.WaitGroup
 	if pluginsOK {
-		s.scanCSI()
+		wg.Go(csi.scanCSI)
+	}
+	var podsErr error
+	if podsOK {
+		podsErr = s.scanPods(ctx)
+	}
+	wg.Wait()
+	s.merge(csi)
+	if err := cmp.Or(podsErr, ctx.Err()); err != nil {
+		return nil, err
 	}
 	s.sort()
 	s.logSummary()
@@ -94,7 +106,7 @@ func (s *scanner) resolveRoot() (string, error) {
 	if !filepath.IsAbs(root) {
 		return "", rootErr(errors.New("root dir must be an absolute path"))
 	}
-	r, err := s.opts.resolve(root)
+	r, err := s.resolve(root)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return "", rootErr(fmt.Errorf("%w: %w", ErrRootNotFound, err))
@@ -112,8 +124,11 @@ func (s *scanner) resolveRoot() (string, error) {
 // it is a directory to scan. A missing dir is not a problem.
 func (s *scanner) resolveTopDir(name string) (string, bool) {
 	unresolved := filepath.Join(s.inv.ResolvedRootDir, name)
-	r, err := s.opts.resolve(unresolved)
+	r, err := s.resolve(unresolved)
 	switch {
+	case errors.Is(err, bounded.ErrHung):
+		s.hung(unresolved, "", err)
+		return unresolved, false
 	case errors.Is(err, fs.ErrNotExist) && r.hops == 0:
 		s.log.V(4).Info("Kubelet dir does not exist", "path", unresolved)
 		return unresolved, false
@@ -144,9 +159,13 @@ func (s *scanner) resolveTopDir(name string) (string, bool) {
 // child while listing, and lstat of a hung NFS/FUSE mount's root can block.
 // Avoiding that would need a raw getdents parser; we accept the risk.
 func (s *scanner) list(dir, podUID string) (entries []fs.DirEntry, ok bool) {
-	entries, err := s.readDir(s.opts.HostPath(dir))
+	hp := s.opts.HostPath(dir)
+	entries, err := bounded.Call(s.ctx, hp, s.opts.Timeout, func() ([]fs.DirEntry, error) { return s.readDir(hp) })
 	if err == nil {
 		return entries, true
+	}
+	if s.hung(dir, podUID, err) {
+		return nil, false
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		// Removed since its parent was listed (or an optional dir).
@@ -161,9 +180,12 @@ func (s *scanner) list(dir, podUID string) (entries []fs.DirEntry, ok bool) {
 // found there is a Problem. It uses Lstat, so only call it on paths that
 // cannot be mount points.
 func (s *scanner) lookupDir(p string) bool {
-	fi, err := os.Lstat(s.opts.HostPath(p))
+	hp := s.opts.HostPath(p)
+	fi, err := bounded.Call(s.ctx, hp, s.opts.Timeout, func() (fs.FileInfo, error) { return os.Lstat(hp) })
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		return false
+	case s.hung(p, "", err):
 		return false
 	case err != nil:
 		s.problem(ProblemUnreadable, p, "", "cannot stat: %s", errText(err))
@@ -208,11 +230,60 @@ func (s *scanner) entry(dir, podUID string, d fs.DirEntry) Entry {
 }
 
 func (s *scanner) readlink(p, podUID string) string {
-	target, err := os.Readlink(s.opts.HostPath(p))
+	hp := s.opts.HostPath(p)
+	target, err := bounded.Call(s.ctx, hp, s.opts.Timeout, func() (string, error) { return os.Readlink(hp) })
+	if s.hung(p, podUID, err) {
+		return ""
+	}
 	if err != nil {
 		s.problem(ProblemUnreadable, p, podUID, "cannot read symlink: %s", errText(err))
 	}
 	return target
+}
+
+// resolve is Options.resolve, bounded as one call.
+func (s *scanner) resolve(p string) (resolved, error) {
+	return bounded.Call(s.ctx, s.opts.HostPath(p), s.opts.Timeout, func() (resolved, error) { return s.opts.resolve(p) })
+}
+
+// readVolData is Options.ReadVolData, bounded. One that hung is Corrupt
+// with a reason that says so, and a ProblemHung names the path.
+func (s *scanner) readVolData(p, podUID string) VolData {
+	hp := s.opts.HostPath(p)
+	vd, err := bounded.Call(s.ctx, hp, s.opts.Timeout, func() (VolData, error) { return s.opts.ReadVolData(p), nil })
+	if err != nil {
+		s.hung(p, podUID, err)
+		return corruptVolData(VolData{Path: p}, "not read: "+errText(err))
+	}
+	return vd
+}
+
+// hung records a ProblemHung when err says that a call on host path p
+// hung (or was not made because a call above p still hangs), or that the
+// scan was cancelled meanwhile; it reports whether it did.
+func (s *scanner) hung(p, podUID string, err error) bool {
+	var he *bounded.HungError
+	switch {
+	case errors.As(err, &he):
+		blocker := cmp.Or(he.Blocker, he.Path)
+		if s.hungSeen[blocker] {
+			return true // below a path reported already
+		}
+		if s.hungSeen == nil {
+			s.hungSeen = map[string]bool{}
+		}
+		s.hungSeen[blocker] = true
+		msg := "did not return within " + he.Timeout.String() + " (hung mount?)"
+		if blocker != he.Path {
+			msg = "not read: a call on " + s.opts.unHostPath(blocker) + " is still blocked (hung mount?)"
+		}
+		s.problem(ProblemHung, p, podUID, "%s", msg)
+		return true
+	case err != nil && s.ctx.Err() != nil && errors.Is(err, s.ctx.Err()):
+		s.problem(ProblemHung, p, podUID, "not read: the scan was cancelled")
+		return true
+	}
+	return false
 }
 
 func (s *scanner) problem(kind ProblemKind, p, podUID, format string, args ...any) {
@@ -221,14 +292,13 @@ func (s *scanner) problem(kind ProblemKind, p, podUID, format string, args ...an
 	s.inv.Problems = append(s.inv.Problems, Problem{Kind: kind, Path: p, PodUID: podUID, Message: msg})
 }
 
-// scanPods scans every entry of the pods dir.
+// scanPods scans every entry of the pods dir: the pod dirs in parallel
+// (see scanParallel), anything else right away.
 func (s *scanner) scanPods(ctx context.Context) error {
 	dir := s.inv.PodsDir
 	entries, _ := s.list(dir, "")
+	var pods []Pod
 	for _, d := range entries {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
 		name, p, t := d.Name(), filepath.Join(dir, d.Name()), entryType(d)
 		uid := ""
 		if IsPodUID(name) {
@@ -243,10 +313,53 @@ func (s *scanner) scanPods(ctx context.Context) error {
 		case uid == "":
 			s.problem(ProblemInvalidPodUID, p, "", "pod dir name is not a pod UID")
 		default:
-			s.inv.Pods = append(s.inv.Pods, s.scanPod(uid, p))
+			pods = append(pods, Pod{UID: uid, Path: p})
 		}
 	}
-	return nil
+	s.scanParallel(ctx, len(pods), func(sub *scanner, i int) { pods[i] = sub.scanPod(pods[i].UID, pods[i].Path) })
+	s.inv.Pods = append(s.inv.Pods, pods...)
+	return ctx.Err()
+}
+
+// scanParallel runs job(sub, i) for i in [0, n), on up to opts.workers()
+// goroutines, each with a scanner of its own (sub) whose findings are
+// merged into s at the end; the final sort makes the outcome independent
+// of the order. Listing is mostly system-call time, so even on two cores
+// a few walkers at once beat one. It stops starting jobs once ctx is done.
+func (s *scanner) scanParallel(ctx context.Context, n int, job func(sub *scanner, i int)) {
+	workers := min(n, s.opts.workers())
+	subs := make([]*scanner, workers)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := range subs {
+		subs[w] = s.fork()
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n && ctx.Err() == nil; i = int(next.Add(1) - 1) {
+				job(subs[w], i)
+			}
+		})
+	}
+	wg.Wait()
+	for _, sub := range subs {
+		s.merge(sub)
+	}
+}
+
+// fork returns a scanner for another goroutine: same options, an
+// inventory of its own.
+func (s *scanner) fork() *scanner {
+	return &scanner{ctx: s.ctx, opts: s.opts, log: s.log, readDir: s.readDir, inv: &Inventory{
+		RootDir: s.inv.RootDir, ResolvedRootDir: s.inv.ResolvedRootDir, PodsDir: s.inv.PodsDir,
+		PluginsDir: s.inv.PluginsDir, CSIDir: s.inv.CSIDir,
+	}}
+}
+
+// merge adds what a forked scanner found (everything but pods, which the
+// caller places) to s.
+func (s *scanner) merge(sub *scanner) {
+	s.inv.Problems = append(s.inv.Problems, sub.inv.Problems...)
+	s.inv.Staging = append(s.inv.Staging, sub.inv.Staging...)
+	s.inv.BlockSpecs = append(s.inv.BlockSpecs, sub.inv.BlockSpecs...)
 }
 
 func (s *scanner) scanPod(uid, dir string) Pod {
@@ -331,7 +444,7 @@ func (s *scanner) scanCSIVolumeDir(v *Volume) {
 			v.Extra = append(v.Extra, s.entry(v.Path, v.PodUID, c))
 		}
 	}
-	vd := s.opts.ReadVolData(filepath.Join(v.Path, volDataFile))
+	vd := s.readVolData(filepath.Join(v.Path, volDataFile), v.PodUID)
 	v.VolData = &vd
 }
 

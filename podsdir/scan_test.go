@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -542,21 +543,22 @@ func TestScanContextCancelled(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Nil(t, inv)
 
-	// Cancelled while scanning: stops between pods.
+	// Cancelled while scanning: stops between pods (one walker at a time
+	// here, so that "between" is well defined).
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
-	var podsRead int
+	var podsRead atomic.Int32
 	readDir := func(p string) ([]fs.DirEntry, error) {
 		if filepath.Dir(p) == filepath.Join(root, pods) {
-			podsRead++
+			podsRead.Add(1)
 			cancel()
 		}
 		return os.ReadDir(p)
 	}
-	inv, err = scan(ctx, Options{RootDir: kubelet, HostRoot: root}, readDir)
+	inv, err = scan(ctx, Options{RootDir: kubelet, HostRoot: root, Workers: 1}, readDir)
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Nil(t, inv)
-	assert.Equal(t, 1, podsRead, "the second pod is not scanned")
+	assert.Equal(t, int32(1), podsRead.Load(), "the second pod is not scanned")
 }
 
 func TestScanDeterministic(t *testing.T) {

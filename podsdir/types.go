@@ -151,6 +151,10 @@ const (
 	ProblemInvalidPodUID ProblemKind = "InvalidPodUID" // a pods/ entry whose name is not a UID
 	ProblemSymlink       ProblemKind = "Symlink"       // a symlink where a real entry is expected; recorded, never followed
 	ProblemUnexpected    ProblemKind = "Unexpected"    // anything else that does not belong
+	// ProblemHung: a filesystem call on Path did not return in time (a hung
+	// NFS or FUSE mount at or above it), or was not made because one above
+	// it is still blocked. What lies below Path is unknown.
+	ProblemHung ProblemKind = "Hung"
 )
 
 // Problem is something on disk that does not fit the kubelet's layout. The scan goes on.

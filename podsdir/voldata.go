@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 )
 
 // volDataFile is the name of the CSI metadata file.
@@ -141,6 +142,10 @@ func parseVolData(vd VolData, data []byte) VolData {
 			reasons = append(reasons, fmt.Sprintf("key %q is not a string (%s)", k.name, kind))
 			continue
 		}
+		if plain, ok := plainJSONString(v); ok {
+			*k.dst = plain
+			continue
+		}
 		if err := json.Unmarshal(v, k.dst); err != nil {
 			reasons = append(reasons, fmt.Sprintf("key %q: %s", k.name, jsonErrorReason(err)))
 		}
@@ -156,6 +161,22 @@ func parseVolData(vd VolData, data []byte) VolData {
 	}
 	vd.State = VolDataOK
 	return vd
+}
+
+// plainJSONString decodes a valid JSON string without escapes, control
+// characters or invalid UTF-8 (every value the kubelet writes) the way
+// json.Unmarshal would, without its reflection; ok is false for any other.
+func plainJSONString(v json.RawMessage) (string, bool) {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return "", false
+	}
+	body := v[1 : len(v)-1]
+	for _, c := range body {
+		if c < 0x20 || c == '\\' || c == '"' || c >= utf8.RuneSelf {
+			return "", false
+		}
+	}
+	return string(body), true
 }
 
 // jsonErrorReason turns a decoder error into a reason. Syntax errors quote

@@ -3,6 +3,7 @@
 package podsdir
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -187,3 +188,19 @@ func TestReadVolDataUnreadable(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// plainJSONString agrees with json.Unmarshal wherever it answers, and
+// declines what needs the full decoder.
+func TestPlainJSONString(t *testing.T) {
+	for _, in := range []string{`""`, `"vol-0abc"`, `"ebs.csi.aws.com"`, `"a b/c:d"`, `"é"`, `"a\"b"`, `"a\\nb"`, `"\u0041"`, "\"a\tb\"", `"x`, `x"`, `"`} {
+		got, ok := plainJSONString(json.RawMessage(in))
+		var want string
+		err := json.Unmarshal([]byte(in), &want)
+		if ok {
+			require.NoError(t, err, in)
+			assert.Equal(t, want, got, in)
+		}
+		plain := !strings.ContainsAny(in[1:max(1, len(in)-1)], "\\\"é\t")
+		assert.Equal(t, plain && err == nil, ok, in)
+	}
+}

@@ -70,7 +70,7 @@ func (b *builder) runProbes(paths []string) map[string]probeResult {
 	pdo := b.opts.podsdirOptions()
 	return probeAll(paths, b.opts.ProbeConcurrency, func(p string) probeResult {
 		hostPath := pdo.HostPath(p)
-		return bounded(b.ctx, "stat:"+hostPath, b.opts.ProbeTimeout, func() error { return prober(b.ctx, hostPath) })
+		return bounded(b.ctx, hostPath, b.opts.ProbeTimeout, func() error { return prober(b.ctx, hostPath) })
 	})
 }
 
@@ -95,6 +95,9 @@ func (b *builder) applyProbe(r probeResult, p, podUID, volume string, state Volu
 // noteProblems turns what the disk scan found out of place into findings.
 func (b *builder) noteProblems() {
 	for _, p := range b.inv.Problems {
+		if p.Kind == podsdir.ProblemHung {
+			continue // a HungMount (noteHungPaths)
+		}
 		b.add(Finding{Kind: UnexpectedEntry, Severity: SeverityWarning, Path: p.Path, PodUID: p.PodUID,
 			Message: string(p.Kind) + ": " + p.Message})
 	}

@@ -50,6 +50,12 @@ type Options struct {
 	MaxReadAttempts int
 	// MaxVolDataSize caps reading a vol_data.json (0 = podsdir default).
 	MaxVolDataSize int64
+	// FSTimeout bounds each filesystem call of the disk scan (a readdir,
+	// lstat or readlink, the read of one vol_data.json; 0 =
+	// DefaultProbeTimeout). A call that misses it is a HungMount: its pod
+	// stays Unknown, its volume Uncertain, and nothing at or below the path
+	// is touched again while the call is blocked.
+	FSTimeout time.Duration
 
 	// Probe stats every mounted path, each with ProbeTimeout, to find broken
 	// and hung mounts. Off by default: a stat may block on a hung mount, so
@@ -75,6 +81,9 @@ func (o Options) withDefaults() Options {
 	if o.ProbeTimeout <= 0 {
 		o.ProbeTimeout = DefaultProbeTimeout
 	}
+	if o.FSTimeout <= 0 {
+		o.FSTimeout = DefaultProbeTimeout
+	}
 	if o.ProbeConcurrency <= 0 {
 		o.ProbeConcurrency = DefaultProbeConcurrency
 	}
@@ -82,7 +91,7 @@ func (o Options) withDefaults() Options {
 }
 
 func (o Options) podsdirOptions() podsdir.Options {
-	return podsdir.Options{RootDir: o.RootDir, HostRoot: o.HostRoot, MaxVolDataSize: o.MaxVolDataSize}
+	return podsdir.Options{RootDir: o.RootDir, HostRoot: o.HostRoot, MaxVolDataSize: o.MaxVolDataSize, Timeout: o.FSTimeout}
 }
 
 func (o Options) readMountTable(ctx context.Context) (*mountscan.Table, error) {
@@ -90,4 +99,64 @@ func (o Options) readMountTable(ctx context.Context) (*mountscan.Table, error) {
 		return o.ReadMountTable(ctx)
 	}
 	return mountscan.ReadFile(ctx, o.MountInfoPath, o.MaxReadAttempts)
+}
+
+// earlyTable is a mount table read while the inventory is taken.
+type earlyTable struct {
+	opts  Options
+	w     *mountscan.Watcher // nil: read the table when asked
+	done  chan struct{}
+	table *mountscan.Table
+	err   error
+}
+
+// readMountTableDuring starts reading the live mount table now, while the
+// caller takes the inventory, when the kernel can say whether it changed
+// meanwhile (mountscan.Watch). Otherwise, or with ReadMountTable set, the
+// table is read when asked for, as Build does.
+func (o Options) readMountTableDuring(ctx context.Context) *earlyTable {
+	e := &earlyTable{opts: o}
+	if o.ReadMountTable != nil {
+		return e
+	}
+	w, err := mountscan.Watch(o.MountInfoPath)
+	if err != nil {
+		return e
+	}
+	e.w, e.done = w, make(chan struct{})
+	go func() {
+		defer close(e.done)
+		e.table, e.err = w.Read(ctx, o.MaxReadAttempts)
+	}()
+	return e
+}
+
+// get returns the table as it is after the inventory: the one read during
+// it if nothing changed since that read began, else a fresh read. So the
+// rule of Build holds: every mount made before the table's moment has its
+// dir listed.
+func (e *earlyTable) get(ctx context.Context) (*mountscan.Table, error) {
+	if e.w == nil {
+		return e.opts.readMountTable(ctx)
+	}
+	defer e.close()
+	<-e.done
+	if e.err != nil {
+		return nil, e.err
+	}
+	changed, err := e.w.Changed()
+	if err != nil || changed {
+		e.table = nil // let it go before the next read
+		return e.w.Read(ctx, e.opts.MaxReadAttempts)
+	}
+	return e.table, nil
+}
+
+// close waits for the read and closes the watched file.
+func (e *earlyTable) close() {
+	if e.w != nil && e.done != nil {
+		<-e.done
+		_ = e.w.Close()
+		e.done = nil
+	}
 }

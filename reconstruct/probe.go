@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	boundedcall "github.com/volrecon/volrecon/internal/bounded"
 )
 
 // probeResult is the outcome of one bounded filesystem call.
@@ -15,44 +17,18 @@ type probeResult struct {
 	hung bool // did not return within the timeout
 }
 
-// inflight remembers calls that hung and have not returned yet. A call
-// blocked in a hung NFS or FUSE mount holds an OS thread until the kernel
-// lets go; a later scan must not start another one on the same path, so it
-// reports the path as hung straight away. It is process-wide because the
-// blocked threads are.
-var inflight = struct {
-	sync.Mutex
-	paths map[string]bool
-}{paths: map[string]bool{}}
-
-// bounded runs fn in its own goroutine and gives up after timeout.
-func bounded(ctx context.Context, key string, timeout time.Duration, fn func() error) probeResult {
-	inflight.Lock()
-	if inflight.paths[key] {
-		inflight.Unlock()
+// bounded runs fn in its own goroutine and gives up after timeout. A path
+// whose call hung stays hung (and is not touched again) until that call
+// returns: see internal/bounded.
+func bounded(ctx context.Context, path string, timeout time.Duration, fn func() error) probeResult {
+	_, err := boundedcall.Call(ctx, path, timeout, func() (struct{}, error) { return struct{}{}, fn() })
+	switch {
+	case errors.Is(err, boundedcall.ErrHung):
 		return probeResult{hung: true}
+	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return probeResult{err: err, hung: true}
 	}
-	inflight.paths[key] = true
-	inflight.Unlock()
-
-	done := make(chan error, 1)
-	go func() {
-		err := fn()
-		inflight.Lock()
-		delete(inflight.paths, key)
-		inflight.Unlock()
-		done <- err
-	}()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	select {
-	case err := <-done:
-		return probeResult{err: err}
-	case <-timer.C:
-		return probeResult{hung: true}
-	case <-ctx.Done():
-		return probeResult{err: ctx.Err(), hung: true}
-	}
+	return probeResult{err: err}
 }
 
 // statProbe is the default prober: a plain stat of the mounted path.

@@ -23,11 +23,13 @@ import (
 // State says why.
 func Scan(ctx context.Context, opts Options) (*State, error) {
 	opts = opts.withDefaults()
+	table := opts.readMountTableDuring(ctx)
 	inv, err := podsdir.Scan(ctx, opts.podsdirOptions())
 	if err != nil {
+		table.close()
 		return nil, fmt.Errorf("reconstruct: %w", err)
 	}
-	st, err := Build(ctx, opts, inv)
+	st, err := build(ctx, opts, inv, table.get)
 	if err != nil {
 		return nil, fmt.Errorf("reconstruct: %w", err)
 	}
@@ -47,7 +49,13 @@ func Scan(ctx context.Context, opts Options) (*State, error) {
 // themselves may too.
 func Build(ctx context.Context, opts Options, inv *podsdir.Inventory) (*State, error) {
 	opts = opts.withDefaults()
-	table, tableErr := opts.readMountTable(ctx)
+	return build(ctx, opts, inv, opts.readMountTable)
+}
+
+// build is Build with the mount table from readTable, called after the
+// inventory was taken.
+func build(ctx context.Context, opts Options, inv *podsdir.Inventory, readTable func(context.Context) (*mountscan.Table, error)) (*State, error) {
+	table, tableErr := readTable(ctx)
 	b := &builder{
 		ctx:       ctx,
 		log:       klog.FromContext(ctx),
@@ -86,6 +94,7 @@ var buildSteps = []struct {
 	{"subtrees shared with staging mounts (bind matching)", always((*builder).buildSubtreesIfConsistent)},
 	{"pods and their volumes", always((*builder).buildPods)},
 	{"pod statuses, asked only now: a pod created meanwhile is listed", (*builder).applyActivePods},
+	{"paths that hung: their pods Unknown, their volumes Uncertain", always((*builder).noteHungPaths)},
 	{"who uses each staging mount", always((*builder).linkGlobalMountUsers)},
 	{"the optional probe of mounted paths", always((*builder).probeIfAsked)},
 	{"leaked and inconsistent staging mounts, once their users are known", always((*builder).checkGlobalMounts)},

@@ -151,7 +151,7 @@ func (b *builder) noteDataOnNodeDisk(dir, podUID, volume, what string) bool {
 	}
 	pdo := b.opts.podsdirOptions()
 	var has bool
-	r := bounded(b.ctx, "readdir:"+pdo.HostPath(dir), b.opts.ProbeTimeout, func() error {
+	r := bounded(b.ctx, pdo.HostPath(dir), b.opts.ProbeTimeout, func() error {
 		var err error
 		has, err = pdo.DirHasEntries(dir)
 		return err

@@ -42,7 +42,7 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.hostRoot, "host-root", "", "read the host's filesystem under this prefix (e.g. /host in a container)")
 	fs.StringVar(&f.mountInfo, "mountinfo", mountscan.DefaultPath, "mount table to read (/proc/1/mountinfo in a container with hostPID)")
 	fs.BoolVar(&f.probe, "probe", false, "stat every mounted path, with a timeout, to find broken and hung mounts")
-	fs.DurationVar(&f.probeTimeout, "probe-timeout", reconstruct.DefaultProbeTimeout, "how long one probe may take before the mount counts as hung")
+	fs.DurationVar(&f.probeTimeout, "probe-timeout", reconstruct.DefaultProbeTimeout, "how long one probe, or one filesystem call of the scan, may take before the mount counts as hung")
 	fs.BoolVar(&f.demo, "demo", false, "use an embedded sample node (an EBS-like node of three pods) instead of this machine")
 	fs.StringVar(&f.activePods, "active-pods", "", "the pods that should exist on this node: \"api\" to ask the API server (see --kubeconfig, --node-name),\n"+
 		"or a file (or - for stdin): one UID per line, or the JSON of kubectl get pods -A --field-selector spec.nodeName=NODE -o json")
@@ -105,7 +105,7 @@ type node struct {
 func (f *nodeFlags) openNode(stdin io.Reader) (*node, error) {
 	n := &node{cleanup: func() {}, opts: reconstruct.Options{
 		RootDir: f.rootDir, RootDirAliases: f.rootDirAliases, HostRoot: f.hostRoot, MountInfoPath: f.mountInfo,
-		Probe: f.probe, ProbeTimeout: f.probeTimeout, EmptyActivePodsAuthoritative: f.emptyActivePodsOK,
+		Probe: f.probe, ProbeTimeout: f.probeTimeout, FSTimeout: f.probeTimeout, EmptyActivePodsAuthoritative: f.emptyActivePodsOK,
 	}}
 	if f.activePods == activePodsAPI {
 		src, err := f.kube.apiPodSource()
@@ -146,7 +146,7 @@ func (n *node) materialiseDemo() error {
 		n.cleanup()
 		return fmt.Errorf("demo: %w", err)
 	}
-	demoOpts.Probe, demoOpts.ProbeTimeout = n.opts.Probe, n.opts.ProbeTimeout
+	demoOpts.Probe, demoOpts.ProbeTimeout, demoOpts.FSTimeout = n.opts.Probe, n.opts.ProbeTimeout, n.opts.FSTimeout
 	demoOpts.ActivePods, demoOpts.EmptyActivePodsAuthoritative = n.opts.ActivePods, n.opts.EmptyActivePodsAuthoritative
 	n.opts = demoOpts
 	return nil

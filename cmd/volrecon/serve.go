@@ -70,6 +70,11 @@ func runServe(ctx context.Context, args []string, e env) error {
 	return s.serve(ctx, ln)
 }
 
+// shutdownGrace bounds the shutdown of serve: the HTTP requests in flight,
+// then the scan in progress. The DaemonSet's terminationGracePeriodSeconds
+// must be longer.
+var shutdownGrace = 5 * time.Second
+
 // server rescans the node and serves the latest result.
 type server struct {
 	node     *node
@@ -139,12 +144,19 @@ func (s *server) serve(ctx context.Context, ln net.Listener) error {
 	}()
 	go func() {
 		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		shutdown, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
 	err := srv.Serve(ln)
-	<-done
+	// A scan stops at ctx's end, but a filesystem call stuck in a hung
+	// mount cannot be interrupted: past the grace period it is left to die
+	// with the process, so that SIGTERM is always obeyed.
+	select {
+	case <-done:
+	case <-time.After(shutdownGrace):
+		klog.FromContext(ctx).Info("Scan still running at shutdown, not waited for", "grace", shutdownGrace)
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
