@@ -317,3 +317,5 @@ func ensureObject(t *testing.T, err error, what string) {
 		require.NoError(t, err, "create %s", what)
 	}
 }
+
+func resourceQuantity(s string) resource.Quantity { return resource.MustParse(s) }

@@ -30,7 +30,7 @@ const (
 // suite is what every test shares: one cluster, started once.
 var suite struct {
 	cluster     *cluster.Cluster
-	volrecon    string // the CLI binary built from the repo root
+	volrecon    string            // the CLI binary built from the repo root
 	kubelets    map[string]string // version -> kubelet binary
 	skipReason  string            // set when the suite cannot run here (not root)
 	startupTook time.Duration

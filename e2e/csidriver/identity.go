@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"log"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
@@ -41,4 +43,9 @@ func (r *registration) NotifyRegistrationStatus(_ context.Context, st *registera
 		return nil, errRegistration(st.Error)
 	}
 	return &registerapi.RegistrationStatusResponse{}, nil
+}
+
+func errRegistration(msg string) error {
+	log.Printf("kubelet refused the registration: %s", msg)
+	return fmt.Errorf("registration failed: %s", msg)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,11 +24,6 @@ type node struct {
 	dataDir string
 }
 
-func errRegistration(msg string) error {
-	log.Printf("kubelet refused the registration: %s", msg)
-	return fmt.Errorf("registration failed: %s", msg)
-}
-
 func internal(err error) error { return status.Error(codes.Internal, err.Error()) }
 
 func (n *node) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
@@ -45,7 +39,7 @@ func (n *node) volumeDir(id string) string { return filepath.Join(n.dataDir, saf
 func (n *node) blockFile(id string) string { return filepath.Join(n.dataDir, safeName(id)+".img") }
 
 // safeName keeps a volume ID from escaping the data dir.
-func safeName(id string) string { return strings.ReplaceAll(filepath.Clean("/"+id)[1:], "/", "_") }
+func safeName(id string) string { return strings.ReplaceAll(filepath.Clean("/" + id)[1:], "/", "_") }
 
 func (n *node) NodeStageVolume(_ context.Context, r *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
 	if isBlock(r.VolumeCapability) {

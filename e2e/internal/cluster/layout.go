@@ -39,13 +39,13 @@ func (l Layout) join(p ...string) string { return filepath.Join(append([]string{
 // KubeletRoot is the kubelet's --root-dir: not /var/lib/kubelet, so the
 // suite never meets another user's kubelet state and volrecon's --root-dir
 // is exercised.
-func (l Layout) KubeletRoot() string   { return l.join("kubelet") }
-func (l Layout) CertDir() string       { return l.join("certs") }
-func (l Layout) ConfDir() string       { return l.join("conf") }
-func (l Layout) StaticPodDir() string  { return l.join("static-pods") }
-func (l Layout) HostPathDir() string   { return l.join("hostpath") }
-func (l Layout) CSIDataDir() string    { return l.join("csi-data") }
-func (l Layout) CSICallLog() string    { return filepath.Join(l.LogDir, "csi-calls.jsonl") }
+func (l Layout) KubeletRoot() string  { return l.join("kubelet") }
+func (l Layout) CertDir() string      { return l.join("certs") }
+func (l Layout) ConfDir() string      { return l.join("conf") }
+func (l Layout) StaticPodDir() string { return l.join("static-pods") }
+func (l Layout) HostPathDir() string  { return l.join("hostpath") }
+func (l Layout) CSIDataDir() string   { return l.join("csi-data") }
+func (l Layout) CSICallLog() string   { return filepath.Join(l.LogDir, "csi-calls.jsonl") }
 func (l Layout) AdminKubeconfig() string {
 	return l.join("conf", "admin.kubeconfig")
 }

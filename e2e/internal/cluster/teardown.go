@@ -16,8 +16,8 @@ import (
 // matter how they are configured. Teardown removes them only if they did
 // not exist before the cluster started (recorded in hostBefore).
 const (
-	netnsDir         = "/run/netns"         // containerd's CRI: a shared bind mount of itself, cni-* netns
-	shimSocketDir    = "/run/containerd"    // containerd 1.6 shims: s/<hash> sockets
+	netnsDir         = "/run/netns"          // containerd's CRI: a shared bind mount of itself, cni-* netns
+	shimSocketDir    = "/run/containerd"     // containerd 1.6 shims: s/<hash> sockets
 	containerLogsDir = "/var/log/containers" // kubelet: symlinks into the pod logs dir
 )
 
