@@ -94,15 +94,9 @@ func (c *Cluster) Teardown(ctx context.Context) error {
 func (c *Cluster) removeContainers(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	tasks, _ := c.ctr(ctx, "tasks", "ls", "-q")
-	for _, t := range strings.Fields(tasks) {
-		_, _ = c.ctr(ctx, "tasks", "kill", "-s", "SIGKILL", t)
-	}
-	for _, t := range strings.Fields(tasks) {
-		_, _ = c.ctr(ctx, "tasks", "delete", "-f", t)
-	}
+	c.killTasks(ctx)
 	containers, _ := c.ctr(ctx, "containers", "ls", "-q")
-	for _, id := range strings.Fields(containers) {
+	for _, id := range fields(containers) {
 		_, _ = c.ctr(ctx, "containers", "delete", id)
 	}
 }
@@ -258,3 +252,5 @@ func detachLoopDevices(dir string) error {
 	}
 	return errors.Join(errs...)
 }
+
+func fields(s string) []string { return strings.Fields(s) }

@@ -1,0 +1,259 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+)
+
+const (
+	leakHandle = "vol-leak-0001"
+	leakPV     = "e2e-leak"
+)
+
+// orphanPods are the pods of scenario 2 and what became of them.
+type orphanPods struct {
+	keeper, vol, csi, leak *corev1.Pod
+	leakVolData            []byte // the vol_data.json deleted while the kubelet was down
+}
+
+// Scenario 2 (and 3): the kubelet is down while pods are force-deleted.
+// volrecon with the API's pod list calls them orphaned and plans nothing
+// destructive for mounted data; the restarted kubelet cleans up and leaks
+// two things, which volrecon reports; volrecon's kubelet-compatible
+// metrics from before the restart are compared with the kubelet's.
+func TestKubeletDownPodsForceDeleted(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sig  syscall.Signal
+	}{
+		{"SIGTERM", syscall.SIGTERM},
+		{"SIGKILL", syscall.SIGKILL},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			needCluster(t)
+			cleanupPods(t)
+			start := time.Now()
+			pods := startOrphanPods(t)
+			n := newNamer(t, pods.keeper, pods.vol, pods.csi, pods.leak)
+
+			stopKubelet(t, tc.sig)
+			pods.leakVolData = deleteLeakVolData(t, pods.leak)
+			for _, p := range []*corev1.Pod{pods.vol, pods.csi, pods.leak} {
+				forceDelete(t, p.Name)
+			}
+			active := nodePods(t)
+			require.Len(t, active.Items, 1, "only the keeper pod is left in the API")
+
+			t.Run("kubelet down", func(t *testing.T) { checkWhileDown(t, pods, n, active) })
+			// Scenario 3: volrecon's kubelet-compatible metrics from the node as
+			// it is just before the kubelet comes back.
+			before := compatMetrics(t, active)
+
+			restartAt := time.Now()
+			mark := restartCurrentKubelet(t)
+			settleAfterRestart(t, pods, mark)
+			t.Logf("kubelet settled %s after the restart", time.Since(restartAt).Round(time.Millisecond))
+
+			t.Run("metrics", func(t *testing.T) {
+				diffs := compareCompatMetrics(t, before, kubeletMetrics(t))
+				assertDifferences(t, "compat metrics after "+tc.name, diffs, compatMetricDifferences)
+			})
+			t.Run("after restart", func(t *testing.T) { checkAfterRestart(t, pods, n, active, restartAt) })
+			t.Run("cleanup", func(t *testing.T) { checkCleanupOfLeaks(t, pods, n, active) })
+			resolveCSILeak(t, pods)
+			t.Logf("scenario took %s", time.Since(start).Round(time.Second))
+		})
+	}
+}
+
+// compatMetricDifferences: README.md, Known differences.
+var compatMetricDifferences = []knownDifference{}
+
+func startOrphanPods(t *testing.T) orphanPods {
+	t.Helper()
+	ensureConfigObjects(t)
+	require.NoError(t, os.MkdirAll(hostPathSubDir(t), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(hostPathSubDir(t), "host-data"), []byte("keep me"), 0o644))
+	var p orphanPods
+	p.keeper = runPod(t, keeperPod())
+	p.vol = runPod(t, volumesPod(t, "orphan-vol"))
+	p.csi = startCSIPod(t, "orphan-csi", false)
+	boundCSIVolume(t, leakPV, leakHandle, corev1.PersistentVolumeFilesystem)
+	leak := csiPod("orphan-leak", leakPV, "")
+	leak.Spec.Volumes = leak.Spec.Volumes[:1] // the PV only
+	leak.Spec.Containers[0].VolumeMounts = leak.Spec.Containers[0].VolumeMounts[:1]
+	p.leak = runPod(t, leak)
+	return p
+}
+
+// deleteLeakVolData removes the leak pod's vol_data.json, as a crash or a
+// hand can: the kubelet can no longer reconstruct that volume.
+func deleteLeakVolData(t *testing.T, leak *corev1.Pod) []byte {
+	t.Helper()
+	path := csiVolData(t, string(leak.UID), leakPV)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(path))
+	return data
+}
+
+func checkWhileDown(t *testing.T, pods orphanPods, n namer, active *corev1.PodList) {
+	st := scan(t, active)
+	for _, p := range []*corev1.Pod{pods.vol, pods.csi, pods.leak} {
+		vp, ok := st.pod(string(p.UID))
+		require.True(t, ok, "pod dir of %s", p.Name)
+		assert.Equal(t, "Orphaned", vp.Status, "pod %s", p.Name)
+		assert.True(t, hasFinding(st, "OrphanedPodMounted", string(p.UID)), "OrphanedPodMounted for %s", p.Name)
+	}
+	kp, ok := st.pod(string(pods.keeper.UID))
+	require.True(t, ok)
+	assert.Equal(t, "Active", kp.Status)
+	pl, _ := plan(t, active)
+	for _, a := range pl.Actions {
+		assert.NotEqual(t, "Unmount", a.Action, "plan without --unmount unmounts %s", n.s(a.Path))
+		assert.NotEqual(t, string(pods.keeper.UID), a.PodUID, "plan touches the active pod: %s %s", a.Action, n.s(a.Path))
+	}
+	assertNothingDestructiveOnMounts(t, pl, n)
+}
+
+func hasFinding(st vrState, kind, uid string) bool {
+	for _, f := range st.findings(kind) {
+		if f.PodUID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// settleAfterRestart waits until the kubelet has done what it will do:
+// the CSI pod's dir is gone (NodeUnpublish, NodeUnstage, rmdir), and it has
+// failed on the hostPath subPath leak at least twice (two sweeps, 2 s apart).
+func settleAfterRestart(t *testing.T, pods orphanPods, mark kubeletLogMark) {
+	t.Helper()
+	waitPodDirGone(t, string(pods.csi.UID), 90*time.Second)
+	eventually(t, "the kubelet's orphan sweep failing on the subPath", 60*time.Second, func() error {
+		if n := len(mark.grep(t, "subpath")); n < 2 {
+			return fmt.Errorf("%d sweeps failing on the subpath so far", n)
+		}
+		return nil
+	})
+}
+
+func checkAfterRestart(t *testing.T, pods orphanPods, n namer, active *corev1.PodList, restartAt time.Time) {
+	// What the kubelet did, from the driver's side.
+	calls := csiCalls(t, restartAt)
+	assert.NotEmpty(t, callsFor(callsNamed(calls, "NodeUnpublishVolume"), fsHandle), "NodeUnpublish of the orphaned CSI volume")
+	assert.NotEmpty(t, callsFor(callsNamed(calls, "NodeUnstageVolume"), fsHandle), "NodeUnstage of the orphaned CSI volume")
+	assert.Empty(t, callsFor(calls, leakHandle), "the kubelet cannot tear down the volume without vol_data.json")
+	assert.NotEmpty(t, podMountPoints(t, string(pods.vol.UID)), "the hostPath subPath bind leaks")
+	assert.NotEmpty(t, podMountPoints(t, string(pods.leak.UID)), "the CSI volume without vol_data.json leaks")
+
+	st := scan(t, active)
+	diffs := append(comparePodDirs(t, st, n), compareVolumeDirs(t, st, n)...)
+	diffs = append(diffs, comparePodMounts(t, st, n)...)
+	assertDifferences(t, "after restart", diffs, nil)
+
+	assert.True(t, hasFinding(st, "OrphanedPodMounted", string(pods.vol.UID)), "the subPath leak is reported")
+	assert.True(t, hasFinding(st, "OrphanedPodMounted", string(pods.leak.UID)), "the CSI leak is reported")
+	v := volumeNamed(st, string(pods.leak.UID), leakPV)
+	require.NotNil(t, v, "the leaked CSI volume")
+	require.NotNil(t, v.CSI, "identity of the leaked CSI volume")
+	assert.True(t, v.CSI.Recovered, "identity recovered without vol_data.json")
+	assert.Equal(t, leakHandle, v.CSI.VolumeHandle)
+	assert.Equal(t, "Mounted", v.State)
+}
+
+// comparePodMounts: each pod's mountPoints are the live mounts in its dir.
+func comparePodMounts(t *testing.T, st vrState, n namer) []string {
+	var diffs []string
+	for _, p := range st.Pods {
+		live := map[string]bool{}
+		for _, m := range podMountPoints(t, p.UID) {
+			live[m] = true
+		}
+		said := map[string]bool{}
+		for _, m := range p.MountPoints {
+			said[m] = true
+			if !live[m] {
+				diffs = append(diffs, n.s("pod-mount-not-live:"+m))
+			}
+		}
+		for m := range live {
+			if !said[m] {
+				diffs = append(diffs, n.s("pod-mount-not-reported:"+m))
+			}
+		}
+	}
+	return diffs
+}
+
+func volumeNamed(st vrState, uid, name string) *vrVolume {
+	for _, v := range st.volumesOf(uid) {
+		if v.Name == name {
+			return &v
+		}
+	}
+	return nil
+}
+
+func callsFor(calls []csiCall, handle string) []csiCall {
+	var out []csiCall
+	for _, c := range calls {
+		if c.VolumeID == handle {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// checkCleanupOfLeaks: `cleanup --apply --unmount` resolves the subPath
+// leak without touching the host's data, then the kubelet removes that pod
+// dir; the CSI leak is left to the driver, untouched.
+func checkCleanupOfLeaks(t *testing.T, pods orphanPods, n namer, active *corev1.PodList) {
+	leakMounts := podMountPoints(t, string(pods.leak.UID))
+	pl, _ := plan(t, active, "--apply", "--unmount")
+	for _, a := range pl.Actions {
+		t.Logf("cleanup: %s %s: %s %s", a.Action, n.s(a.Path), a.Result, a.Error)
+	}
+	needsDriver := false
+	for _, a := range pl.Actions {
+		switch a.PodUID {
+		case string(pods.leak.UID):
+			needsDriver = needsDriver || a.Action == "NeedsDriver"
+			if destructiveActions[a.Action] {
+				assert.NotEqual(t, "Done", a.Result, "cleanup changed the CSI leak: %s %s", a.Action, n.s(a.Path))
+			}
+		case string(pods.keeper.UID):
+			t.Errorf("cleanup acted on the active pod: %s %s", a.Action, n.s(a.Path))
+		}
+	}
+	assert.True(t, needsDriver, "the CSI leak is planned as NeedsDriver")
+	assert.ElementsMatch(t, leakMounts, podMountPoints(t, string(pods.leak.UID)), "the CSI leak's mounts are untouched")
+	data, err := os.ReadFile(filepath.Join(hostPathSubDir(t), "host-data"))
+	require.NoError(t, err, "the host's data under the hostPath survives")
+	assert.Equal(t, "keep me", string(data))
+	assert.Empty(t, podMountPoints(t, string(pods.vol.UID)), "the subPath bind is unmounted")
+	took := waitPodDirGone(t, string(pods.vol.UID), 60*time.Second)
+	t.Logf("the kubelet removed the subPath pod's dir %s after the cleanup", took.Round(time.Millisecond))
+}
+
+// resolveCSILeak gives the kubelet back the vol_data.json and restarts it:
+// it then reconstructs the volume and tears it down through the driver,
+// which the next test needs (and which shows that the identity volrecon
+// recovered is the one the kubelet uses).
+func resolveCSILeak(t *testing.T, pods orphanPods) {
+	t.Helper()
+	path := csiVolData(t, string(pods.leak.UID), leakPV)
+	require.NoError(t, os.WriteFile(path, pods.leakVolData, 0o644))
+	stopKubelet(t, syscall.SIGTERM)
+	restartCurrentKubelet(t)
+	waitPodDirGone(t, string(pods.leak.UID), 90*time.Second)
+}
