@@ -3,10 +3,12 @@ package e2e
 import (
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -25,8 +27,12 @@ func newNamer(t *testing.T, pods ...*corev1.Pod) namer {
 	return n
 }
 
+// apiAccessVolume is the admission-generated kube-api-access-<random>.
+var apiAccessVolume = regexp.MustCompile(`kube-api-access-[a-z0-9]{5}`)
+
 func (n namer) s(s string) string {
 	s = strings.ReplaceAll(s, n.root, "<root>")
+	s = apiAccessVolume.ReplaceAllString(s, "kube-api-access-*")
 	for uid, name := range n.names {
 		s = strings.ReplaceAll(s, uid, "<"+name+">")
 	}
@@ -51,7 +57,7 @@ func compareRunning(t *testing.T, st vrState, n namer, pods []*corev1.Pod, since
 			have[v.Name] = true
 		}
 		for _, v := range p.Spec.Volumes {
-			if !have[v.Name] {
+			if !have[diskName(v)] {
 				add("spec-volume-not-reported:%s/%s", p.Name, v.Name)
 			}
 		}
@@ -60,6 +66,8 @@ func compareRunning(t *testing.T, st vrState, n namer, pods []*corev1.Pod, since
 	// Mounted where the kubelet mounted, and the kubelet's unique names.
 	mounts := mountSet(t)
 	unique := kubeletUniqueNames(t, since)
+	devicePaths := kubeletDeviceMountPaths(t, since)
+	require.NotEmpty(t, unique, "no MountVolume.SetUp line in the kubelet log: has its format changed?")
 	for _, v := range st.Volumes {
 		key := v.PodUID + "/" + v.Name
 		if mounts[v.CheckedPath] > 0 && v.State != "Mounted" {
@@ -73,6 +81,9 @@ func compareRunning(t *testing.T, st vrState, n namer, pods []*corev1.Pod, since
 		}
 		if u, ok := unique[key]; ok && u != v.UniqueName {
 			add("unique-name:%s: kubelet %s, volrecon %s", key, u, v.UniqueName)
+		}
+		if d, ok := devicePaths[key]; ok && d != v.DeviceMountPath {
+			add("device-mount-path:%s: kubelet %s, volrecon %q", key, d, v.DeviceMountPath)
 		}
 	}
 	// Every mount of a pod volume is one volrecon knows.
@@ -159,4 +170,13 @@ func compareVolumesInUse(t *testing.T, st vrState, n namer) []string {
 	}
 	sort.Strings(diffs)
 	return diffs
+}
+
+// diskName is the name of a pod volume's dir: a PVC's volume is named by
+// its PV, and our PVs are named like their claims.
+func diskName(v corev1.Volume) string {
+	if v.PersistentVolumeClaim != nil {
+		return v.PersistentVolumeClaim.ClaimName
+	}
+	return v.Name
 }

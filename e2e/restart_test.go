@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -76,10 +77,11 @@ func podMountPoints(t *testing.T, uid string) []string {
 	dir := filepath.Join(needCluster(t).Layout.KubeletRoot(), "pods", uid)
 	var out []string
 	for m := range mountSet(t) {
-		if related(m, dir) {
+		if m == dir || strings.HasPrefix(m, dir+"/") {
 			out = append(out, m)
 		}
 	}
+	sort.Strings(out)
 	return out
 }
 
@@ -113,6 +115,18 @@ var kubeletCompatMetrics = []string{
 	"kubelet_orphan_pod_cleaned_volumes",
 	"kubelet_orphan_pod_cleaned_volumes_errors",
 }
+
+// compatNotExposed: the CLI exposes none of the kubelet-compatible metrics.
+var compatNotExposed = func() []knownDifference {
+	var out []knownDifference
+	for _, name := range kubeletCompatMetrics {
+		out = append(out, knownDifference{"metric-not-exposed-by-volrecon-cli:" + name,
+			"volrecon gap: metrics.NewKubeletCompat exists in the library but cmd/volrecon/serve.go (newServer) " +
+				"registers only metrics.New, so neither /metrics nor --textfile has the kubelet's names; " +
+				"the kubelet's values are logged above and in README.md"})
+	}
+	return out
+}()
 
 // compareCompatMetrics compares volrecon's kubelet-compatible metrics,
 // computed from the node just before the kubelet came back, with what the

@@ -22,6 +22,7 @@ import (
 // keep running (same containers, no restarts).
 func TestKubeletUpgradeDowngrade(t *testing.T) {
 	needCluster(t)
+	oldKubelet(t)
 	cleanupPods(t)
 	t.Cleanup(func() { // the next test wants the current kubelet
 		if suite.ctx.Err() == nil && nodeKubeletVersion(t) != k8sbuild.CurrentVersion {

@@ -80,5 +80,5 @@ func TestAfterReboot(t *testing.T) {
 // README.md, Known differences.
 var (
 	rebootDifferences       = []knownDifference{}
-	rebootMetricDifferences = []knownDifference{}
+	rebootMetricDifferences = compatNotExposed
 )

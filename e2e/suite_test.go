@@ -117,18 +117,17 @@ type builtBinaries struct{ apiServer, csiDriver string }
 func buildAll(ctx context.Context, logf func(string, ...any)) (builtBinaries, error) {
 	var b builtBinaries
 	suite.kubelets = map[string]string{}
-	for _, req := range k8sbuild.SuiteBuilds("", logWriter{logf}) {
-		t := time.Now()
-		paths, err := k8sbuild.Build(ctx, req)
-		if err != nil {
-			return b, err
-		}
-		logf("kubernetes %s %v ready in %s", req.Version, req.Binaries, time.Since(t).Round(time.Second))
-		suite.kubelets[req.Version] = paths["kubelet"]
-		if p, ok := paths["kube-apiserver"]; ok {
-			b.apiServer = p
-		}
+	// The old kubelet is built when the upgrade test first needs it
+	// (oldKubelet), so a run of other tests does not wait for it.
+	req := k8sbuild.SuiteBuilds("", logWriter{logf})[0]
+	t := time.Now()
+	paths, err := k8sbuild.Build(ctx, req)
+	if err != nil {
+		return b, err
 	}
+	logf("kubernetes %s %v ready in %s", req.Version, req.Binaries, time.Since(t).Round(time.Second))
+	suite.kubelets[req.Version] = paths["kubelet"]
+	b.apiServer = paths["kube-apiserver"]
 	tmp := filepath.Join(os.TempDir(), "volrecon-e2e", "bin")
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return b, fmt.Errorf("create %s: %w", tmp, err)
@@ -150,6 +149,19 @@ func goBuild(ctx context.Context, dir, out, pkg string) error {
 		return fmt.Errorf("go build %s in %s: %w\n%s", pkg, dir, err, o)
 	}
 	return nil
+}
+
+// oldKubelet builds (or finds in the cache) the old kubelet.
+func oldKubelet(t *testing.T) {
+	t.Helper()
+	req := k8sbuild.SuiteBuilds("", logWriter{func(f string, a ...any) { t.Logf(f, a...) }})[1]
+	start := time.Now()
+	paths, err := k8sbuild.Build(suite.ctx, req)
+	if err != nil {
+		t.Fatalf("build kubelet %s: %v", req.Version, err)
+	}
+	t.Logf("kubelet %s ready in %s", req.Version, time.Since(start).Round(time.Second))
+	suite.kubelets[req.Version] = paths["kubelet"]
 }
 
 type logWriter struct{ logf func(string, ...any) }

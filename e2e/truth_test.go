@@ -192,9 +192,13 @@ func (m kubeletLogMark) grep(t *testing.T, substr string) []string {
 }
 
 // The kubelet logs each successful setup with the volume's unique name:
-// `MountVolume.SetUp succeeded for volume "sec" (UniqueName:
-// "kubernetes.io/secret/<uid>-sec") pod="default/p" podUID="<uid>"`.
-var setUpLine = regexp.MustCompile(`(?:MountVolume\.SetUp|MapVolume\.MapPodDevice) succeeded for volume \\?"([^"\\]+)\\?" \(UniqueName: \\?"([^"\\]+)\\?"\).*podUID="([0-9a-f-]+)"`)
+// "MountVolume.SetUp succeeded for volume \"sec\" (UniqueName:
+// \"kubernetes.io/secret/<uid>-sec\") pod \"p\" (UID: \"<uid>\") ",
+// and each MountDevice with the device mount path.
+var (
+	setUpLine       = regexp.MustCompile(`(?:MountVolume\.SetUp|MapVolume\.MapPodDevice) succeeded for volume \\"([^"\\]+)\\" \(UniqueName: \\"([^"\\]+)\\"\) pod \\"[^"\\]*\\" \(UID: \\"([0-9a-f-]+)\\"\)`)
+	mountDeviceLine = regexp.MustCompile(`MountVolume\.MountDevice succeeded for volume \\"([^"\\]+)\\" .*\(UID: \\"([0-9a-f-]+)\\"\) device mount path \\"([^"\\]+)\\"`)
+)
 
 // kubeletUniqueNames maps "<podUID>/<volume name>" to the unique name the
 // kubelet logged for it since the mark.
@@ -206,6 +210,18 @@ func kubeletUniqueNames(t *testing.T, since kubeletLogMark) map[string]string {
 		}
 	}
 	return names
+}
+
+// kubeletDeviceMountPaths maps "<podUID>/<volume name>" to the device
+// mount path the kubelet logged for it since the mark.
+func kubeletDeviceMountPaths(t *testing.T, since kubeletLogMark) map[string]string {
+	paths := map[string]string{}
+	for _, l := range since.lines(t) {
+		if m := mountDeviceLine.FindStringSubmatch(l); m != nil {
+			paths[m[2]+"/"+m[1]] = m[3]
+		}
+	}
+	return paths
 }
 
 // knownDifference is a way volrecon and the kubelet differ that the suite

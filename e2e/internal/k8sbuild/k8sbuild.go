@@ -21,7 +21,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -61,18 +63,27 @@ func Build(ctx context.Context, req Request) (map[string]string, error) {
 	}
 	binDir := BinDir(req.CacheDir, req.Version)
 	paths := map[string]string{}
-	var missing []string
 	for _, b := range req.Binaries {
-		p := filepath.Join(binDir, b)
-		paths[b] = p
-		if _, err := os.Stat(p); err != nil {
-			missing = append(missing, b)
-		}
+		paths[b] = filepath.Join(binDir, b)
 	}
+	missing := missingBinaries(paths)
 	if len(missing) == 0 {
 		return paths, nil
 	}
 	modDir := filepath.Join(req.CacheDir, "build", req.Version)
+	if err := os.MkdirAll(modDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create wrapper dir %s: %w", modDir, err)
+	}
+	// Two runs at once (e2e-build and make e2e) must not build into the
+	// same files: the second waits, then finds the binaries.
+	unlock, err := lockDir(modDir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if missing = missingBinaries(paths); len(missing) == 0 {
+		return paths, nil
+	}
 	if err := writeWrapper(ctx, modDir, req.Version, req.Log); err != nil {
 		return nil, err
 	}
@@ -86,6 +97,30 @@ func Build(ctx context.Context, req Request) (map[string]string, error) {
 		}
 	}
 	return paths, nil
+}
+
+func missingBinaries(paths map[string]string) []string {
+	var missing []string
+	for b, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			missing = append(missing, b)
+		}
+	}
+	sort.Strings(missing)
+	return missing
+}
+
+// lockDir takes an exclusive flock on dir/.lock.
+func lockDir(dir string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open build lock in %s: %w", dir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return func() { f.Close() }, nil
 }
 
 // writeWrapper generates go.mod and tools.go in modDir and runs go mod tidy,
