@@ -20,8 +20,9 @@ func TestAfterReboot(t *testing.T) {
 	ensureConfigObjects(t)
 	keeper := runPod(t, keeperPod())
 	vol := runPod(t, volumesPod(t, "reboot-vol"))
-	csi := startCSIPod(t, "reboot-csi", true)
-	n := newNamer(t, keeper, vol, csi)
+	csi := startCSIPod(t, "reboot-csi", false)
+	block := runBlockPod(t, "reboot-block")
+	n := newNamer(t, keeper, vol, csi, block)
 
 	rebootAt := time.Now()
 	require.NoError(t, c.Reboot(ctxT(t)), "simulate the reboot")
@@ -42,11 +43,14 @@ func TestAfterReboot(t *testing.T) {
 	}
 	assertDifferences(t, "after reboot", diffs, rebootDifferences)
 
-	forceDelete(t, vol.Name)
-	forceDelete(t, csi.Name)
+	deleted := []*corev1.Pod{vol, csi, block}
+	for _, p := range deleted {
+		forceDelete(t, p.Name)
+	}
 	active := nodePods(t)
 	st = scan(t, active)
-	for _, p := range []*corev1.Pod{vol, csi} {
+	diffs = nil
+	for _, p := range deleted {
 		assert.True(t, hasFinding(st, "OrphanedPodRemovable", string(p.UID)), "OrphanedPodRemovable for %s", p.Name)
 	}
 	pl, code := plan(t, active, "--apply")
@@ -57,28 +61,73 @@ func TestAfterReboot(t *testing.T) {
 		assert.NotEqual(t, string(keeper.UID), a.PodUID, "cleanup acts on the active pod")
 	}
 	assert.Equal(t, 0, code, "cleanup --apply exit code")
-	assert.False(t, podDirExists(t, string(vol.UID)), "cleanup removed %s's dir", vol.Name)
-	assert.False(t, podDirExists(t, string(csi.UID)), "cleanup removed %s's dir", csi.Name)
+	for _, p := range deleted {
+		if podDirExists(t, string(p.UID)) {
+			// The finding said the dir can go, the plan kept it.
+			diffs = append(diffs, "OrphanedPodRemovable-but-kept:"+p.Name)
+		}
+	}
 	assert.True(t, podDirExists(t, string(keeper.UID)), "the active pod's dir stays")
+	assertDifferences(t, "cleanup after reboot", diffs, rebootCleanupDifferences)
 
 	// Scenario 3 after a reboot: volrecon's metrics from the node as the
 	// kubelet will find it.
 	before := compatMetrics(t, active)
+	restartAt := time.Now()
 	mark := restartCurrentKubelet(t)
 	require.NoError(t, c.StartCSIDriver(ctxT(t)))
 	waitPodRunning(t, keeper.Name)
-	time.Sleep(5 * time.Second) // two orphan sweeps, 2 s apart
-	assert.Empty(t, mark.grep(t, "orphaned pod"), "the kubelet found orphaned pods to clean")
+	// The block pod's dir, which volrecon rightly kept, is the kubelet's
+	// to clean: it reconstructs the volume and goes through the driver.
+	waitPodDirGone(t, string(block.UID), 60*time.Second)
+	time.Sleep(5 * time.Second) // two more orphan sweeps, 2 s apart
+	for _, p := range []*corev1.Pod{vol, csi} {
+		for _, line := range mark.grep(t, string(p.UID)) {
+			assert.NotContains(t, line, "olume", "the kubelet found a volume of %s to clean", p.Name)
+		}
+	}
+	calls := csiCalls(t, restartAt)
+	assert.NotEmpty(t, callsFor(callsNamed(calls, "NodeUnpublishVolume"), blockHandle), "the kubelet unpublished the kept block volume")
+	assert.NotEmpty(t, callsFor(callsNamed(calls, "NodeUnstageVolume"), blockHandle), "the kubelet unstaged the kept block volume")
+	assert.Empty(t, callsFor(calls, fsHandle), "nothing of the removed CSI pod is left for the kubelet")
 	kubelet := kubeletMetrics(t)
 	cleaned, _ := sumMetric(kubelet, "kubelet_orphan_pod_cleaned_volumes")
-	assert.Zero(t, cleaned, "kubelet_orphan_pod_cleaned_volumes")
+	assert.Zero(t, cleaned, "kubelet_orphan_pod_cleaned_volumes after the sweeps")
 	t.Run("metrics", func(t *testing.T) {
 		assertDifferences(t, "compat metrics after reboot", compareCompatMetrics(t, before, kubelet), rebootMetricDifferences)
 	})
 }
 
+// runBlockPod runs a pod with only a CSI raw block PV.
+func runBlockPod(t *testing.T, name string) *corev1.Pod {
+	t.Helper()
+	ensureCSIDriver(t)
+	boundCSIVolume(t, blockPV, blockHandle, corev1.PersistentVolumeBlock)
+	pod := csiPod(name, fsPV, blockPV)
+	pod.Spec.Volumes = pod.Spec.Volumes[2:] // the block PV only
+	pod.Spec.Containers[0].VolumeMounts = nil
+	return runPod(t, pod)
+}
+
 // README.md, Known differences.
+const blockStagingIntended = "intended: a raw block staging dir has no mount to prove it is unstaged " +
+	"(the driver's device state is not in the mount table), so volrecon keeps it Uncertain and plans NeedsDriver " +
+	"for the pod's block volume instead of removing the pod dir; the real kubelet agrees that the driver is " +
+	"needed: after the restart it reconstructs that volume and calls NodeUnpublish and NodeUnstage, which it " +
+	"could not do had the pod dir been removed"
+
+const removableButKeptBug = "volrecon bug (minor): the pod gets the finding OrphanedPodRemovable " +
+	"(\"nothing mounted: its dirs can go\") while its plan keeps the dir (NeedsDriver for the block volume, " +
+	"see the intended difference above); the finding should follow the plan (reconstruct/findings.go decides " +
+	"from mounts alone, reconstruct/plan.go also from the Uncertain block staging)." +
+	" Keeping the dir is right: " + blockStagingIntended
+
 var (
-	rebootDifferences       = []knownDifference{}
+	rebootDifferences = []knownDifference{
+		{"global-mount-not-unmounted-after-reboot:<root>/plugins/kubernetes.io/csi/volumeDevices/staging/e2e-block:Uncertain", blockStagingIntended},
+	}
+	rebootCleanupDifferences = []knownDifference{
+		{"OrphanedPodRemovable-but-kept:reboot-block", removableButKeptBug},
+	}
 	rebootMetricDifferences = compatNotExposed
 )
