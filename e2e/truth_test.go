@@ -251,3 +251,26 @@ func assertDifferences(t *testing.T, what string, found []string, known []knownD
 	sort.Strings(wantIDs)
 	assert.Equal(t, wantIDs, found, "%s: volrecon and the kubelet differ in other ways than the known ones (README.md, Known differences)", what)
 }
+
+// What the kubelet logs when it reconstructs a volume at startup.
+var (
+	reconstructedLine       = regexp.MustCompile(`"Volume is marked as uncertain and added into the actual state" pod="[^"]*" podName="([0-9a-f-]+)" volumeName="([^"]+)"`)
+	reconstructedDeviceLine = regexp.MustCompile(`"Volume is marked device as uncertain and added into the actual state" volumeName="([^"]+)" deviceMountPath="([^"]+)"`)
+)
+
+// kubeletReconstruction returns what the kubelet reconstructed since the
+// mark: "<podUID> <unique name>" per volume, and the device mount path of
+// each unique name it reconstructed a device for.
+func kubeletReconstruction(t *testing.T, since kubeletLogMark) (volumes []string, devices map[string]string) {
+	devices = map[string]string{}
+	for _, l := range since.lines(t) {
+		if m := reconstructedLine.FindStringSubmatch(l); m != nil {
+			volumes = append(volumes, m[1]+" "+m[2])
+		}
+		if m := reconstructedDeviceLine.FindStringSubmatch(l); m != nil {
+			devices[m[1]] = m[2]
+		}
+	}
+	sort.Strings(volumes)
+	return volumes, devices
+}
