@@ -3,6 +3,7 @@ package e2e
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -187,7 +188,14 @@ func checkAfterRestart(t *testing.T, pods orphanPods, n namer, active *corev1.Po
 	require.NotNil(t, v, "the leaked CSI volume")
 	require.NotNil(t, v.CSI, "identity of the leaked CSI volume")
 	assert.True(t, v.CSI.Recovered, "identity recovered without vol_data.json")
-	assert.Equal(t, leakHandle, v.CSI.VolumeHandle)
+	// The identity volrecon recovered is the one the kubelet wrote.
+	var written struct{ DriverName, VolumeHandle, SpecVolID string }
+	require.NoError(t, json.Unmarshal(pods.leakVolData, &written))
+	assert.Equal(t, written.DriverName, v.CSI.DriverName, "recovered driver")
+	assert.Equal(t, written.VolumeHandle, v.CSI.VolumeHandle, "recovered volume handle")
+	if v.CSI.SpecVolID != "" {
+		assert.Equal(t, written.SpecVolID, v.CSI.SpecVolID, "recovered spec volume ID")
+	}
 	assert.Equal(t, "Mounted", v.State)
 }
 

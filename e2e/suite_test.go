@@ -85,6 +85,10 @@ func runSuite(m *testing.M) (code int) {
 	}
 	suite.startupTook = time.Since(upStart)
 	logf("cluster up in %s: %v", suite.startupTook.Round(time.Millisecond), roundAll(c.Timings))
+	if err := loopbackOnly(c, logf); err != nil {
+		logf("FAIL: %v", err)
+		return 1
+	}
 	code = m.Run()
 	if ctx.Err() != nil {
 		logf("interrupted: tearing down")
@@ -99,6 +103,21 @@ func roundAll(m map[string]time.Duration) map[string]string {
 		out[k] = v.Round(time.Millisecond).String()
 	}
 	return out
+}
+
+// loopbackOnly fails when any daemon listens beyond 127.0.0.1.
+func loopbackOnly(c *cluster.Cluster, logf func(string, ...any)) error {
+	addrs, err := c.ListeningAddresses()
+	if err != nil {
+		return err
+	}
+	logf("listening: %v", addrs)
+	for _, a := range addrs {
+		if !strings.Contains(a, " 127.0.0.1:") {
+			return fmt.Errorf("a daemon listens beyond loopback: %s", a)
+		}
+	}
+	return nil
 }
 
 // teardown stops the cluster and checks that the machine is clean.
