@@ -114,10 +114,16 @@ func processMentions(pid int, s string) bool {
 	return err == nil && strings.Contains(string(cmdline), s)
 }
 
+// waitGone waits until pid has exited. A zombie counts as gone: a process
+// of an earlier run was reparented, and its new parent reaps it in its own time.
 func waitGone(pid int, timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return
+		}
+		if _, rest, ok := strings.Cut(string(stat), ") "); ok && strings.HasPrefix(rest, "Z") {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
