@@ -93,7 +93,7 @@ const unmountsCSITargetBug = "volrecon bug (issue 14: `--unmount` alone must nev
 	"cleanup --unmount unmounts the publish target of a CSI volume whose vol_data.json is gone " +
 	"(identity recovered, MissingVolumeData) without NodeUnpublish, then removes the pod dir; the driver " +
 	"never hears of it and the staging mount is left behind (NeedsDriver, LeakedGlobalMount); " +
-	"reconstruct/plan.go plans Unmount for CSI publish targets under PlanOptions.Unmount"
+	"cleanup/plan.go podPlanner.planMount plans Unmount for a CSI publish target whenever unmounting is allowed"
 
 func startOrphanPods(t *testing.T) orphanPods {
 	t.Helper()

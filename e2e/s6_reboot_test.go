@@ -119,7 +119,7 @@ const blockStagingIntended = "intended: a raw block staging dir has no mount to 
 const removableButKeptBug = "volrecon bug (minor): the pod gets the finding OrphanedPodRemovable " +
 	"(\"nothing mounted: its dirs can go\") while its plan keeps the dir (NeedsDriver for the block volume, " +
 	"see the intended difference above); the finding should follow the plan (reconstruct/findings.go decides " +
-	"from mounts alone, reconstruct/plan.go also from the Uncertain block staging)." +
+	"from mounts alone, cleanup/plan.go also from the Uncertain block staging)." +
 	" Keeping the dir is right: " + blockStagingIntended
 
 var (
