@@ -62,7 +62,7 @@ const (
 	plainDirIntended = "intended: volrecon's state says what the mount table has, and a configMap or " +
 		"disk emptyDir is a plain dir by design (README: reason says so); the kubelet's actual state has it set up"
 	volumesInUseBug = "volrecon bug (issue 11, item 1): volumesInUse lists pod-scoped, non-attachable volumes " +
-		"(tmpfs, inline ephemeral CSI) that node.status.volumesInUse never has; reconstruct/findings.go"
+		"(tmpfs, inline ephemeral CSI) that node.status.volumesInUse never has; reconstruct/findings.go collectVolumesInUse"
 )
 
 func waitVolumesInUse(t *testing.T, names ...string) {

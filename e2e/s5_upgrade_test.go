@@ -115,7 +115,7 @@ var reconstructionDifferences = []knownDifference{
 		"volrecon <root>/plugins/kubernetes.io/csi/volumeDevices/staging/e2e-block",
 		"volrecon bug (issue 11, item 2): for a CSI raw block volume the kubelet's actual state records the global " +
 			"map path volumeDevices/<pv>/dev as the device mount path (it logs it at reconstruction); volrecon's " +
-			"deviceMountPath is the NodeStage staging path volumeDevices/staging/<pv> (reconstruct/csi.go)"},
+			"deviceMountPath is the NodeStage staging path volumeDevices/staging/<pv> (reconstruct/csi.go csiBlockVolume)"},
 }
 
 func nodeKubeletVersion(t *testing.T) string {
