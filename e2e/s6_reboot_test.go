@@ -22,7 +22,8 @@ func TestAfterReboot(t *testing.T) {
 	vol := runPod(t, volumesPod(t, "reboot-vol"))
 	csi := startCSIPod(t, "reboot-csi", false)
 	block := runBlockPod(t, "reboot-block")
-	n := newNamer(t, keeper, vol, csi, block)
+	left := runFilesystemPod(t, "reboot-left", leftPV, leftHandle)
+	n := newNamer(t, keeper, vol, csi, block, left)
 
 	rebootAt := time.Now()
 	require.NoError(t, c.Reboot(ctxT(t)), "simulate the reboot")
@@ -43,17 +44,25 @@ func TestAfterReboot(t *testing.T) {
 	}
 	assertDifferences(t, "after reboot", diffs, rebootDifferences)
 
-	deleted := []*corev1.Pod{vol, csi, block}
-	for _, p := range deleted {
+	cleaned := []*corev1.Pod{vol, csi, block}
+	for _, p := range append(cleaned, left) {
 		forceDelete(t, p.Name)
 	}
 	active := nodePods(t)
 	st = scan(t, active)
 	diffs = nil
-	for _, p := range deleted {
+	for _, p := range append(cleaned, left) {
 		assert.True(t, hasFinding(st, "OrphanedPodRemovable", string(p.UID)), "OrphanedPodRemovable for %s", p.Name)
 	}
-	pl, code := plan(t, active, "--apply")
+	// What volrecon would do to reboot-left, whose dir is then left to the
+	// kubelet, to see what the kubelet does with it.
+	dry, _ := plan(t, active)
+	for _, a := range dry.Actions {
+		if a.PodUID == string(left.UID) && a.Action == "RemoveVolumeData" {
+			diffs = append(diffs, "plans-RemoveVolumeData:reboot-left")
+		}
+	}
+	pl, code := plan(t, withPod(active, left), "--apply")
 	for _, a := range pl.Actions {
 		if a.Result != "Done" {
 			t.Logf("cleanup: %s %s: %s %s %s", a.Action, n.s(a.Path), a.Result, a.Reason, a.Error)
@@ -61,7 +70,7 @@ func TestAfterReboot(t *testing.T) {
 		assert.NotEqual(t, string(keeper.UID), a.PodUID, "cleanup acts on the active pod")
 	}
 	assert.Equal(t, 0, code, "cleanup --apply exit code")
-	for _, p := range deleted {
+	for _, p := range cleaned {
 		if podDirExists(t, string(p.UID)) {
 			// The finding said the dir can go, the plan kept it.
 			diffs = append(diffs, "OrphanedPodRemovable-but-kept:"+p.Name)
@@ -80,6 +89,7 @@ func TestAfterReboot(t *testing.T) {
 	// The block pod's dir, which volrecon rightly kept, is the kubelet's
 	// to clean: it reconstructs the volume and goes through the driver.
 	waitPodDirGone(t, string(block.UID), 60*time.Second)
+	waitPodDirGone(t, string(left.UID), 60*time.Second)
 	time.Sleep(5 * time.Second) // two more orphan sweeps, 2 s apart
 	for _, p := range []*corev1.Pod{vol, csi} {
 		for _, line := range mark.grep(t, string(p.UID)) {
@@ -90,12 +100,39 @@ func TestAfterReboot(t *testing.T) {
 	assert.NotEmpty(t, callsFor(callsNamed(calls, "NodeUnpublishVolume"), blockHandle), "the kubelet unpublished the kept block volume")
 	assert.NotEmpty(t, callsFor(callsNamed(calls, "NodeUnstageVolume"), blockHandle), "the kubelet unstaged the kept block volume")
 	assert.Empty(t, callsFor(calls, fsHandle), "nothing of the removed CSI pod is left for the kubelet")
+	// Given its vol_data.json, the kubelet tears the left pod's volume down
+	// through the driver: the file volrecon's RemoveVolumeData would delete.
+	assert.NotEmpty(t, callsFor(callsNamed(calls, "NodeUnpublishVolume"), leftHandle), "the kubelet unpublished the left volume")
+	assert.NotEmpty(t, callsFor(callsNamed(calls, "NodeUnstageVolume"), leftHandle), "the kubelet unstaged the left volume")
 	kubelet := kubeletMetrics(t)
-	cleaned, _ := sumMetric(kubelet, "kubelet_orphan_pod_cleaned_volumes")
-	assert.Zero(t, cleaned, "kubelet_orphan_pod_cleaned_volumes after the sweeps")
+	orphanPods, _ := sumMetric(kubelet, "kubelet_orphan_pod_cleaned_volumes")
+	assert.Zero(t, orphanPods, "kubelet_orphan_pod_cleaned_volumes after the sweeps")
 	t.Run("metrics", func(t *testing.T) {
 		assertDifferences(t, "compat metrics after reboot", compareCompatMetrics(t, before, kubelet), rebootMetricDifferences)
 	})
+}
+
+const (
+	leftPV     = "e2e-fs-left"
+	leftHandle = "vol-fs-left-0001"
+)
+
+// runFilesystemPod runs a pod with only a CSI filesystem PV of its own.
+func runFilesystemPod(t *testing.T, name, pv, handle string) *corev1.Pod {
+	t.Helper()
+	ensureCSIDriver(t)
+	boundCSIVolume(t, pv, handle, corev1.PersistentVolumeFilesystem)
+	pod := csiPod(name, pv, "")
+	pod.Spec.Volumes = pod.Spec.Volumes[:1]
+	pod.Spec.Containers[0].VolumeMounts = pod.Spec.Containers[0].VolumeMounts[:1]
+	return runPod(t, pod)
+}
+
+// withPod is the pod list with one more pod in it.
+func withPod(list *corev1.PodList, pod *corev1.Pod) *corev1.PodList {
+	out := list.DeepCopy()
+	out.Items = append(out.Items, *pod.DeepCopy())
+	return out
 }
 
 // runBlockPod runs a pod with only a CSI raw block PV.
@@ -122,11 +159,18 @@ const removableButKeptBug = "volrecon bug (minor): the pod gets the finding Orph
 	"from mounts alone, cleanup/plan.go also from the Uncertain block staging)." +
 	" Keeping the dir is right: " + blockStagingIntended
 
+const removeVolumeDataBug = "volrecon bug (issue 11, item 6): after a reboot volrecon plans RemoveVolumeData " +
+	"for the pod vol_data.json of an unmounted CSI filesystem volume (no staging mount is live); the real v1.37 " +
+	"kubelet, given that file, reconstructs the volume and calls NodeUnpublish and NodeUnstage (the test shows it " +
+	"on the pod it leaves to the kubelet), so removing it takes the driver's teardown away " +
+	"(cleanup/plan.go plans RemoveVolumeData; the rule must keep it while the driver can use it)"
+
 var (
 	rebootDifferences = []knownDifference{
 		{"global-mount-not-unmounted-after-reboot:<root>/plugins/kubernetes.io/csi/volumeDevices/staging/e2e-block:Uncertain", blockStagingIntended},
 	}
 	rebootCleanupDifferences = []knownDifference{
+		{"plans-RemoveVolumeData:reboot-left", removeVolumeDataBug},
 		{"OrphanedPodRemovable-but-kept:reboot-block", removableButKeptBug},
 	}
 	rebootMetricDifferences = compatNotExposed
