@@ -317,7 +317,8 @@ func resolveCSILeak(t *testing.T, pods orphanPods, active *corev1.PodList) {
 	// The staging mount left: volrecon keeps it in volumesInUse, the kubelet
 	// (which never scans staging dirs, kubernetes#121937) does not.
 	n := newNamer(t, pods.keeper)
-	assertDifferences(t, "volumesInUse with a leaked staging mount", compareVolumesInUse(t, st, n), leakedStagingInUseDifferences)
+	diffs := settledDifferences(t, 30*time.Second, func() []string { return compareVolumesInUse(t, st, n) }, leakedStagingInUseDifferences)
+	assertDifferences(t, "volumesInUse with a leaked staging mount", diffs, leakedStagingInUseDifferences)
 	for _, g := range st.GlobalMounts {
 		if g.VolumeHandle == leakHandle && g.State == "Mounted" {
 			require.True(t, hasFindingAt(st, "LeakedGlobalMount", g.Path), "the left staging mount is a LeakedGlobalMount")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -273,4 +274,26 @@ func kubeletReconstruction(t *testing.T, since kubeletLogMark) (volumes []string
 	}
 	sort.Strings(volumes)
 	return volumes, devices
+}
+
+// settledDifferences collects differences until they are the known ones
+// or timeout passes, and returns the last ones. For truths the kubelet
+// publishes late: node.status.volumesInUse follows its state on the next
+// status update (every 10 s).
+func settledDifferences(t *testing.T, timeout time.Duration, collect func() []string, known []knownDifference) []string {
+	t.Helper()
+	var want []string
+	for _, k := range known {
+		want = append(want, k.id)
+	}
+	sort.Strings(want)
+	deadline := time.Now().Add(timeout)
+	for {
+		got := collect()
+		sort.Strings(got)
+		if slices.Equal(got, want) || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(time.Second)
+	}
 }
