@@ -5,7 +5,7 @@ GOBIN := $(shell $(GO) env GOPATH)/bin
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: test bench lint demo build update-fixtures fuzz
+.PHONY: test bench lint demo build update-fixtures fuzz e2e
 
 ## test: gofmt check, go vet, and every test with the race detector.
 ## As root, the tests that need real mounts run in private mount namespaces.
@@ -56,3 +56,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzUnescape$$' -fuzztime $(FUZZTIME) ./mountscan
 	$(GO) test -run '^$$' -fuzz '^FuzzReadVolData$$' -fuzztime $(FUZZTIME) ./podsdir
 	$(GO) test -run '^$$' -fuzz '^FuzzScanTree$$' -fuzztime $(FUZZTIME) ./cleanup
+
+## e2e: the end-to-end suite against a real kubelet, API server, containerd and
+## CSI driver on 127.0.0.1 (as root; installs Debian packages, builds Kubernetes
+## once into /var/cache/volrecon-e2e). See e2e/README.md.
+e2e:
+	cd e2e && $(GO) test -v -count=1 -timeout 40m ./...
