@@ -30,6 +30,7 @@ bench:
 lint:
 	$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$(GOBIN)/staticcheck ./...
+	cd e2e && $(GO) vet ./... && $(GOBIN)/staticcheck ./...
 
 ## build: the volrecon binary, with its version.
 build:
