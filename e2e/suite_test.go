@@ -56,6 +56,14 @@ func runSuite(m *testing.M) (code int) {
 		fmt.Fprintf(os.Stderr, "e2e %s: %s\n", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 	}
 	logf("logs in %s", logDir)
+	// One suite at a time per machine: the cluster's state dir, ports and
+	// kubelet root are fixed, so a second run waits instead of clobbering.
+	unlock, err := lockSuite(ctx, logf)
+	if err != nil {
+		logf("FAIL: %v", err)
+		return 1
+	}
+	defer unlock()
 
 	start := time.Now()
 	bins, err := buildAll(ctx, logf)
@@ -95,6 +103,31 @@ func runSuite(m *testing.M) (code int) {
 		code = 1
 	}
 	return code
+}
+
+// suiteLock is taken for the whole run (flock: released if we die).
+const suiteLock = "/run/volrecon-e2e.lock"
+
+func lockSuite(ctx context.Context, logf func(string, ...any)) (func(), error) {
+	f, err := os.OpenFile(suiteLock, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", suiteLock, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		logf("another e2e run holds %s: waiting for it", suiteLock)
+		done := make(chan error, 1)
+		go func() { done <- syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }()
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", suiteLock, err)
+		}
+	}
+	return func() { f.Close() }, nil
 }
 
 func roundAll(m map[string]time.Duration) map[string]string {

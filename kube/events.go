@@ -16,7 +16,8 @@ import (
 
 // Events publishes findings as Events on the Node object: each finding once
 // when it appears (again only after it was gone), with the finding kind as
-// the reason and its message; Warning for warnings and critical findings.
+// the reason and its message and path; Warning for warnings and critical
+// findings.
 // client-go's event recorder deduplicates and rate-limits them, as
 // node-problem-detector does.
 type Events struct {
@@ -56,11 +57,20 @@ func (e *Events) Publish(ctx context.Context, st *reconstruct.State) {
 		if e.seen[k] {
 			continue
 		}
-		e.recorder.Event(e.node, eventType(f.Severity), string(f.Kind), f.Message)
+		e.recorder.Event(e.node, eventType(f.Severity), string(f.Kind), eventMessage(f))
 		published++
 	}
 	e.seen = now
 	klog.FromContext(ctx).V(4).Info("Published findings as Node events", "published", published, "findings", len(st.Findings))
+}
+
+// eventMessage is the finding's message and, so that the reader knows
+// which, its path.
+func eventMessage(f reconstruct.Finding) string {
+	if f.Path == "" {
+		return f.Message
+	}
+	return f.Message + " (" + f.Path + ")"
 }
 
 func eventType(s reconstruct.Severity) string {

@@ -176,6 +176,14 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	return err
 }
 
+// StopAPIServer stops the API server, to see what its clients do without it.
+func (c *Cluster) StopAPIServer() error {
+	return c.stop("kube-apiserver", syscall.SIGTERM, 30*time.Second)
+}
+
+// StartAPIServer starts the API server again and waits until it is ready.
+func (c *Cluster) StartAPIServer(ctx context.Context) error { return c.startAPIServer(ctx) }
+
 // bootstrap does the controller-manager's chores that pods need: the
 // default ServiceAccount (admission rejects pods without it) and the
 // kube-root-ca.crt ConfigMap (the kube-api-access-* projected volume).
