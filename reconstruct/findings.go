@@ -125,18 +125,22 @@ func (b *builder) noteStackedMounts() {
 	}
 }
 
-// collectVolumesInUse lists every volume that must not be detached: its
-// pod mount or its staging mount is Mounted or Uncertain.
+// collectVolumesInUse lists the attachable volumes that must not be
+// detached: their pod mount or staging mount is Mounted or Uncertain. Like
+// the kubelet (volume_manager.go GetVolumesInUse keeps only volumes whose
+// plugin is attachable), it leaves out projected, secret, configMap,
+// emptyDir, NFS, local, CSI inline and attach-free CSI volumes, and
+// anything without a unique name.
 func (b *builder) collectVolumesInUse() {
 	held := func(s VolumeState) bool { return s == Mounted || s == Uncertain }
 	var names []string
 	for _, v := range b.st.Volumes {
-		if v.UniqueName != "" && (held(v.State) || held(v.DeviceMountState)) {
+		if v.Attachable && (held(v.State) || held(v.DeviceMountState)) {
 			names = append(names, v.UniqueName)
 		}
 	}
 	for _, g := range b.st.GlobalMounts {
-		if g.UniqueName != "" && held(g.State) {
+		if g.Attachable && held(g.State) {
 			names = append(names, g.UniqueName)
 		}
 	}

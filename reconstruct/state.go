@@ -131,8 +131,14 @@ type State struct {
 	Pods            []Pod           `json:"pods,omitempty"`
 	Volumes         []Volume        `json:"volumes,omitempty"`
 	GlobalMounts    []GlobalMount   `json:"globalMounts,omitempty"`
-	VolumesInUse    []string        `json:"volumesInUse,omitempty"`
-	Findings        []Finding       `json:"findings,omitempty"`
+	// VolumesInUse are the unique names of the attachable volumes (Volume.
+	// Attachable: persistent CSI volumes of drivers that are not attach-free,
+	// in-tree iSCSI and FC) whose pod mount or staging mount is Mounted or
+	// Uncertain, as the kubelet's node.status.volumesInUse holds them, plus
+	// one thing the kubelet leaves out: attachable staging mounts that no pod
+	// uses any more (LeakedGlobalMount), which the kubelet never reconstructs.
+	VolumesInUse []string  `json:"volumesInUse,omitempty"`
+	Findings     []Finding `json:"findings,omitempty"`
 }
 
 // MountTableInfo says which mount table was used and whether it can be trusted.
@@ -180,17 +186,20 @@ type CSIInfo struct {
 
 // Volume is one pod volume directory (or block map file).
 type Volume struct {
-	PodUID           string         `json:"podUID"`
-	Name             string         `json:"name"`
-	Plugin           string         `json:"plugin"`
-	Mode             podsdir.Mode   `json:"mode"`
-	Path             string         `json:"path"`
-	CheckedPath      string         `json:"checkedPath"`
-	State            VolumeState    `json:"state"`
-	Reason           string         `json:"reason"`
-	Mount            *MountRef      `json:"mount,omitempty"`
-	CSI              *CSIInfo       `json:"csi,omitempty"`
-	UniqueName       string         `json:"uniqueName,omitempty"`
+	PodUID      string       `json:"podUID"`
+	Name        string       `json:"name"`
+	Plugin      string       `json:"plugin"`
+	Mode        podsdir.Mode `json:"mode"`
+	Path        string       `json:"path"`
+	CheckedPath string       `json:"checkedPath"`
+	State       VolumeState  `json:"state"`
+	Reason      string       `json:"reason"`
+	Mount       *MountRef    `json:"mount,omitempty"`
+	CSI         *CSIInfo     `json:"csi,omitempty"`
+	UniqueName  string       `json:"uniqueName,omitempty"`
+	// Attachable: the kubelet would report the volume in
+	// node.status.volumesInUse while it is in use (see State.VolumesInUse).
+	Attachable       bool           `json:"attachable,omitempty"`
 	DeviceMountPath  string         `json:"deviceMountPath,omitempty"`
 	DeviceMountState VolumeState    `json:"deviceMountState,omitempty"`
 	Layout           podsdir.Layout `json:"layout,omitempty"`
@@ -210,6 +219,8 @@ type GlobalMount struct {
 	PodUIDs      []string       `json:"podUIDs,omitempty"`
 	Mount        *MountRef      `json:"mount,omitempty"`
 	UniqueName   string         `json:"uniqueName,omitempty"`
+	// Attachable: the volume's driver is not attach-free (Options.AttachFreeDrivers).
+	Attachable bool `json:"attachable,omitempty"`
 }
 
 // Finding is something on the node that needs attention.

@@ -2,6 +2,7 @@ package reconstruct
 
 import (
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/volrecon/volrecon/podsdir"
@@ -21,13 +22,19 @@ var tmpfsPlugins = map[string]bool{
 	"kubernetes.io/downward-api": true,
 }
 
+// The in-tree plugins whose volumes are attachable.
+const (
+	iscsiPluginName = "kubernetes.io/iscsi"
+	fcPluginName    = "kubernetes.io/fc"
+)
+
 // Other plugins the kubelet still ships.
 var otherKnownPlugins = map[string]bool{
 	podsdir.CSIPluginName:        true,
 	"kubernetes.io/local-volume": true,
 	"kubernetes.io/nfs":          true,
-	"kubernetes.io/iscsi":        true,
-	"kubernetes.io/fc":           true,
+	iscsiPluginName:              true,
+	fcPluginName:                 true,
 }
 
 // KnownPlugin reports whether volrecon knows a volume plugin: the plugins
@@ -67,6 +74,7 @@ func (b *builder) volume(v podsdir.Volume) Volume {
 	if !KnownPlugin(v.Plugin) {
 		b.unknownPlugin(out)
 	}
+	out.Attachable = b.attachable(&out)
 	if log := b.log.V(4); log.Enabled() {
 		log.Info("Reconstructed volume", "podUID", out.PodUID, "volume", out.Name, "plugin", out.Plugin,
 			"checkedPath", out.CheckedPath, "state", out.State, "reason", out.Reason)
@@ -166,6 +174,29 @@ func (b *builder) noteDataOnNodeDisk(dir, podUID, volume, what string) bool {
 		Message: what + " is not mounted but holds files: data the application wrote landed on the node's disk; " +
 			"it is the only copy, keep it and move it to the real volume by hand"})
 	return true
+}
+
+// attachable says whether the kubelet would hold the volume as attachable
+// (actual_state_of_world.go PluginIsAttachable) and so report it in
+// node.status.volumesInUse: a persistent CSI volume of a driver that is
+// not attach-free, or an in-tree iSCSI or FC volume. Pod-scoped volumes,
+// NFS, local volumes, CSI inline volumes and unknown plugins never are.
+func (b *builder) attachable(v *Volume) bool {
+	if v.UniqueName == "" {
+		return false
+	}
+	switch v.Plugin {
+	case podsdir.CSIPluginName:
+		return v.CSI != nil && !isEphemeral(v.CSI) && !b.attachFree(v.CSI.DriverName)
+	case iscsiPluginName, fcPluginName:
+		return true
+	}
+	return false
+}
+
+// attachFree says whether a CSI driver was named attach-free.
+func (b *builder) attachFree(driver string) bool {
+	return slices.Contains(b.opts.AttachFreeDrivers, driver)
 }
 
 func podScopedName(plugin, podUID, name string) string {
