@@ -1,6 +1,7 @@
 package cleanup
 
 import (
+	"cmp"
 	"context"
 	"path/filepath"
 	"slices"
@@ -522,7 +523,7 @@ func (p *podPlanner) planBlockEntry(e PodEntry, parts []string) bool {
 		p.add(NeedsDriver, e.Path, "kept: the block volume is still mapped ("+v.CheckedPath+"); NodeUnpublish through the CSI driver first")
 		return false
 	case v.DeviceMountState != "" && v.DeviceMountState != reconstruct.Unmounted:
-		p.add(NeedsDriver, e.Path, "kept: the block volume's staging "+v.DeviceMountPath+" is "+string(v.DeviceMountState)+
+		p.add(NeedsDriver, e.Path, "kept: the block volume's staging "+cmp.Or(v.StagingPath, v.DeviceMountPath)+" is "+string(v.DeviceMountState)+
 			"; NodeUnstage through the CSI driver first (the kubelet finds block volumes by this file)")
 		return false
 	}

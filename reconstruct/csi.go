@@ -254,14 +254,40 @@ func (b *builder) csiBlockVolume(out *Volume) {
 	} else {
 		out.CSI = csiInfoFrom(spec.VolData)
 	}
-	if g := b.globals[join(b.inv.CSIDir, "volumeDevices", "staging", out.Name)]; g != nil {
-		out.DeviceMountPath, out.DeviceMountState = g.Path, g.State
-		g.addUser(out.PodUID)
-		if out.State != Unmounted {
-			b.published[g.Path] = true
-		}
-	}
+	b.blockDeviceMount(out)
 	b.setCSIUniqueName(out)
+}
+
+// blockDeviceMount sets what the kubelet's actual state calls the device
+// mount path of a block volume: its global map path volumeDevices/<pv>/dev
+// (reconstruct_common.go getDeviceMountPath: "for block gvi, we return its
+// global map path", csi_block.go GetGlobalMapPath). The NodeStage target
+// volumeDevices/staging/<pv> is StagingPath; DeviceMountState is the state
+// of the staging dir where there is one, else of the map dir.
+func (b *builder) blockDeviceMount(out *Volume) {
+	out.DeviceMountPath = join(b.inv.CSIDir, "volumeDevices", out.Name, "dev")
+	g := b.globals[join(b.inv.CSIDir, "volumeDevices", "staging", out.Name)]
+	if g == nil {
+		out.DeviceMountState = b.mapDirState(out.DeviceMountPath)
+		return
+	}
+	out.StagingPath, out.DeviceMountState = g.Path, g.State
+	g.addUser(out.PodUID)
+	if out.State != Unmounted {
+		b.published[g.Path] = true
+	}
+}
+
+// mapDirState: a global map dir is Mounted while any map file below it is
+// bound.
+func (b *builder) mapDirState(dir string) VolumeState {
+	switch {
+	case !b.consistent:
+		return Uncertain
+	case len(b.table.AtOrBelow(dir)) > 0:
+		return Mounted
+	}
+	return Unmounted
 }
 
 // blockSpec returns the first block spec named name, or nil.

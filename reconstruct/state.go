@@ -199,10 +199,16 @@ type Volume struct {
 	UniqueName  string       `json:"uniqueName,omitempty"`
 	// Attachable: the kubelet would report the volume in
 	// node.status.volumesInUse while it is in use (see State.VolumesInUse).
-	Attachable       bool           `json:"attachable,omitempty"`
-	DeviceMountPath  string         `json:"deviceMountPath,omitempty"`
-	DeviceMountState VolumeState    `json:"deviceMountState,omitempty"`
-	Layout           podsdir.Layout `json:"layout,omitempty"`
+	Attachable bool `json:"attachable,omitempty"`
+	// DeviceMountPath is the path the kubelet's actual state records as
+	// the device mount path: the staging dir (globalmount) of a filesystem
+	// volume, the global map path volumeDevices/<pv>/dev of a block volume.
+	DeviceMountPath  string      `json:"deviceMountPath,omitempty"`
+	DeviceMountState VolumeState `json:"deviceMountState,omitempty"`
+	// StagingPath is the NodeStage target of a block volume,
+	// volumeDevices/staging/<pv>, when that dir exists.
+	StagingPath string         `json:"stagingPath,omitempty"`
+	Layout      podsdir.Layout `json:"layout,omitempty"`
 }
 
 // GlobalMount is one CSI staging dir (NodeStage target).
