@@ -1,7 +1,6 @@
 package metrics_test
 
 import (
-	"os"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,9 +45,7 @@ func TestKubeletCompatOnFixtures(t *testing.T) {
 
 func scanFixture(t *testing.T, file string) *reconstruct.State {
 	t.Helper()
-	data, err := os.ReadFile(file)
-	require.NoError(t, err)
-	f, err := fixture.Parse(data)
+	f, err := fixture.Load(file)
 	require.NoError(t, err)
 	hostRoot := t.TempDir()
 	require.NoError(t, f.Materialize(hostRoot))
