@@ -86,7 +86,10 @@ func TestRealMounts(t *testing.T) {
 	assert.Equal(t, reconstruct.Mounted, rd.State, "a same-filesystem bind mount is seen through the mount table")
 	require.Len(t, findingsOf(st, reconstruct.RootDiskBackedMount), 1)
 	assert.Equal(t, rd.CheckedPath, findingsOf(st, reconstruct.RootDiskBackedMount)[0].Path)
-	assert.Equal(t, reconstruct.Mounted, volumeNamed(t, st, realUID2, "my vol").State)
+	flex := volumeNamed(t, st, realUID2, "my vol")
+	assert.Equal(t, reconstruct.Uncertain, flex.State, "a mounted FlexVolume is held: the kubelet cannot reconstruct it")
+	assert.Equal(t, 1, flex.Mount.Count, "the mount is still reported")
+	assert.Empty(t, flex.UniqueName, "the kubelet never names a FlexVolume")
 
 	assert.Equal(t, reconstruct.Unmounted, volumeNamed(t, st, realUID3, "pvc-lost").State)
 	dataOnDisk := findingsOf(st, reconstruct.DataOnNodeDisk)
