@@ -107,8 +107,7 @@ func (b *builder) checkStagingHash(g *GlobalMount, sd podsdir.StagingDir) {
 }
 
 func (b *builder) checkStagingSELinux(g *GlobalMount, sd podsdir.StagingDir) {
-	recorded := sd.VolData.SELinuxMountContext
-	if reason := b.selinuxMismatch(g.Path, &recorded); reason != "" {
+	if reason := b.selinuxMismatch(g.Path, sd.VolData.SELinuxMountContext); reason != "" {
 		g.State, g.Reason = Uncertain, reason
 		b.add(Finding{Kind: SELinuxContextMismatch, Severity: SeverityWarning, Path: g.Path, Volume: g.VolumeHandle,
 			Message: reason + ": pods needing the recorded context get a wrong label until the volume is restaged"})

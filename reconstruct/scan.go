@@ -236,7 +236,9 @@ func (b *builder) mountedOnlyAtAlias(path string) bool {
 
 func mountRef(stack []mountscan.Mount) *MountRef {
 	top := stack[len(stack)-1]
-	return &MountRef{Source: top.Source, FSType: top.FSType, MajorMinor: top.Dev.String(), Root: top.Root, Count: len(stack)}
+	ref := &MountRef{Source: top.Source, FSType: top.FSType, MajorMinor: top.Dev.String(), Root: top.Root, Count: len(stack)}
+	ref.SELinuxContext, _ = selinuxContext(top)
+	return ref
 }
 
 // topMount returns the topmost entry at path, if the table is usable.

@@ -161,13 +161,16 @@ type Pod struct {
 }
 
 // MountRef describes the mount-table entry found at a path (the topmost one
-// when mounts are stacked). It never carries mount options.
+// when mounts are stacked). It carries no mount options but one: the SELinux
+// context= the mount has, which CSIInfo.SELinuxMountContext (what
+// vol_data.json records) is compared with.
 type MountRef struct {
-	Source     string `json:"source"`
-	FSType     string `json:"fsType"`
-	MajorMinor string `json:"majorMinor"`
-	Root       string `json:"root"`
-	Count      int    `json:"count"`
+	Source         string `json:"source"`
+	FSType         string `json:"fsType"`
+	MajorMinor     string `json:"majorMinor"`
+	Root           string `json:"root"`
+	Count          int    `json:"count"`
+	SELinuxContext string `json:"seLinuxContext,omitempty"`
 }
 
 // CSIInfo is the identity of a CSI volume.
@@ -178,6 +181,7 @@ type CSIInfo struct {
 	NodeName            string `json:"nodeName,omitempty"`
 	AttachmentID        string `json:"attachmentID,omitempty"`
 	VolumeLifecycleMode string `json:"volumeLifecycleMode,omitempty"`
+	// SELinuxMountContext is what vol_data.json records, never the mount's.
 	SELinuxMountContext string `json:"seLinuxMountContext,omitempty"`
 	// Recovered is true when the pod's vol_data.json was missing or corrupt
 	// and the identity came from the staging dir instead.
