@@ -61,6 +61,10 @@ func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan 
 		if pod.Status != reconstruct.PodOrphaned {
 			continue
 		}
+		if !podsdir.IsPodUID(pod.UID) { // a dir not named by a pod UID is never cleaned up: whose it is is unknown
+			plan.Actions = append(plan.Actions, Action{Action: Keep, Path: pod.Path, PodUID: pod.UID, Reason: "the pod dir's name is not a pod UID: volrecon never cleans it up"})
+			continue
+		}
 		if snap == nil && tableErr == nil {
 			snap, tableErr = opts.snapshot(ctx)
 		}
