@@ -166,6 +166,7 @@ volrecon_findings{kind="DataOnNodeDisk"} 0
 volrecon_findings{kind="HungMount"} 0
 volrecon_findings{kind="InconsistentMountTable"} 0
 volrecon_findings{kind="LeakedGlobalMount"} 0
+volrecon_findings{kind="LeakedLoopDevice"} 0
 volrecon_findings{kind="LegacyLayout"} 1
 volrecon_findings{kind="MissingVolumeData"} 0
 volrecon_findings{kind="OrphanedPodMounted"} 1

@@ -154,6 +154,7 @@ func (s *State) sort() {
 		return cmp.Or(cmp.Compare(a.PodUID, b.PodUID), cmp.Compare(a.Mode, b.Mode), cmp.Compare(a.Plugin, b.Plugin), cmp.Compare(a.Name, b.Name))
 	})
 	slices.SortFunc(s.GlobalMounts, func(a, b GlobalMount) int { return cmp.Compare(a.Path, b.Path) })
+	slices.SortFunc(s.LoopDevices, func(a, b LoopDevice) int { return cmp.Compare(a.Device, b.Device) })
 	slices.SortFunc(s.Findings, func(a, b Finding) int {
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Path, b.Path), cmp.Compare(a.PodUID, b.PodUID), cmp.Compare(a.Volume, b.Volume))
 	})

@@ -101,6 +101,7 @@ var buildSteps = []struct {
 	{"problems of the inventory", always((*builder).noteProblems)},
 	{"stacked mounts", always((*builder).noteStackedMounts)},
 	{"orphans, once statuses and mounts are known", always((*builder).noteOrphans)},
+	{"loop devices on block map files, once pod statuses are known", always((*builder).scanLoopDevices)},
 	{"volumesInUse, from the final volume states", always((*builder).collectVolumesInUse)},
 	{"sort every list", always(func(b *builder) { b.st.sort() })},
 }

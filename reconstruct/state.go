@@ -95,6 +95,9 @@ const (
 	LegacyLayout FindingKind = "LegacyLayout"
 	// SELinuxContextMismatch: vol_data.json and the mount's context= disagree.
 	SELinuxContextMismatch FindingKind = "SELinuxContextMismatch"
+	// LeakedLoopDevice: a loop device on a block volume's map file whose pod
+	// is orphaned or whose volume is not mapped any more.
+	LeakedLoopDevice FindingKind = "LeakedLoopDevice"
 )
 
 // The vocabularies, each in a fixed order. They are functions so that no
@@ -106,7 +109,7 @@ func FindingKinds() []FindingKind {
 		OrphanedPodMounted, OrphanedPodRemovable, LeakedGlobalMount, StaleVolumeData,
 		MissingVolumeData, CorruptVolumeData, CorruptedMount, HungMount, RootDiskBackedMount,
 		StackedMount, DataOnNodeDisk, UnknownPlugin, InconsistentMountTable, UnexpectedEntry,
-		StagingHashMismatch, LegacyLayout, SELinuxContextMismatch,
+		StagingHashMismatch, LegacyLayout, SELinuxContextMismatch, LeakedLoopDevice,
 	}
 }
 
@@ -137,8 +140,10 @@ type State struct {
 	// Uncertain, as the kubelet's node.status.volumesInUse holds them, plus
 	// one thing the kubelet leaves out: attachable staging mounts that no pod
 	// uses any more (LeakedGlobalMount), which the kubelet never reconstructs.
-	VolumesInUse []string  `json:"volumesInUse,omitempty"`
-	Findings     []Finding `json:"findings,omitempty"`
+	VolumesInUse []string `json:"volumesInUse,omitempty"`
+	// LoopDevices are the loop devices on block volumes\' map files.
+	LoopDevices []LoopDevice `json:"loopDevices,omitempty"`
+	Findings    []Finding    `json:"findings,omitempty"`
 }
 
 // MountTableInfo says which mount table was used and whether it can be trusted.
