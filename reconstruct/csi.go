@@ -232,7 +232,9 @@ func (b *builder) noteUnmountedCSITarget(v podsdir.Volume, out *Volume, vd podsd
 	case hasData:
 		msg += "; its mount dir holds data on the node's disk, so keep the file with the data until that is dealt with"
 	default:
-		msg += "; no staging mount of the volume is live, so it can be removed"
+		msg += "; no staging mount of the volume is live. A kubelet of 1.30 or later, restarted with the driver running, " +
+			"reconstructs the volume from this file and tears it down through the driver, removing it; remove it by hand " +
+			"only if the driver is gone or will never be asked"
 	}
 	b.add(Finding{Kind: StaleVolumeData, Severity: SeverityWarning, Path: vd.Path, PodUID: out.PodUID, Volume: out.Name, Message: msg})
 }
