@@ -152,6 +152,10 @@ type MountTableInfo struct {
 	Entries    int    `json:"entries"`
 	Consistent bool   `json:"consistent"`
 	Error      string `json:"error,omitempty"`
+	// Limitation says what the table could not tell: set when its entries
+	// came without major:minor and root (package mountutil, from
+	// mount-utils' List), so that no bind mount could be matched.
+	Limitation string `json:"limitation,omitempty"`
 }
 
 // Pod is one pod directory.
