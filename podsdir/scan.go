@@ -315,7 +315,7 @@ func (s *scanner) scanPods(ctx context.Context) error {
 			// (a static pod's manifest may set any metadata.uid): so are its
 			// volumes reported, under the dir's name.
 			s.problem(ProblemInvalidPodUID, p, name, "pod dir name is not a pod UID: its volumes are reported, but nothing cleans it up")
-			s.inv.Pods = append(s.inv.Pods, s.scanPod(name, p))
+			pods = append(pods, Pod{UID: name, Path: p})
 		default:
 			pods = append(pods, Pod{UID: uid, Path: p})
 		}

@@ -129,6 +129,7 @@ func (f *nodeFlags) openNode(stdin io.Reader) (*node, error) {
 			return nil, err
 		}
 		n.opts.ActivePods = src
+		n.opts.AttachFreeDrivers = append(n.opts.AttachFreeDrivers, f.kube.apiAttachFreeDrivers(withLogger(context.Background()))...)
 	} else if f.activePods != "" {
 		uids, err := readActivePods(f.activePods, stdin)
 		if err != nil {
