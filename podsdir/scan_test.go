@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -597,7 +598,12 @@ func TestScanDeterministic(t *testing.T) {
 
 func TestScanLogs(t *testing.T) {
 	var lines []string
-	logger := funcr.New(func(prefix, args string) { lines = append(lines, prefix+" "+args) }, funcr.Options{Verbosity: 4})
+	var mu sync.Mutex // pod dirs are walked in parallel
+	logger := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, prefix+" "+args)
+	}, funcr.Options{Verbosity: 4})
 	ctx := klog.NewContext(context.Background(), logger)
 	root := build(t, "d "+pods+"/"+uid1+"/volumes/kubernetes.io~secret/s", "d "+pods+"/bad")
 	_, err := Scan(ctx, Options{RootDir: kubelet, HostRoot: root})
