@@ -3,7 +3,8 @@
 //
 // Plan turns a reconstruct.State into an ordered ActionPlan: for each
 // Orphaned pod, what may be removed (empty dirs, the kubelet's own stub
-// files, a stale vol_data.json), unmounted (pod-level mounts, only when
+// files, a stale vol_data.json where no driver can be asked to tear its
+// volume down), unmounted (pod-level mounts, only when
 // Options.Unmount allows it), left to the CSI driver (NeedsDriver) or kept,
 // and why. It lists each orphaned pod dir itself — names only, never
 // following a symlink, never entering a mount — against a mount table it
@@ -18,7 +19,7 @@
 //     mounts and CSI publish targets are left to the driver unless
 //     unmounting is allowed, and staging mounts always are.
 //   - A pod that keeps any mount gets reports only: its containers may
-//     still be running.
+//     still be running. A pod dir whose name is not a pod UID is kept whole.
 //   - Unmounts come before every removal of their pod.
 //   - Execute re-reads the mount table before each action and removes
 //     through file descriptors opened with RESOLVE_BENEATH,

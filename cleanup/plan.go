@@ -1,6 +1,7 @@
 package cleanup
 
 import (
+	"cmp"
 	"context"
 	"path/filepath"
 	"slices"
@@ -26,6 +27,11 @@ type Options struct {
 	// (reconstruct.Options.RootDirAliases): a mount under a pod dir's alias
 	// path is the pod's mount too, so the pod is only reported.
 	RootDirAliases []string
+	// RemoveVolumeDataWithoutDriver allows removing a leftover pod-level
+	// vol_data.json although its CSI driver is registered on this node: the
+	// user says no driver will be asked to tear the volume down (a kubelet
+	// older than 1.30, or a driver that holds no state for it).
+	RemoveVolumeDataWithoutDriver bool
 }
 
 // snapshot is the node as Plan sees it: its files, and one consistent read
@@ -58,6 +64,10 @@ func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan 
 	orphans := 0
 	for _, pod := range st.Pods {
 		if pod.Status != reconstruct.PodOrphaned {
+			continue
+		}
+		if !podsdir.IsPodUID(pod.UID) { // a dir not named by a pod UID is never cleaned up: whose it is is unknown
+			plan.Actions = append(plan.Actions, Action{Action: Keep, Path: pod.Path, PodUID: pod.UID, Reason: "the pod dir's name is not a pod UID: volrecon never cleans it up"})
 			continue
 		}
 		if snap == nil && tableErr == nil {
@@ -443,9 +453,15 @@ func (p *podPlanner) planCSIEntry(e PodEntry, v reconstruct.Volume, parts []stri
 	return false
 }
 
-// planVolData removes a pod-level vol_data.json only when its volume is
-// unmounted and no staging mount of the volume is live: without it the
-// driver could never be asked to unstage.
+// planVolData removes a pod-level vol_data.json only where that cannot
+// take anything from the driver: its volume is unmounted, no staging mount
+// of the volume is live, and either the file is of no use to the kubelet
+// (corrupt: ConstructVolumeSpec cannot load it), or the volume's driver is
+// not registered on this node, or the user allows it. Otherwise a kubelet
+// of 1.30 or later, restarted, reconstructs the volume from this very file
+// as uncertain (reconstruct.go reconstructVolumes, no existence check any
+// more) and tears it down through the driver: NodeUnpublish (csi_plugin.go
+// NewUnmounter loads this file), then NodeUnstage, removing the file itself.
 func (p *podPlanner) planVolData(e PodEntry, v reconstruct.Volume, parts []string) bool {
 	mountDir := filepath.Join(filepath.Dir(e.Path), "mount")
 	switch live := p.liveStaging(v); {
@@ -466,9 +482,23 @@ func (p *podPlanner) planVolData(e PodEntry, v reconstruct.Volume, parts []strin
 		p.add(NeedsDriver, e.Path, "kept: NodeUnstage through the CSI driver first, the staging mount "+live+" is live and needs this file")
 		return false
 	}
+	why := "the file is corrupt, so no kubelet can use it"
+	if usable := v.CSI != nil && !v.CSI.Recovered; usable {
+		switch {
+		case p.opts.RemoveVolumeDataWithoutDriver:
+			why = "removal allowed without the driver (RemoveVolumeDataWithoutDriver)"
+		case p.driverRegistered(v.CSI.DriverName):
+			p.add(NeedsDriver, e.Path, "kept: restart the kubelet (1.30 or later) with driver "+v.CSI.DriverName+" running: it reconstructs "+
+				"this volume from this file and tears it down through the driver (NodeUnpublish, NodeUnstage), removing the file itself; "+
+				"remove it without the driver only if no driver will ever be asked (--remove-vol-data-without-driver)")
+			return false
+		default:
+			why = "driver " + v.CSI.DriverName + " is not registered on this node (no plugins/" + v.CSI.DriverName + "/csi.sock, nothing of it in plugins_registry/)"
+		}
+	}
 	a := Action{Action: RemoveVolumeData, Path: e.Path, PodUID: p.pod.UID,
 		Reason:          "vol_data.json of an unmounted CSI volume with no live staging mount (the kubelet's \"not a directory\" loop)",
-		Evidence:        []string{"no mount-table entry at " + v.CheckedPath, "no staging mount of the volume is live"},
+		Evidence:        []string{"no mount-table entry at " + v.CheckedPath, "no staging mount of the volume is live", why},
 		MustBeUnmounted: []string{v.CheckedPath}}
 	if v.DeviceMountPath != "" {
 		a.MustBeUnmounted = append(a.MustBeUnmounted, v.DeviceMountPath)
@@ -522,7 +552,7 @@ func (p *podPlanner) planBlockEntry(e PodEntry, parts []string) bool {
 		p.add(NeedsDriver, e.Path, "kept: the block volume is still mapped ("+v.CheckedPath+"); NodeUnpublish through the CSI driver first")
 		return false
 	case v.DeviceMountState != "" && v.DeviceMountState != reconstruct.Unmounted:
-		p.add(NeedsDriver, e.Path, "kept: the block volume's staging "+v.DeviceMountPath+" is "+string(v.DeviceMountState)+
+		p.add(NeedsDriver, e.Path, "kept: the block volume's staging "+cmp.Or(v.StagingPath, v.DeviceMountPath)+" is "+string(v.DeviceMountState)+
 			"; NodeUnstage through the CSI driver first (the kubelet finds block volumes by this file)")
 		return false
 	}

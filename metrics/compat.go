@@ -2,7 +2,7 @@ package metrics
 
 import (
 	"path"
-	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -14,33 +14,47 @@ import (
 // KubeletCompat are the kubelet's own metrics about volume reconstruction
 // and orphaned pod cleanup, under the kubelet's names (no namespace, no
 // labels) and help texts, for an agent that does that job in the kubelet's
-// place. A nil *KubeletCompat is valid and does nothing.
+// place. They predict what a kubelet restarted on this node would count, so
+// that the KEP-3756 alerts on them fire where the kubelet's would. A nil
+// *KubeletCompat is valid and does nothing.
 //
 // What each one counts, mapped to volrecon:
 //
-//   - reconstruct_volume_operations_total: the pod volumes of a start-up
-//     reconstruction (ObserveReconstruction), one per volume of the State.
-//   - reconstruct_volume_operations_errors_total: those the kubelet would
-//     fail to reconstruct (failsKubeletReconstruction): a plugin the kubelet
-//     cannot reconstruct (anything but CSI, emptyDir, secret, configMap,
-//     projected, downwardAPI, local, NFS, iSCSI, FC and gitRepo), or a CSI
-//     volume whose identity (driver, volume handle) is unknown.
-//   - force_cleaned_failed_volume_operations_total: per cleanup sweep
-//     (ObserveOrphanCleanup), the volumes that fail reconstruction, belong to
-//     an Orphaned pod, and were acted on: a Rmdir, Unlink, RemoveVolumeData
-//     or Unmount at or below the volume's path came back Done or Failed.
-//   - force_cleaned_failed_volume_operation_errors_total: those among them
-//     with a Failed action.
-//   - kubelet_orphan_pod_cleaned_volumes: the Orphaned pods of the State,
-//     i.e. the pods the last sweep attempted.
-//   - kubelet_orphan_pod_cleaned_volumes_errors: those of them not cleaned:
-//     with a Failed action, or with a Keep or NeedsDriver action (something
-//     must stay, or must go through the CSI driver first).
+//   - reconstruct_volume_operations_total (ObserveReconstruction): one per
+//     volume of the State, as reconstruct_common.go reconstructVolume counts
+//     one per volume dir of every pod dir.
+//   - reconstruct_volume_operations_errors_total: those the kubelet fails to
+//     reconstruct (failsKubeletReconstruction): a plugin it cannot
+//     reconstruct (anything but CSI, emptyDir, secret, configMap, projected,
+//     downwardAPI, local, NFS, iSCSI, FC and gitRepo); a CSI volume whose
+//     pod-level vol_data.json (block: data/vol_data.json) is missing or
+//     corrupt, even when volrecon recovered its identity from a staging dir
+//     (the kubelet's ConstructVolumeSpec has no such fallback); an iSCSI or
+//     FC volume without a global mount to rebuild its spec from.
+//   - force_cleaned_failed_volume_operations_total (ObserveReconstruction,
+//     once per KubeletCompat, as reconstruct.go cleanOrphanVolumes is
+//     one-shot per kubelet start): every such failing volume that is not
+//     desired, i.e. whose pod is Orphaned (with pods Unknown it counts
+//     nothing: the kubelet waits for its desired state too).
+//   - force_cleaned_failed_volume_operation_errors_total: those of them whose
+//     UnmountVolume the kubelet cannot even start (reconstruct_common.go
+//     cleanupMounts counts only that synchronous error): an unknown plugin
+//     (FindPluginByName fails) or a CSI volume (csi_plugin.go NewUnmounter
+//     loads the pod-level vol_data.json, which is the very file that is
+//     missing or corrupt; a block volume has none there at all).
+//   - kubelet_orphan_pod_cleaned_volumes (ObserveOrphanCleanup): the
+//     Orphaned pods of the State, as kubelet_volumes.go
+//     cleanupOrphanedPodDirs counts every orphaned pod dir of its sweep.
+//   - kubelet_orphan_pod_cleaned_volumes_errors: those of them whose pod dir
+//     the sweep did not remove (no Rmdir of the pod dir came back Done):
+//     volumes still mounted, an action failed, kept, left to the driver or
+//     skipped, as cleanupOrphanedPodDirs counts every pod it could not remove.
 //
-// The kubelet counts reconstruction once at start-up and force cleanup
-// inside it; volrecon reconstructs and cleans up separately, so the force
-// cleanup counters are fed by the orphan cleanup sweep instead.
+// volrecon's own view, where a recovered identity is a success, is in
+// package metrics' volrecon_* metrics (volrecon_volumes_recovered_identity).
 type KubeletCompat struct {
+	mu                 sync.Mutex
+	forceCleanDone     bool // cleanOrphanVolumes runs once per kubelet start
 	reconstructed      prometheus.Counter
 	reconstructErrors  prometheus.Counter
 	forceCleaned       prometheus.Counter
@@ -86,7 +100,9 @@ func NewKubeletCompat(reg prometheus.Registerer) (*KubeletCompat, error) {
 }
 
 // ObserveReconstruction records one start-up reconstruction: call it once
-// with the first State. A nil st is ignored.
+// with the first State, scanned with the active pods (ActivePods) so that
+// the volumes that are not desired are known. The force cleanup counters
+// count only at the first call. A nil st is ignored.
 func (k *KubeletCompat) ObserveReconstruction(st *reconstruct.State) {
 	if k == nil || st == nil {
 		return
@@ -99,6 +115,16 @@ func (k *KubeletCompat) ObserveReconstruction(st *reconstruct.State) {
 	}
 	k.reconstructed.Add(float64(len(st.Volumes)))
 	k.reconstructErrors.Add(float64(failed))
+
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.forceCleanDone {
+		return
+	}
+	k.forceCleanDone = true
+	cleaned, errs := forceCleanedVolumes(st)
+	k.forceCleaned.Add(float64(cleaned))
+	k.forceCleanErrors.Add(float64(errs))
 }
 
 // ObserveOrphanCleanup records one cleanup sweep: st is the State the
@@ -108,25 +134,29 @@ func (k *KubeletCompat) ObserveOrphanCleanup(st *reconstruct.State, results []cl
 	if k == nil || st == nil {
 		return
 	}
-	cleaned, failed := forceCleanedVolumes(st, results)
-	k.forceCleaned.Add(float64(cleaned))
-	k.forceCleanErrors.Add(float64(failed))
 	pods, notCleaned := orphanPodSweep(st, results)
 	k.orphanPods.Set(float64(pods))
 	k.orphanPodsNotClean.Set(float64(notCleaned))
 }
 
 // failsKubeletReconstruction says whether the kubelet would fail to
-// reconstruct v: its plugin is not one the kubelet can reconstruct, or it is
-// a CSI volume whose identity is unknown.
+// reconstruct v (see KubeletCompat).
 func failsKubeletReconstruction(v reconstruct.Volume) bool {
-	return !reconstruct.KnownPlugin(v.Plugin) || (v.Plugin == podsdir.CSIPluginName && v.CSI == nil)
+	switch {
+	case !reconstruct.KnownPlugin(v.Plugin):
+		return true
+	case v.Plugin == podsdir.CSIPluginName:
+		return v.CSI == nil || v.CSI.Recovered
+	case v.Plugin == "kubernetes.io/iscsi" || v.Plugin == "kubernetes.io/fc":
+		return v.UniqueName == "" // no global mount named the volume
+	}
+	return false
 }
 
-// forceCleanedVolumes counts the volumes of Orphaned pods that fail
-// reconstruction and that the cleanup acted on, and those of them with a
-// failed action.
-func forceCleanedVolumes(st *reconstruct.State, results []cleanup.ActionResult) (cleaned, failed int) {
+// forceCleanedVolumes counts the volumes the kubelet's one-shot cleanup of
+// failed reconstructions would try (they fail reconstruction and their pod
+// is Orphaned), and those of them whose unmount it could not start.
+func forceCleanedVolumes(st *reconstruct.State) (cleaned, errs int) {
 	orphaned := make(map[string]bool)
 	for _, p := range st.Pods {
 		if p.Status == reconstruct.PodOrphaned {
@@ -137,63 +167,31 @@ func forceCleanedVolumes(st *reconstruct.State, results []cleanup.ActionResult) 
 		if !orphaned[v.PodUID] || !failsKubeletReconstruction(v) {
 			continue
 		}
-		acted, anyFailed := false, false
-		for _, r := range results {
-			if !changesNode(r.Action.Action) || !atOrBelow(r.Path, v.Path) {
-				continue
-			}
-			acted = acted || r.Result == cleanup.Done || r.Result == cleanup.Failed
-			anyFailed = anyFailed || r.Result == cleanup.Failed
-		}
-		if acted {
-			cleaned++
-		}
-		if anyFailed {
-			failed++
+		cleaned++
+		if !reconstruct.KnownPlugin(v.Plugin) || v.Plugin == podsdir.CSIPluginName {
+			errs++
 		}
 	}
-	return cleaned, failed
+	return cleaned, errs
 }
 
-// orphanPodSweep counts the Orphaned pods of st, and those of them the
-// cleanup did not clean: one of their actions failed, or is a Keep or
-// NeedsDriver.
+// orphanPodSweep counts the Orphaned pods of st, and those of them whose
+// pod dir the sweep did not remove.
 func orphanPodSweep(st *reconstruct.State, results []cleanup.ActionResult) (pods, notCleaned int) {
+	removed := make(map[string]bool)
+	for _, r := range results {
+		if r.Action.Action == cleanup.Rmdir && r.Result == cleanup.Done {
+			removed[path.Clean(r.Path)] = true
+		}
+	}
 	for _, p := range st.Pods {
 		if p.Status != reconstruct.PodOrphaned {
 			continue
 		}
 		pods++
-		for _, r := range results {
-			if !belongsToPod(r, p) {
-				continue
-			}
-			if r.Result == cleanup.Failed || !changesNode(r.Action.Action) {
-				notCleaned++
-				break
-			}
+		if !removed[path.Clean(p.Path)] {
+			notCleaned++
 		}
 	}
 	return pods, notCleaned
-}
-
-// changesNode says whether an action does something, rather than report
-// something that must stay or must go through the CSI driver.
-func changesNode(a cleanup.ActionKind) bool {
-	return a != cleanup.Keep && a != cleanup.NeedsDriver
-}
-
-// belongsToPod says whether r is about pod p: it names the pod, or its path
-// is at or below the pod's dir.
-func belongsToPod(r cleanup.ActionResult, p reconstruct.Pod) bool {
-	return (r.PodUID != "" && r.PodUID == p.UID) || atOrBelow(r.Path, p.Path)
-}
-
-// atOrBelow says whether path p is dir or lies below it.
-func atOrBelow(p, dir string) bool {
-	if p == "" || dir == "" {
-		return false
-	}
-	p, dir = path.Clean(p), path.Clean(dir)
-	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }

@@ -25,10 +25,13 @@ var kubeletNames = []string{
 
 // compatState has an Active pod aaaa with a CSI volume and a FlexVolume,
 // and two Orphaned pods: bbbb with a CSI volume of unknown identity and an
-// emptyDir, cccc with a FlexVolume.
+// emptyDir; cccc with a FlexVolume, a CSI volume whose identity volrecon
+// recovered from its staging dir, and an iSCSI volume no global mount names.
 func compatState() *reconstruct.State {
 	noIdentity := volume("bbbb", csi, "pvc-2", reconstruct.Mounted)
 	noIdentity.CSI = nil
+	recovered := volume("cccc", csi, "pvc-3", reconstruct.Mounted)
+	recovered.CSI.Recovered = true
 	return &reconstruct.State{
 		Pods: []reconstruct.Pod{
 			pod("aaaa", reconstruct.PodActive), pod("bbbb", reconstruct.PodOrphaned), pod("cccc", reconstruct.PodOrphaned),
@@ -39,6 +42,8 @@ func compatState() *reconstruct.State {
 			noIdentity,
 			volume("bbbb", emptyDir, "cache", reconstruct.Unmounted),
 			volume("cccc", "example.com/fuse", "data", reconstruct.Unmounted),
+			recovered,
+			volume("cccc", "kubernetes.io/iscsi", "disk", reconstruct.Unmounted),
 		},
 	}
 }
@@ -55,6 +60,14 @@ func compatResults() []cleanup.ActionResult {
 	}
 }
 
+// The numbers a kubelet restarted on this node would report:
+// reconstruct_common.go reconstructVolume counts all 7 volumes and fails 5
+// (both FlexVolumes, the CSI volume without identity, the recovered one,
+// the iSCSI volume without a global mount); reconstruct.go
+// cleanOrphanVolumes force-cleans the 4 of them in orphaned pods, and
+// cleanupMounts cannot start the unmount of 3 (the FlexVolume: no plugin;
+// both CSI volumes: no vol_data.json for NewUnmounter); cleanupOrphanedPodDirs
+// sees 2 orphaned pods and removes only cccc.
 func TestKubeletCompat(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	k, err := metrics.NewKubeletCompat(reg)
@@ -66,16 +79,16 @@ func TestKubeletCompat(t *testing.T) {
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP reconstruct_volume_operations_total The number of volumes that were attempted to be reconstructed from the operating system during kubelet startup. This includes both successful and failed reconstruction.
 # TYPE reconstruct_volume_operations_total counter
-reconstruct_volume_operations_total 5
+reconstruct_volume_operations_total 7
 # HELP reconstruct_volume_operations_errors_total The number of volumes that failed reconstruction from the operating system during kubelet startup.
 # TYPE reconstruct_volume_operations_errors_total counter
-reconstruct_volume_operations_errors_total 3
+reconstruct_volume_operations_errors_total 5
 # HELP force_cleaned_failed_volume_operations_total The number of volumes that were force cleaned after their reconstruction failed during kubelet startup. This includes both successful and failed cleanups.
 # TYPE force_cleaned_failed_volume_operations_total counter
-force_cleaned_failed_volume_operations_total 2
+force_cleaned_failed_volume_operations_total 4
 # HELP force_cleaned_failed_volume_operation_errors_total The number of volumes that failed force cleanup after their reconstruction failed during kubelet startup.
 # TYPE force_cleaned_failed_volume_operation_errors_total counter
-force_cleaned_failed_volume_operation_errors_total 1
+force_cleaned_failed_volume_operation_errors_total 3
 # HELP kubelet_orphan_pod_cleaned_volumes The total number of orphaned Pods whose volumes were cleaned in the last periodic sweep.
 # TYPE kubelet_orphan_pod_cleaned_volumes gauge
 kubelet_orphan_pod_cleaned_volumes 2
@@ -84,17 +97,37 @@ kubelet_orphan_pod_cleaned_volumes 2
 kubelet_orphan_pod_cleaned_volumes_errors 1
 `), kubeletNames...))
 
-	// The next sweep finds nothing orphaned: the gauges follow, the counters stay.
+	// The next sweep finds nothing orphaned: the gauges follow. A second
+	// reconstruction adds to the reconstruction counters, but the force
+	// cleanup ran once, as the kubelet's runs once per start.
 	k.ObserveOrphanCleanup(&reconstruct.State{Pods: []reconstruct.Pod{pod("aaaa", reconstruct.PodActive)}}, nil)
 	k.ObserveOrphanCleanup(nil, compatResults()) // ignored
+	k.ObserveReconstruction(st)
 	for name, want := range map[string]float64{
-		"force_cleaned_failed_volume_operations_total":       2,
-		"force_cleaned_failed_volume_operation_errors_total": 1,
+		"reconstruct_volume_operations_total":                14,
+		"reconstruct_volume_operations_errors_total":         10,
+		"force_cleaned_failed_volume_operations_total":       4,
+		"force_cleaned_failed_volume_operation_errors_total": 3,
 		"kubelet_orphan_pod_cleaned_volumes":                 0,
 		"kubelet_orphan_pod_cleaned_volumes_errors":          0,
 	} {
 		assert.Equal(t, want, valueOf(t, reg, name), name)
 	}
+}
+
+// With no active-pod list nothing is known to be undesired: the kubelet
+// force-cleans nothing before its desired state is populated.
+func TestKubeletCompatForceCleanNeedsActivePods(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	k, err := metrics.NewKubeletCompat(reg)
+	require.NoError(t, err)
+	st := compatState()
+	for i := range st.Pods {
+		st.Pods[i].Status = reconstruct.PodUnknown
+	}
+	k.ObserveReconstruction(st)
+	assert.Equal(t, float64(5), valueOf(t, reg, "reconstruct_volume_operations_errors_total"))
+	assert.Equal(t, float64(0), valueOf(t, reg, "force_cleaned_failed_volume_operations_total"))
 }
 
 // valueOf gathers the value of the label-free counter or gauge name.
@@ -137,16 +170,20 @@ func TestFailsKubeletReconstruction(t *testing.T) {
 	noIdentity.CSI = nil
 	recovered := volume("u", csi, "v", reconstruct.Unmounted)
 	recovered.CSI.Recovered = true
+	iscsiNamed := volume("u", "kubernetes.io/iscsi", "v", reconstruct.Mounted)
+	iscsiNamed.UniqueName = "kubernetes.io/iscsi/10.0.0.1:3260:iqn.2001-04.com.example:disk:0"
 	tests := []struct {
 		name string
 		v    reconstruct.Volume
 		want bool
 	}{
 		{"CSI with identity", volume("u", csi, "v", reconstruct.Mounted), false},
-		{"CSI identity recovered from staging", recovered, false},
+		{"CSI identity recovered from staging: the kubelet has no such fallback", recovered, true},
 		{"CSI of unknown identity", noIdentity, true},
 		{"emptyDir", volume("u", emptyDir, "v", reconstruct.Unmounted), false},
 		{"projected", volume("u", projected, "v", reconstruct.Uncertain), false},
+		{"iSCSI named from its global mount", iscsiNamed, false},
+		{"iSCSI without a global mount", volume("u", "kubernetes.io/iscsi", "v", reconstruct.Mounted), true},
 		{"FlexVolume", volume("u", "example.com/fuse", "v", reconstruct.Mounted), true},
 		{"in-tree plugin migrated to CSI", volume("u", "kubernetes.io/aws-ebs", "v", reconstruct.Mounted), true},
 	}
@@ -157,62 +194,43 @@ func TestFailsKubeletReconstruction(t *testing.T) {
 	}
 }
 
-func TestOrphanCleanupMapping(t *testing.T) {
-	b := podsDir + "bbbb"
-	csiPath := b + "/volumes/kubernetes.io~csi/pvc-2"
+func TestOrphanPodSweep(t *testing.T) {
+	b, c := podsDir+"bbbb", podsDir+"cccc"
 	tests := []struct {
-		name                         string
-		results                      []cleanup.ActionResult
-		cleaned, failed              int
-		orphanPods, orphanPodsFailed int
+		name             string
+		results          []cleanup.ActionResult
+		pods, notCleaned int
 	}{
-		{"no results", nil, 0, 0, 2, 0},
-		{"as planned", compatResults(), 2, 1, 2, 1},
+		{"no results: nothing was removed", nil, 2, 2},
+		{"as planned", compatResults(), 2, 1},
 		{"dry run", []cleanup.ActionResult{
-			actionResult(cleanup.Unmount, csiPath+"/mount", cleanup.Skipped),
 			actionResult(cleanup.Rmdir, b, cleanup.Skipped),
-		}, 0, 0, 2, 0},
-		{"a report does not act on the volume, and keeps the pod", []cleanup.ActionResult{
-			actionResult(cleanup.NeedsDriver, csiPath+"/mount", cleanup.Done),
-		}, 0, 0, 2, 1},
-		{"a Keep found by pod UID", []cleanup.ActionResult{
-			{Action: cleanup.Action{Action: cleanup.Keep, Path: "/elsewhere", PodUID: "cccc"}, Result: cleanup.Skipped},
-		}, 0, 0, 2, 1},
-		{"all done", []cleanup.ActionResult{
-			actionResult(cleanup.RemoveVolumeData, csiPath+"/vol_data.json", cleanup.Done),
-			actionResult(cleanup.Rmdir, csiPath, cleanup.Done),
-		}, 1, 0, 2, 0},
-		{"a sibling path is not below the volume", []cleanup.ActionResult{
-			actionResult(cleanup.Rmdir, csiPath+"-other", cleanup.Failed),
-		}, 0, 0, 2, 1},
+			actionResult(cleanup.Rmdir, c, cleanup.Skipped),
+		}, 2, 2},
+		{"a volume dir is not the pod dir", []cleanup.ActionResult{
+			actionResult(cleanup.Rmdir, b+"/volumes", cleanup.Done),
+			actionResult(cleanup.Rmdir, c, cleanup.Done),
+		}, 2, 1},
+		{"both removed", []cleanup.ActionResult{
+			actionResult(cleanup.Rmdir, b+"/", cleanup.Done),
+			actionResult(cleanup.Rmdir, c, cleanup.Done),
+		}, 2, 0},
+		{"a failed pod dir removal", []cleanup.ActionResult{
+			actionResult(cleanup.Rmdir, b, cleanup.Failed),
+			actionResult(cleanup.Rmdir, c, cleanup.Done),
+		}, 2, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cleaned, failed := metrics.ForceCleanedVolumes(compatState(), tt.results)
-			assert.Equal(t, tt.cleaned, cleaned, "force cleaned")
-			assert.Equal(t, tt.failed, failed, "force clean errors")
-			pods, podsFailed := metrics.OrphanPodSweep(compatState(), tt.results)
-			assert.Equal(t, tt.orphanPods, pods, "orphan pods")
-			assert.Equal(t, tt.orphanPodsFailed, podsFailed, "orphan pods not cleaned")
+			pods, notCleaned := metrics.OrphanPodSweep(compatState(), tt.results)
+			assert.Equal(t, tt.pods, pods, "orphan pods")
+			assert.Equal(t, tt.notCleaned, notCleaned, "orphan pods not cleaned")
 		})
 	}
 }
 
-func TestAtOrBelow(t *testing.T) {
-	tests := []struct {
-		p, dir string
-		want   bool
-	}{
-		{"/a/b", "/a/b", true},
-		{"/a/b/c", "/a/b", true},
-		{"/a/b/", "/a/b", true},
-		{"/a/bc", "/a/b", false},
-		{"/a", "/a/b", false},
-		{"/a", "/", true},
-		{"", "/a", false},
-		{"/a", "", false},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, metrics.AtOrBelow(tt.p, tt.dir), "%q at or below %q", tt.p, tt.dir)
-	}
+func TestForceCleanedVolumes(t *testing.T) {
+	cleaned, errs := metrics.ForceCleanedVolumes(compatState())
+	assert.Equal(t, 4, cleaned)
+	assert.Equal(t, 3, errs)
 }

@@ -10,5 +10,4 @@ var (
 	FailsKubeletReconstruction = failsKubeletReconstruction
 	ForceCleanedVolumes        = forceCleanedVolumes
 	OrphanPodSweep             = orphanPodSweep
-	AtOrBelow                  = atOrBelow
 )

@@ -36,6 +36,7 @@ type Metrics struct {
 	severities   *gaugeSet
 
 	volumesInUse      prometheus.Gauge
+	recovered         prometheus.Gauge
 	mountTableEntries prometheus.Gauge
 	mountTableOK      prometheus.Gauge
 	activePodsKnown   prometheus.Gauge
@@ -74,6 +75,9 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			keys1(allSeverities), "severity"),
 		volumesInUse: prometheus.NewGauge(prometheus.GaugeOpts{Name: name("volumes_in_use"),
 			Help: "Number of volumes the last successful scan reported in use, which must not be detached from the node."}),
+		recovered: prometheus.NewGauge(prometheus.GaugeOpts{Name: name("volumes_recovered_identity"),
+			Help: "Number of CSI volumes of the last successful scan whose vol_data.json was missing or corrupt and whose identity " +
+				"volrecon recovered from a staging dir (the kubelet cannot reconstruct these)."}),
 		mountTableEntries: prometheus.NewGauge(prometheus.GaugeOpts{Name: name("mount_table_entries"),
 			Help: "Number of entries in the mount table read by the last successful scan."}),
 		mountTableOK: prometheus.NewGauge(prometheus.GaugeOpts{Name: name("mount_table_consistent"),
@@ -106,7 +110,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		m.volumes.vec, m.globalMounts.vec, m.pods.vec, m.findings.vec, m.severities.vec,
-		m.volumesInUse, m.mountTableEntries, m.mountTableOK, m.activePodsKnown, m.lastSuccess,
+		m.volumesInUse, m.recovered, m.mountTableEntries, m.mountTableOK, m.activePodsKnown, m.lastSuccess,
 		m.scanDuration, m.scans, m.cleanupActions,
 	}
 }
@@ -135,6 +139,7 @@ func (m *Metrics) ObserveScan(st *reconstruct.State, duration time.Duration, err
 	m.findings.replace(byKind)
 	m.severities.replace(bySeverity)
 	m.volumesInUse.Set(float64(len(st.VolumesInUse)))
+	m.recovered.Set(float64(countRecovered(st.Volumes)))
 	m.mountTableEntries.Set(float64(st.MountTable.Entries))
 	m.mountTableOK.Set(boolToFloat(st.MountTable.Consistent))
 	m.activePodsKnown.Set(boolToFloat(st.ActivePods != nil && st.ActivePods.Error == ""))
@@ -157,6 +162,16 @@ func countVolumes(vs []reconstruct.Volume) map[key]float64 {
 	n := make(map[key]float64)
 	for _, v := range vs {
 		n[key{pluginLabel(v.Plugin), string(v.State)}]++
+	}
+	return n
+}
+
+func countRecovered(vs []reconstruct.Volume) int {
+	n := 0
+	for _, v := range vs {
+		if v.CSI != nil && v.CSI.Recovered {
+			n++
+		}
 	}
 	return n
 }

@@ -51,7 +51,7 @@ func finding(kind reconstruct.FindingKind, sev reconstruct.Severity) reconstruct
 // plugin volrecon does not know, staging mounts of both modes, pods Active
 // and Orphaned (none Unknown), findings of several kinds and severities.
 func sampleState() *reconstruct.State {
-	return &reconstruct.State{
+	st := &reconstruct.State{
 		SchemaVersion: reconstruct.SchemaVersion,
 		RootDir:       "/var/lib/kubelet",
 		MountTable:    reconstruct.MountTableInfo{Path: "/proc/self/mountinfo", Entries: 57, Consistent: true},
@@ -78,6 +78,8 @@ func sampleState() *reconstruct.State {
 			finding(reconstruct.LegacyLayout, reconstruct.SeverityInfo),
 		},
 	}
+	st.Volumes[4].CSI.Recovered = true // cccc/pvc-2: identity from its staging dir
+	return st
 }
 
 // newMetrics registers volrecon's metrics on a fresh pedantic registry,
@@ -164,6 +166,7 @@ volrecon_findings{kind="DataOnNodeDisk"} 0
 volrecon_findings{kind="HungMount"} 0
 volrecon_findings{kind="InconsistentMountTable"} 0
 volrecon_findings{kind="LeakedGlobalMount"} 0
+volrecon_findings{kind="LeakedLoopDevice"} 0
 volrecon_findings{kind="LegacyLayout"} 1
 volrecon_findings{kind="MissingVolumeData"} 0
 volrecon_findings{kind="OrphanedPodMounted"} 1
@@ -187,6 +190,11 @@ volrecon_findings_by_severity{severity="warning"} 3
 # HELP volrecon_volumes_in_use Number of volumes the last successful scan reported in use, which must not be detached from the node.
 # TYPE volrecon_volumes_in_use gauge
 volrecon_volumes_in_use 4
+`,
+	"volrecon_volumes_recovered_identity": `
+# HELP volrecon_volumes_recovered_identity Number of CSI volumes of the last successful scan whose vol_data.json was missing or corrupt and whose identity volrecon recovered from a staging dir (the kubelet cannot reconstruct these).
+# TYPE volrecon_volumes_recovered_identity gauge
+volrecon_volumes_recovered_identity 1
 `,
 	"volrecon_mount_table_entries": `
 # HELP volrecon_mount_table_entries Number of entries in the mount table read by the last successful scan.
@@ -262,6 +270,7 @@ func TestObserveScanReplaces(t *testing.T) {
 		{"volrecon_pods", map[string]float64{"status=Active": 1, "status=Orphaned": 0, "status=Unknown": 0}},
 		{"volrecon_findings_by_severity", map[string]float64{"severity=critical": 1, "severity=info": 0, "severity=warning": 0}},
 		{"volrecon_volumes_in_use", map[string]float64{"": 0}},
+		{"volrecon_volumes_recovered_identity", map[string]float64{"": 0}}, // replaced, not kept
 		{"volrecon_mount_table_entries", map[string]float64{"": 30}},
 		{"volrecon_mount_table_consistent", map[string]float64{"": 0}},
 		{"volrecon_last_successful_scan_timestamp_seconds", map[string]float64{"": 1_700_000_060.5}},
@@ -456,7 +465,7 @@ func TestLint(t *testing.T) {
 		names = append(names, mf.GetName())
 		assert.NotEmpty(t, mf.GetMetric(), "%s has no series to lint", mf.GetName())
 	}
-	assert.Len(t, names, 13)
+	assert.Len(t, names, 14)
 
 	problems, err := testutil.GatherAndLint(reg)
 	require.NoError(t, err)

@@ -34,7 +34,8 @@
 //     "mount" is); vol_data.json files are lstat'ed and read.
 //   - Pod dirs must be named like a pod UID: an 8-4-4-4-12 hex UUID in
 //     either case, or 32 hex digits (static pods). Other names are
-//     ProblemInvalidPodUID.
+//     ProblemInvalidPodUID, and scanned all the same (the kubelet
+//     reconstructs every dir under pods/), under the dir's name.
 //   - A symlink where a directory is expected is ProblemSymlink; any other
 //     non-directory there is ProblemNotDirectory. Unlike the kubelet, a
 //     stray file under volumes/<plugin>/ is not taken for a volume.

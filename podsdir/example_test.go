@@ -74,6 +74,7 @@ func ExampleScan() {
 	//   Filesystem kubernetes.io/csi pvc-1234 mount=true vol_data=OK handle=vol-0abc
 	//   Filesystem kubernetes.io/projected kube-api-access
 	//   other etc-hosts file
+	// pod tmp
 	// staging current ebs.csi.aws.com true true
 	// problem NotDirectory stray-file
 	// problem InvalidPodUID tmp

@@ -38,7 +38,7 @@ const (
 // server assigns, in either case) and 32 hex digits without dashes, which
 // is what the kubelet assigns to static pods from a file or URL source (the
 // hex md5 of the pod). A static pod whose manifest sets metadata.uid to
-// anything else is reported as ProblemInvalidPodUID.
+// anything else is reported as ProblemInvalidPodUID, and scanned all the same.
 var podUIDPattern = regexp.MustCompile(`^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F]{32})$`)
 
 // IsPodUID reports whether name has the shape of a pod UID (see podUIDPattern).
@@ -311,7 +311,11 @@ func (s *scanner) scanPods(ctx context.Context) error {
 		case t != TypeDir:
 			s.problem(ProblemUnexpected, p, uid, "%s in pods dir", describeType(t))
 		case uid == "":
-			s.problem(ProblemInvalidPodUID, p, "", "pod dir name is not a pod UID")
+			// The kubelet reconstructs every dir under pods/ whatever its name
+			// (a static pod's manifest may set any metadata.uid): so are its
+			// volumes reported, under the dir's name.
+			s.problem(ProblemInvalidPodUID, p, name, "pod dir name is not a pod UID: its volumes are reported, but nothing cleans it up")
+			pods = append(pods, Pod{UID: name, Path: p})
 		default:
 			pods = append(pods, Pod{UID: uid, Path: p})
 		}

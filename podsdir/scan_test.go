@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -111,7 +112,10 @@ func TestScanPodUIDs(t *testing.T) {
 	for _, p := range inv.Pods {
 		uids = append(uids, p.UID)
 	}
-	assert.Equal(t, []string{static, uid1, upper, uid2}, uids, "sorted by UID, byte order")
+	// Dirs not named like a UID are scanned too, as the kubelet does, and
+	// also reported as problems.
+	assert.Equal(t, []string{static, "0d2c6f3b8e5a4f1e9b7c2d4a6e8f0a1g", "1d4bfc07-5c1c-4c4b-9d0b-6a3e0c2f0e0", uid1, upper, uid2, "not-a-uid"},
+		uids, "sorted by UID, byte order")
 	assert.Equal(t, map[string]ProblemKind{
 		pods + "/not-a-uid":                            ProblemInvalidPodUID,
 		pods + "/1d4bfc07-5c1c-4c4b-9d0b-6a3e0c2f0e0":  ProblemInvalidPodUID,
@@ -594,14 +598,19 @@ func TestScanDeterministic(t *testing.T) {
 
 func TestScanLogs(t *testing.T) {
 	var lines []string
-	logger := funcr.New(func(prefix, args string) { lines = append(lines, prefix+" "+args) }, funcr.Options{Verbosity: 4})
+	var mu sync.Mutex // pod dirs are walked in parallel
+	logger := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, prefix+" "+args)
+	}, funcr.Options{Verbosity: 4})
 	ctx := klog.NewContext(context.Background(), logger)
 	root := build(t, "d "+pods+"/"+uid1+"/volumes/kubernetes.io~secret/s", "d "+pods+"/bad")
 	_, err := Scan(ctx, Options{RootDir: kubelet, HostRoot: root})
 	require.NoError(t, err)
 	all := strings.Join(lines, "\n")
 	assert.Contains(t, all, `"msg"="Scanned kubelet root"`)
-	assert.Contains(t, all, `"pods"=1 "volumes"=1`)
+	assert.Contains(t, all, `"pods"=2 "volumes"=1`, "the dir that is not a UID is a pod all the same")
 	assert.Contains(t, all, `"problems"=1`)
 	assert.Contains(t, all, `"kind"="InvalidPodUID"`, "skipped entries are logged at V(4)")
 }

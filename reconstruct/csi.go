@@ -4,6 +4,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 )
 
@@ -123,38 +124,44 @@ func (b *builder) noteBadVolData(vd podsdir.VolData, state VolumeState, podUID, 
 }
 
 // checkSELinux compares the context recorded in a pod's vol_data.json with
-// the context= option of its mount.
+// the context= option of its mount. The recorded one stays what the file
+// says, as in the kubelet (csi_plugin.go ConstructVolumeSpec takes
+// seLinuxMountContext from vol_data.json only); the mount's is in
+// Mount.SELinuxContext.
 func (b *builder) checkSELinux(out *Volume, target string) {
 	if out.CSI == nil {
 		return
 	}
-	if reason := b.selinuxMismatch(target, &out.CSI.SELinuxMountContext); reason != "" {
+	if reason := b.selinuxMismatch(target, out.CSI.SELinuxMountContext); reason != "" {
 		out.State, out.Reason = Uncertain, reason
 		b.add(Finding{Kind: SELinuxContextMismatch, Severity: SeverityWarning, Path: target, PodUID: out.PodUID, Volume: out.Name,
 			Message: reason + ": a pod needing the recorded context gets a wrong label until the volume is remounted"})
 	}
 }
 
-// selinuxMismatch compares a recorded SELinux context with the context=
-// option of the mount at target. The mount table wins when nothing was
-// recorded: *recorded is filled from it. It returns why they disagree, or "".
-func (b *builder) selinuxMismatch(target string, recorded *string) string {
+// selinuxMismatch compares a context recorded in vol_data.json with the
+// context= option of the mount at target, and says why they disagree, or
+// "". Nothing recorded is no disagreement: the kubelet, too, then knows of
+// no context.
+func (b *builder) selinuxMismatch(target, recorded string) string {
 	m, ok := b.topMount(target)
-	if !ok {
+	if !ok || recorded == "" {
 		return ""
 	}
-	mounted, has := m.SuperOption("context")
-	if !has {
-		mounted, has = m.MountOption("context")
-	}
-	switch {
-	case !has || *recorded == mounted:
-		return ""
-	case *recorded == "":
-		*recorded = mounted
+	mounted, has := selinuxContext(m)
+	if !has || recorded == mounted {
 		return ""
 	}
-	return "vol_data.json records SELinux context " + *recorded + " but the mount has " + mounted
+	return "vol_data.json records SELinux context " + recorded + " but the mount has " + mounted
+}
+
+// selinuxContext returns the context= option of a mount: a superblock
+// option as the kernel shows it, or a per-mount one.
+func selinuxContext(m mountscan.Mount) (string, bool) {
+	if c, ok := m.SuperOption("context"); ok {
+		return c, true
+	}
+	return m.MountOption("context")
 }
 
 // checkStagingAgrees makes the volume Uncertain when its pod mount binds
@@ -225,7 +232,9 @@ func (b *builder) noteUnmountedCSITarget(v podsdir.Volume, out *Volume, vd podsd
 	case hasData:
 		msg += "; its mount dir holds data on the node's disk, so keep the file with the data until that is dealt with"
 	default:
-		msg += "; no staging mount of the volume is live, so it can be removed"
+		msg += "; no staging mount of the volume is live. A kubelet of 1.30 or later, restarted with the driver running, " +
+			"reconstructs the volume from this file and tears it down through the driver, removing it; remove it by hand " +
+			"only if the driver is gone or will never be asked"
 	}
 	b.add(Finding{Kind: StaleVolumeData, Severity: SeverityWarning, Path: vd.Path, PodUID: out.PodUID, Volume: out.Name, Message: msg})
 }
@@ -254,14 +263,40 @@ func (b *builder) csiBlockVolume(out *Volume) {
 	} else {
 		out.CSI = csiInfoFrom(spec.VolData)
 	}
-	if g := b.globals[join(b.inv.CSIDir, "volumeDevices", "staging", out.Name)]; g != nil {
-		out.DeviceMountPath, out.DeviceMountState = g.Path, g.State
-		g.addUser(out.PodUID)
-		if out.State != Unmounted {
-			b.published[g.Path] = true
-		}
-	}
+	b.blockDeviceMount(out)
 	b.setCSIUniqueName(out)
+}
+
+// blockDeviceMount sets what the kubelet's actual state calls the device
+// mount path of a block volume: its global map path volumeDevices/<pv>/dev
+// (reconstruct_common.go getDeviceMountPath: "for block gvi, we return its
+// global map path", csi_block.go GetGlobalMapPath). The NodeStage target
+// volumeDevices/staging/<pv> is StagingPath; DeviceMountState is the state
+// of the staging dir where there is one, else of the map dir.
+func (b *builder) blockDeviceMount(out *Volume) {
+	out.DeviceMountPath = join(b.inv.CSIDir, "volumeDevices", out.Name, "dev")
+	g := b.globals[join(b.inv.CSIDir, "volumeDevices", "staging", out.Name)]
+	if g == nil {
+		out.DeviceMountState = b.mapDirState(out.DeviceMountPath)
+		return
+	}
+	out.StagingPath, out.DeviceMountState = g.Path, g.State
+	g.addUser(out.PodUID)
+	if out.State != Unmounted {
+		b.published[g.Path] = true
+	}
+}
+
+// mapDirState: a global map dir is Mounted while any map file below it is
+// bound.
+func (b *builder) mapDirState(dir string) VolumeState {
+	switch {
+	case !b.consistent:
+		return Uncertain
+	case len(b.table.AtOrBelow(dir)) > 0:
+		return Mounted
+	}
+	return Unmounted
 }
 
 // blockSpec returns the first block spec named name, or nil.

@@ -3,7 +3,9 @@
 //
 // Scan joins the kubelet root dir inventory (package podsdir) with the mount
 // table (package mountscan) into one State: pods, volumes, CSI staging
-// ("global") mounts, the volumes that must not be detached (volumesInUse),
+// ("global") mounts, the attachable volumes that must not be detached
+// (volumesInUse, as node.status.volumesInUse holds them, plus leaked staging
+// mounts the kubelet would not report), loop devices on block map files,
 // and findings. Given the pods that should exist (Options.ActivePods), it
 // also tells which pod dirs are orphaned. Build does the same from an
 // inventory the caller gathered.

@@ -19,9 +19,13 @@ func ExampleScan() {
 	pod := "/var/lib/kubelet/pods/0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91"
 	_ = os.MkdirAll(filepath.Join(hostRoot, pod, "volumes/kubernetes.io~projected/kube-api-access-7xk2p"), 0o750)
 	_ = os.MkdirAll(filepath.Join(hostRoot, pod, "volumes/kubernetes.io~empty-dir/cache"), 0o750)
+	_ = os.MkdirAll(filepath.Join(hostRoot, pod, "volumes/kubernetes.io~csi/pvc-1/mount"), 0o750)
+	_ = os.WriteFile(filepath.Join(hostRoot, pod, "volumes/kubernetes.io~csi/pvc-1/vol_data.json"),
+		[]byte(`{"driverName":"ebs.csi.aws.com","volumeHandle":"vol-0abc","specVolID":"pvc-1"}`), 0o600)
 
 	table := mountscan.MustFromLines(
 		"1 0 259:1 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p1 rw",
+		"301 1 259:3 / "+pod+"/volumes/kubernetes.io~csi/pvc-1/mount rw,relatime shared:200 - ext4 /dev/nvme1n1 rw",
 		"302 1 0:60 / "+pod+"/volumes/kubernetes.io~projected/kube-api-access-7xk2p rw,relatime shared:201 - tmpfs tmpfs rw",
 	)
 	st, err := reconstruct.Scan(context.Background(), reconstruct.Options{
@@ -35,11 +39,14 @@ func ExampleScan() {
 	for _, v := range st.Volumes {
 		fmt.Println(v.Plugin, v.Name, v.State)
 	}
+	// Only attachable volumes are in use, as in node.status.volumesInUse:
+	// the projected token is mounted, but nothing attaches it.
 	fmt.Println("in use:", st.VolumesInUse)
 	// Output:
+	// kubernetes.io/csi pvc-1 Mounted
 	// kubernetes.io/empty-dir cache Unmounted
 	// kubernetes.io/projected kube-api-access-7xk2p Mounted
-	// in use: [kubernetes.io/projected/0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91-kube-api-access-7xk2p]
+	// in use: [kubernetes.io/csi/ebs.csi.aws.com^vol-0abc]
 }
 
 // A mount table that cannot be read consistently makes every volume

@@ -125,18 +125,22 @@ func (b *builder) noteStackedMounts() {
 	}
 }
 
-// collectVolumesInUse lists every volume that must not be detached: its
-// pod mount or its staging mount is Mounted or Uncertain.
+// collectVolumesInUse lists the attachable volumes that must not be
+// detached: their pod mount or staging mount is Mounted or Uncertain. Like
+// the kubelet (volume_manager.go GetVolumesInUse keeps only volumes whose
+// plugin is attachable), it leaves out projected, secret, configMap,
+// emptyDir, NFS, local, CSI inline and attach-free CSI volumes, and
+// anything without a unique name.
 func (b *builder) collectVolumesInUse() {
 	held := func(s VolumeState) bool { return s == Mounted || s == Uncertain }
 	var names []string
 	for _, v := range b.st.Volumes {
-		if v.UniqueName != "" && (held(v.State) || held(v.DeviceMountState)) {
+		if v.Attachable && (held(v.State) || held(v.DeviceMountState)) {
 			names = append(names, v.UniqueName)
 		}
 	}
 	for _, g := range b.st.GlobalMounts {
-		if g.UniqueName != "" && held(g.State) {
+		if g.Attachable && held(g.State) {
 			names = append(names, g.UniqueName)
 		}
 	}
@@ -150,6 +154,7 @@ func (s *State) sort() {
 		return cmp.Or(cmp.Compare(a.PodUID, b.PodUID), cmp.Compare(a.Mode, b.Mode), cmp.Compare(a.Plugin, b.Plugin), cmp.Compare(a.Name, b.Name))
 	})
 	slices.SortFunc(s.GlobalMounts, func(a, b GlobalMount) int { return cmp.Compare(a.Path, b.Path) })
+	slices.SortFunc(s.LoopDevices, func(a, b LoopDevice) int { return cmp.Compare(a.Device, b.Device) })
 	slices.SortFunc(s.Findings, func(a, b Finding) int {
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Path, b.Path), cmp.Compare(a.PodUID, b.PodUID), cmp.Compare(a.Volume, b.Volume))
 	})

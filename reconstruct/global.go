@@ -43,6 +43,7 @@ func (b *builder) globalMount(sd podsdir.StagingDir) *GlobalMount {
 	}
 	b.checkStagingSELinux(g, sd)
 	g.UniqueName = csiUniqueName(g.DriverName, g.VolumeHandle)
+	g.Attachable = g.UniqueName != "" && !b.attachFree(g.DriverName)
 	return g
 }
 
@@ -106,8 +107,7 @@ func (b *builder) checkStagingHash(g *GlobalMount, sd podsdir.StagingDir) {
 }
 
 func (b *builder) checkStagingSELinux(g *GlobalMount, sd podsdir.StagingDir) {
-	recorded := sd.VolData.SELinuxMountContext
-	if reason := b.selinuxMismatch(g.Path, &recorded); reason != "" {
+	if reason := b.selinuxMismatch(g.Path, sd.VolData.SELinuxMountContext); reason != "" {
 		g.State, g.Reason = Uncertain, reason
 		b.add(Finding{Kind: SELinuxContextMismatch, Severity: SeverityWarning, Path: g.Path, Volume: g.VolumeHandle,
 			Message: reason + ": pods needing the recorded context get a wrong label until the volume is restaged"})
@@ -215,10 +215,16 @@ func (b *builder) noteLeaked(g *GlobalMount) {
 		msg = "staging dir that no pod mount uses, state uncertain (" + g.Reason + "): " +
 			"NodeUnstage may be needed through the driver"
 	}
-	if g.UniqueName == "" {
-		msg += "; its identity is unknown, so it cannot be named in volumesInUse: make sure the volume is not detached while staged"
-	} else {
-		msg += "; it stays in volumesInUse so it is not detached while staged"
+	switch {
+	case g.UniqueName == "":
+		msg += "; its identity is unknown, so no volumesInUse names it, neither volrecon's nor the kubelet's: " +
+			"make sure the volume is not detached or attached elsewhere while staged"
+	case g.Attachable:
+		msg += "; volrecon keeps it in its volumesInUse, but the kubelet does NOT report it in node.status.volumesInUse " +
+			"(it reconstructs from pod dirs only, kubernetes#121937), so the attach/detach controller may detach it, " +
+			"or attach it to another node, while it is staged: NodeUnstage it now, or cordon the node and keep its VolumeAttachment"
+	default:
+		msg += "; its driver is attach-free, so nothing detaches it, but nothing unstages it either"
 	}
 	b.add(Finding{Kind: LeakedGlobalMount, Severity: SeverityWarning, Path: g.Path, Volume: g.VolumeHandle, Message: msg})
 }

@@ -46,6 +46,14 @@ type Options struct {
 	// while pod dirs exist (every pod then is an orphan). Without it Scan
 	// refuses with ErrEmptyActivePods.
 	EmptyActivePodsAuthoritative bool
+	// AttachFreeDrivers names the CSI drivers that need no attach (their
+	// CSIDriver object says attachRequired: false). The kubelet reports only
+	// attachable volumes in node.status.volumesInUse (volume_manager.go
+	// GetVolumesInUse keeps those with PluginIsAttachable), and a CSI driver
+	// is attachable unless its CSIDriver says otherwise; volrecon cannot read
+	// that object, so persistent CSI volumes of drivers not listed here count
+	// as attachable.
+	AttachFreeDrivers []string
 	// MaxReadAttempts bounds the reads until two agree (0 = mountscan default).
 	MaxReadAttempts int
 	// MaxVolDataSize caps reading a vol_data.json (0 = podsdir default).

@@ -43,8 +43,11 @@ func statProbe(_ context.Context, hostPath string) error {
 // daemon dies.
 var corruptErrnos = []syscall.Errno{syscall.ENOTCONN, syscall.ECONNABORTED, syscall.ESTALE, syscall.EIO, syscall.EHOSTDOWN, syscall.ENODEV}
 
-// isCorrupted unwraps with errors.Is, unlike mount-utils' IsCorruptedMnt,
-// which misses wrapped errors.
+// isCorrupted says whether a probe's error means a broken mount. It is not
+// mount-utils' IsCorruptedMnt (v0.37): that one looks only one
+// *os.PathError, *os.LinkError or *os.SyscallError deep, so it misses the
+// probe's wrapped errors; it counts EACCES (a stat we may not do is not a
+// broken mount) and EWOULDBLOCK as corrupted; and it lacks ECONNABORTED.
 func isCorrupted(err error) bool {
 	for _, errno := range corruptErrnos {
 		if errors.Is(err, errno) {

@@ -86,7 +86,10 @@ func TestRealMounts(t *testing.T) {
 	assert.Equal(t, reconstruct.Mounted, rd.State, "a same-filesystem bind mount is seen through the mount table")
 	require.Len(t, findingsOf(st, reconstruct.RootDiskBackedMount), 1)
 	assert.Equal(t, rd.CheckedPath, findingsOf(st, reconstruct.RootDiskBackedMount)[0].Path)
-	assert.Equal(t, reconstruct.Mounted, volumeNamed(t, st, realUID2, "my vol").State)
+	flex := volumeNamed(t, st, realUID2, "my vol")
+	assert.Equal(t, reconstruct.Uncertain, flex.State, "a mounted FlexVolume is held: the kubelet cannot reconstruct it")
+	assert.Equal(t, 1, flex.Mount.Count, "the mount is still reported")
+	assert.Empty(t, flex.UniqueName, "the kubelet never names a FlexVolume")
 
 	assert.Equal(t, reconstruct.Unmounted, volumeNamed(t, st, realUID3, "pvc-lost").State)
 	dataOnDisk := findingsOf(st, reconstruct.DataOnNodeDisk)
@@ -147,4 +150,46 @@ func TestRealSymlinkedRoot(t *testing.T) {
 	assert.Equal(t, link, st.RootDir)
 	assert.Equal(t, n.Root, st.ResolvedRootDir)
 	assert.Equal(t, reconstruct.Mounted, volumeNamed(t, st, realUID1, "token").State)
+}
+
+// TestRealLoopDevices attaches real loop devices to block map files, as
+// the kubelet's MapBlockVolume does: one of a pod that still maps its
+// volume (not leaked), one whose pod dir is gone (LeakedLoopDevice), and
+// one on a file outside the kubelet root (not reported).
+func TestRealLoopDevices(t *testing.T) {
+	if !mountns.Enter(t) {
+		return
+	}
+	n := newRealNode(t)
+	mapped := n.Path("plugins/kubernetes.io/csi/volumeDevices/pvc-mapped/dev", realUID1)
+	gone := n.Path("plugins/kubernetes.io/csi/volumeDevices/pvc-gone/dev", realUID2)
+	elsewhere := filepath.Join(t.TempDir(), "disk.img")
+	for _, f := range []string{mapped, gone, elsewhere} {
+		n.Write(f, "")
+		require.NoError(t, os.Truncate(f, 1<<20))
+	}
+	n.Write(n.Path("plugins/kubernetes.io/csi/volumeDevices/pvc-mapped/data/vol_data.json"),
+		`{"driverName":"d.example.com","volumeHandle":"h-1","specVolID":"pvc-mapped"}`)
+	require.NoError(t, os.MkdirAll(n.Path("pods", realUID1, "volumeDevices/kubernetes.io~csi"), 0o750))
+	require.NoError(t, os.Symlink(mapped, n.Path("pods", realUID1, "volumeDevices/kubernetes.io~csi/pvc-mapped")))
+	mountns.Bind(t, elsewhere, mapped) // the map file is a bind of the device
+	devMapped, devGone := mountns.Loop(t, mapped), mountns.Loop(t, gone)
+	devElsewhere := mountns.Loop(t, elsewhere)
+
+	st := n.Scan(reconstruct.Options{})
+	byDevice := map[string]reconstruct.LoopDevice{}
+	for _, ld := range st.LoopDevices {
+		byDevice[ld.Device] = ld
+	}
+	require.Contains(t, byDevice, devMapped)
+	assert.Equal(t, realUID1, byDevice[devMapped].PodUID)
+	assert.Equal(t, "pvc-mapped", byDevice[devMapped].Volume)
+	assert.False(t, byDevice[devMapped].Leaked, "its pod still maps the volume")
+	require.Contains(t, byDevice, devGone)
+	assert.True(t, byDevice[devGone].Leaked)
+	assert.NotContains(t, byDevice, devElsewhere, "not a kubelet map file")
+	leaked := findingsOf(st, reconstruct.LeakedLoopDevice)
+	require.Len(t, leaked, 1)
+	assert.Equal(t, gone, leaked[0].Path)
+	assert.Contains(t, leaked[0].Message, devGone)
 }

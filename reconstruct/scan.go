@@ -101,6 +101,7 @@ var buildSteps = []struct {
 	{"problems of the inventory", always((*builder).noteProblems)},
 	{"stacked mounts", always((*builder).noteStackedMounts)},
 	{"orphans, once statuses and mounts are known", always((*builder).noteOrphans)},
+	{"loop devices on block map files, once pod statuses are known", always((*builder).scanLoopDevices)},
 	{"volumesInUse, from the final volume states", always((*builder).collectVolumesInUse)},
 	{"sort every list", always(func(b *builder) { b.st.sort() })},
 }
@@ -156,6 +157,7 @@ type builder struct {
 func (b *builder) noteMountTable(tableErr error) {
 	if b.consistent {
 		b.st.MountTable.Entries = b.table.Len()
+		b.noteLimitation()
 		return
 	}
 	if tableErr == nil {
@@ -165,6 +167,22 @@ func (b *builder) noteMountTable(tableErr error) {
 	b.add(Finding{Kind: InconsistentMountTable, Severity: SeverityCritical, Path: b.opts.MountInfoPath,
 		Message: "the mount table could not be read consistently (" + tableErr.Error() +
 			"): every volume is Uncertain, held as in use, and nothing may be cleaned up"})
+}
+
+// withoutDevice says whether an entry came without major:minor and root
+// (mountutil.FromMountPoints): a kernel's table always has a root, "/" at
+// least.
+func withoutDevice(m mountscan.Mount) bool { return m.Root == "" }
+
+// noteLimitation says in the State when the table's entries have no
+// major:minor and root, and what that costs.
+func (b *builder) noteLimitation() {
+	if !slices.ContainsFunc(b.table.Mounts(), withoutDevice) {
+		return
+	}
+	b.st.MountTable.Limitation = "entries without major:minor and root (a mount-utils List): bind mounts cannot be matched to " +
+		"the mounts they show, so no CSI identity is recovered from a staging mount, RootDiskBackedMount cannot be seen, and a " +
+		"staging mount used only through binds may be reported as leaked"
 }
 
 // check looks a path up in the mount table.
@@ -236,7 +254,12 @@ func (b *builder) mountedOnlyAtAlias(path string) bool {
 
 func mountRef(stack []mountscan.Mount) *MountRef {
 	top := stack[len(stack)-1]
-	return &MountRef{Source: top.Source, FSType: top.FSType, MajorMinor: top.Dev.String(), Root: top.Root, Count: len(stack)}
+	ref := &MountRef{Source: top.Source, FSType: top.FSType, MajorMinor: top.Dev.String(), Root: top.Root, Count: len(stack)}
+	if withoutDevice(top) {
+		ref.MajorMinor = "" // a number of its own, made up: see mountutil
+	}
+	ref.SELinuxContext, _ = selinuxContext(top)
+	return ref
 }
 
 // topMount returns the topmost entry at path, if the table is usable.

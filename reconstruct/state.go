@@ -95,6 +95,9 @@ const (
 	LegacyLayout FindingKind = "LegacyLayout"
 	// SELinuxContextMismatch: vol_data.json and the mount's context= disagree.
 	SELinuxContextMismatch FindingKind = "SELinuxContextMismatch"
+	// LeakedLoopDevice: a loop device on a block volume's map file whose pod
+	// is orphaned or whose volume is not mapped any more.
+	LeakedLoopDevice FindingKind = "LeakedLoopDevice"
 )
 
 // The vocabularies, each in a fixed order. They are functions so that no
@@ -106,7 +109,7 @@ func FindingKinds() []FindingKind {
 		OrphanedPodMounted, OrphanedPodRemovable, LeakedGlobalMount, StaleVolumeData,
 		MissingVolumeData, CorruptVolumeData, CorruptedMount, HungMount, RootDiskBackedMount,
 		StackedMount, DataOnNodeDisk, UnknownPlugin, InconsistentMountTable, UnexpectedEntry,
-		StagingHashMismatch, LegacyLayout, SELinuxContextMismatch,
+		StagingHashMismatch, LegacyLayout, SELinuxContextMismatch, LeakedLoopDevice,
 	}
 }
 
@@ -131,8 +134,16 @@ type State struct {
 	Pods            []Pod           `json:"pods,omitempty"`
 	Volumes         []Volume        `json:"volumes,omitempty"`
 	GlobalMounts    []GlobalMount   `json:"globalMounts,omitempty"`
-	VolumesInUse    []string        `json:"volumesInUse,omitempty"`
-	Findings        []Finding       `json:"findings,omitempty"`
+	// VolumesInUse are the unique names of the attachable volumes (Volume.
+	// Attachable: persistent CSI volumes of drivers that are not attach-free,
+	// in-tree iSCSI and FC) whose pod mount or staging mount is Mounted or
+	// Uncertain, as the kubelet's node.status.volumesInUse holds them, plus
+	// one thing the kubelet leaves out: attachable staging mounts that no pod
+	// uses any more (LeakedGlobalMount), which the kubelet never reconstructs.
+	VolumesInUse []string `json:"volumesInUse,omitempty"`
+	// LoopDevices are the loop devices on block volumes\' map files.
+	LoopDevices []LoopDevice `json:"loopDevices,omitempty"`
+	Findings    []Finding    `json:"findings,omitempty"`
 }
 
 // MountTableInfo says which mount table was used and whether it can be trusted.
@@ -141,6 +152,10 @@ type MountTableInfo struct {
 	Entries    int    `json:"entries"`
 	Consistent bool   `json:"consistent"`
 	Error      string `json:"error,omitempty"`
+	// Limitation says what the table could not tell: set when its entries
+	// came without major:minor and root (package mountutil, from
+	// mount-utils' List), so that no bind mount could be matched.
+	Limitation string `json:"limitation,omitempty"`
 }
 
 // Pod is one pod directory.
@@ -155,13 +170,16 @@ type Pod struct {
 }
 
 // MountRef describes the mount-table entry found at a path (the topmost one
-// when mounts are stacked). It never carries mount options.
+// when mounts are stacked). It carries no mount options but one: the SELinux
+// context= the mount has, which CSIInfo.SELinuxMountContext (what
+// vol_data.json records) is compared with.
 type MountRef struct {
-	Source     string `json:"source"`
-	FSType     string `json:"fsType"`
-	MajorMinor string `json:"majorMinor"`
-	Root       string `json:"root"`
-	Count      int    `json:"count"`
+	Source         string `json:"source"`
+	FSType         string `json:"fsType"`
+	MajorMinor     string `json:"majorMinor"`
+	Root           string `json:"root"`
+	Count          int    `json:"count"`
+	SELinuxContext string `json:"seLinuxContext,omitempty"`
 }
 
 // CSIInfo is the identity of a CSI volume.
@@ -172,6 +190,7 @@ type CSIInfo struct {
 	NodeName            string `json:"nodeName,omitempty"`
 	AttachmentID        string `json:"attachmentID,omitempty"`
 	VolumeLifecycleMode string `json:"volumeLifecycleMode,omitempty"`
+	// SELinuxMountContext is what vol_data.json records, never the mount's.
 	SELinuxMountContext string `json:"seLinuxMountContext,omitempty"`
 	// Recovered is true when the pod's vol_data.json was missing or corrupt
 	// and the identity came from the staging dir instead.
@@ -180,20 +199,29 @@ type CSIInfo struct {
 
 // Volume is one pod volume directory (or block map file).
 type Volume struct {
-	PodUID           string         `json:"podUID"`
-	Name             string         `json:"name"`
-	Plugin           string         `json:"plugin"`
-	Mode             podsdir.Mode   `json:"mode"`
-	Path             string         `json:"path"`
-	CheckedPath      string         `json:"checkedPath"`
-	State            VolumeState    `json:"state"`
-	Reason           string         `json:"reason"`
-	Mount            *MountRef      `json:"mount,omitempty"`
-	CSI              *CSIInfo       `json:"csi,omitempty"`
-	UniqueName       string         `json:"uniqueName,omitempty"`
-	DeviceMountPath  string         `json:"deviceMountPath,omitempty"`
-	DeviceMountState VolumeState    `json:"deviceMountState,omitempty"`
-	Layout           podsdir.Layout `json:"layout,omitempty"`
+	PodUID      string       `json:"podUID"`
+	Name        string       `json:"name"`
+	Plugin      string       `json:"plugin"`
+	Mode        podsdir.Mode `json:"mode"`
+	Path        string       `json:"path"`
+	CheckedPath string       `json:"checkedPath"`
+	State       VolumeState  `json:"state"`
+	Reason      string       `json:"reason"`
+	Mount       *MountRef    `json:"mount,omitempty"`
+	CSI         *CSIInfo     `json:"csi,omitempty"`
+	UniqueName  string       `json:"uniqueName,omitempty"`
+	// Attachable: the kubelet would report the volume in
+	// node.status.volumesInUse while it is in use (see State.VolumesInUse).
+	Attachable bool `json:"attachable,omitempty"`
+	// DeviceMountPath is the path the kubelet's actual state records as
+	// the device mount path: the staging dir (globalmount) of a filesystem
+	// volume, the global map path volumeDevices/<pv>/dev of a block volume.
+	DeviceMountPath  string      `json:"deviceMountPath,omitempty"`
+	DeviceMountState VolumeState `json:"deviceMountState,omitempty"`
+	// StagingPath is the NodeStage target of a block volume,
+	// volumeDevices/staging/<pv>, when that dir exists.
+	StagingPath string         `json:"stagingPath,omitempty"`
+	Layout      podsdir.Layout `json:"layout,omitempty"`
 }
 
 // GlobalMount is one CSI staging dir (NodeStage target).
@@ -210,6 +238,8 @@ type GlobalMount struct {
 	PodUIDs      []string       `json:"podUIDs,omitempty"`
 	Mount        *MountRef      `json:"mount,omitempty"`
 	UniqueName   string         `json:"uniqueName,omitempty"`
+	// Attachable: the volume's driver is not attach-free (Options.AttachFreeDrivers).
+	Attachable bool `json:"attachable,omitempty"`
 }
 
 // Finding is something on the node that needs attention.

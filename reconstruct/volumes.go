@@ -2,6 +2,7 @@ package reconstruct
 
 import (
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/volrecon/volrecon/podsdir"
@@ -21,13 +22,19 @@ var tmpfsPlugins = map[string]bool{
 	"kubernetes.io/downward-api": true,
 }
 
+// The in-tree plugins whose volumes are attachable.
+const (
+	iscsiPluginName = "kubernetes.io/iscsi"
+	fcPluginName    = "kubernetes.io/fc"
+)
+
 // Other plugins the kubelet still ships.
 var otherKnownPlugins = map[string]bool{
 	podsdir.CSIPluginName:        true,
 	"kubernetes.io/local-volume": true,
 	"kubernetes.io/nfs":          true,
-	"kubernetes.io/iscsi":        true,
-	"kubernetes.io/fc":           true,
+	iscsiPluginName:              true,
+	fcPluginName:                 true,
 }
 
 // KnownPlugin reports whether volrecon knows a volume plugin: the plugins
@@ -65,8 +72,9 @@ func (b *builder) volume(v podsdir.Volume) Volume {
 		b.inTreeFilesystemVolume(v, &out)
 	}
 	if !KnownPlugin(v.Plugin) {
-		b.unknownPlugin(out)
+		b.unknownPlugin(&out)
 	}
+	out.Attachable = b.attachable(&out)
 	if log := b.log.V(4); log.Enabled() {
 		log.Info("Reconstructed volume", "podUID", out.PodUID, "volume", out.Name, "plugin", out.Plugin,
 			"checkedPath", out.CheckedPath, "state", out.State, "reason", out.Reason)
@@ -77,10 +85,14 @@ func (b *builder) volume(v podsdir.Volume) Volume {
 func (b *builder) inTreeFilesystemVolume(v podsdir.Volume, out *Volume) {
 	out.CheckedPath = v.Path
 	out.State, out.Mount, out.Reason = b.check(v.Path)
-	out.UniqueName = podScopedName(out.Plugin, out.PodUID, out.Name)
-	if v.Plugin == "kubernetes.io/local-volume" {
+	switch v.Plugin {
+	case "kubernetes.io/local-volume":
 		// local volumes are device-mountable: keyed by the PV name.
 		out.UniqueName = v.Plugin + "/" + v.Name
+	case iscsiPluginName, fcPluginName:
+		b.inTreeAttachableName(out)
+	default:
+		out.UniqueName = podScopedName(out.Plugin, out.PodUID, out.Name)
 	}
 	if out.State != Unmounted {
 		return
@@ -115,7 +127,9 @@ func (b *builder) mountsBelow(p string) int {
 // pod UID under plugins/<plugin>/volumeDevices.
 func (b *builder) inTreeBlockVolume(out *Volume) {
 	out.CheckedPath = out.Path
-	out.UniqueName = podScopedName(out.Plugin, out.PodUID, out.Name)
+	if out.Plugin != iscsiPluginName && out.Plugin != fcPluginName {
+		out.UniqueName = podScopedName(out.Plugin, out.PodUID, out.Name)
+	}
 	out.State, out.Mount, out.Reason = b.check(out.Path)
 	if out.State != Unmounted {
 		return
@@ -125,20 +139,48 @@ func (b *builder) inTreeBlockVolume(out *Volume) {
 		if path.Base(m.MountPoint) == out.PodUID {
 			out.CheckedPath = m.MountPoint
 			out.State, out.Mount, out.Reason = b.check(m.MountPoint)
+			b.inTreeBlockName(out, path.Dir(m.MountPoint))
 			return
 		}
 	}
 	out.Reason = "no mount-table entry at the map file, nor a global map file of this pod under " + mapDir
 }
 
-func (b *builder) unknownPlugin(v Volume) {
+// inTreeBlockName names an iSCSI or FC block volume from its global map
+// dir volumeDevices/[iface-<iface>/]<device> (iscsi.go and fc.go
+// ConstructBlockVolumeSpec read the same dir name), which is also the
+// kubelet's device mount path of the volume.
+func (b *builder) inTreeBlockName(out *Volume, globalMapPath string) {
+	if out.Plugin != iscsiPluginName && out.Plugin != fcPluginName {
+		return
+	}
+	name, err := inTreeVolumeName(out.Plugin, path.Base(globalMapPath))
+	if err != nil {
+		out.Reason += "; the global map path does not name the volume (" + err.Error() + ")"
+		return
+	}
+	out.UniqueName = out.Plugin + "/" + name
+	out.DeviceMountPath, out.DeviceMountState = globalMapPath, Mounted
+}
+
+// unknownPlugin reports a volume of a plugin the kubelet cannot
+// reconstruct (FlexVolume, removed in-tree plugins). The kubelet never
+// names such a volume (reconstructVolume fails at FindPluginByName), so it
+// gets no unique name; mounted, it is held as Uncertain: nothing knows how
+// to tear it down.
+func (b *builder) unknownPlugin(v *Volume) {
+	v.UniqueName = ""
 	sev := SeverityInfo
 	if v.State != Unmounted {
 		sev = SeverityWarning
 	}
+	if v.State == Mounted {
+		v.State = Uncertain
+		v.Reason += "; held as Uncertain: the kubelet cannot reconstruct this plugin, so nothing will tear the mount down"
+	}
 	b.add(Finding{Kind: UnknownPlugin, Severity: sev, Path: v.Path, PodUID: v.PodUID, Volume: v.Name,
 		Message: "plugin " + v.Plugin + " is not known to volrecon (FlexVolume, or an in-tree plugin migrated to CSI): " +
-			"its state comes from the mount table alone and its teardown cannot be guessed"})
+			"its state comes from the mount table alone, its teardown cannot be guessed, and the kubelet gives it no unique name"})
 }
 
 // noteDataOnNodeDisk reports an unmounted dir that holds files: the only
@@ -166,6 +208,29 @@ func (b *builder) noteDataOnNodeDisk(dir, podUID, volume, what string) bool {
 		Message: what + " is not mounted but holds files: data the application wrote landed on the node's disk; " +
 			"it is the only copy, keep it and move it to the real volume by hand"})
 	return true
+}
+
+// attachable says whether the kubelet would hold the volume as attachable
+// (actual_state_of_world.go PluginIsAttachable) and so report it in
+// node.status.volumesInUse: a persistent CSI volume of a driver that is
+// not attach-free, or an in-tree iSCSI or FC volume. Pod-scoped volumes,
+// NFS, local volumes, CSI inline volumes and unknown plugins never are.
+func (b *builder) attachable(v *Volume) bool {
+	if v.UniqueName == "" {
+		return false
+	}
+	switch v.Plugin {
+	case podsdir.CSIPluginName:
+		return v.CSI != nil && !isEphemeral(v.CSI) && !b.attachFree(v.CSI.DriverName)
+	case iscsiPluginName, fcPluginName:
+		return true
+	}
+	return false
+}
+
+// attachFree says whether a CSI driver was named attach-free.
+func (b *builder) attachFree(driver string) bool {
+	return slices.Contains(b.opts.AttachFreeDrivers, driver)
 }
 
 func podScopedName(plugin, podUID, name string) string {

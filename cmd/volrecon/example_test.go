@@ -17,7 +17,7 @@ func Example() {
 	fmt.Println(lines[len(lines)-1])
 	// Output:
 	// exit code 0
-	// 3 pods, 12 volumes, 3 global mounts, 6 volumes in use, 0 findings; mount table consistent (/proc/self/mountinfo, 14 entries)
+	// 3 pods, 12 volumes, 3 global mounts, 3 volumes in use, 0 findings; mount table consistent (/proc/self/mountinfo, 14 entries)
 }
 
 // Planning the cleanup of the sample node when one of its pods is gone,

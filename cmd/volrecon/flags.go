@@ -24,6 +24,7 @@ import (
 type nodeFlags struct {
 	rootDir, hostRoot, mountInfo string
 	rootDirAliases               stringList
+	attachFreeDrivers            commaList
 	probe, demo                  bool
 	probeTimeout                 time.Duration
 	activePods                   string
@@ -36,9 +37,24 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
+// commaList is a repeatable flag whose values may each be a comma-separated list.
+type commaList []string
+
+func (l *commaList) String() string { return strings.Join(*l, ",") }
+func (l *commaList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
+
 func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.rootDir, "root-dir", podsdir.DefaultRootDir, "the kubelet's --root-dir, as a host path")
 	fs.Var(&f.rootDirAliases, "root-dir-alias", "another host path of the kubelet root that CSI drivers may mount under (repeatable)")
+	fs.Var(&f.attachFreeDrivers, "attach-free-drivers", "CSI drivers whose CSIDriver says attachRequired: false (comma-separated, repeatable):\n"+
+		"their volumes are left out of volumesInUse, as the kubelet leaves them out of node.status.volumesInUse")
 	fs.StringVar(&f.hostRoot, "host-root", "", "read the host's filesystem under this prefix (e.g. /host in a container)")
 	fs.StringVar(&f.mountInfo, "mountinfo", mountscan.DefaultPath, "mount table to read (/proc/1/mountinfo in a container with hostPID)")
 	fs.BoolVar(&f.probe, "probe", false, "stat every mounted path, with a timeout, to find broken and hung mounts")
@@ -104,7 +120,7 @@ type node struct {
 // the sample node in a temp dir; call cleanup when done.
 func (f *nodeFlags) openNode(stdin io.Reader) (*node, error) {
 	n := &node{cleanup: func() {}, opts: reconstruct.Options{
-		RootDir: f.rootDir, RootDirAliases: f.rootDirAliases, HostRoot: f.hostRoot, MountInfoPath: f.mountInfo,
+		RootDir: f.rootDir, RootDirAliases: f.rootDirAliases, AttachFreeDrivers: f.attachFreeDrivers, HostRoot: f.hostRoot, MountInfoPath: f.mountInfo,
 		Probe: f.probe, ProbeTimeout: f.probeTimeout, FSTimeout: f.probeTimeout, EmptyActivePodsAuthoritative: f.emptyActivePodsOK,
 	}}
 	if f.activePods == activePodsAPI {
@@ -113,6 +129,7 @@ func (f *nodeFlags) openNode(stdin io.Reader) (*node, error) {
 			return nil, err
 		}
 		n.opts.ActivePods = src
+		n.opts.AttachFreeDrivers = append(n.opts.AttachFreeDrivers, f.kube.apiAttachFreeDrivers(withLogger(context.Background()))...)
 	} else if f.activePods != "" {
 		uids, err := readActivePods(f.activePods, stdin)
 		if err != nil {
@@ -147,6 +164,7 @@ func (n *node) materialiseDemo() error {
 		return fmt.Errorf("demo: %w", err)
 	}
 	demoOpts.Probe, demoOpts.ProbeTimeout, demoOpts.FSTimeout = n.opts.Probe, n.opts.ProbeTimeout, n.opts.FSTimeout
+	demoOpts.AttachFreeDrivers = append(demoOpts.AttachFreeDrivers, n.opts.AttachFreeDrivers...)
 	demoOpts.ActivePods, demoOpts.EmptyActivePodsAuthoritative = n.opts.ActivePods, n.opts.EmptyActivePodsAuthoritative
 	n.opts = demoOpts
 	return nil

@@ -44,6 +44,9 @@ func fixtureArgs(t *testing.T, f *fixture.Fixture) (args []string, hostRoot stri
 	for _, alias := range opts["root-dir-alias"] {
 		args = append(args, "--root-dir-alias", alias)
 	}
+	for _, drivers := range opts["attach-free-drivers"] {
+		args = append(args, "--attach-free-drivers", strings.Join(strings.Fields(drivers), ","))
+	}
 	return args, hostRoot, true
 }
 

@@ -48,6 +48,23 @@ func (k *kubeFlags) apiPodSource() (reconstruct.PodSource, error) {
 	return &kube.Lister{Client: client, NodeName: node}, nil
 }
 
+// apiAttachFreeDrivers asks the API server which CSI drivers are
+// attach-free (CSIDriver attachRequired: false). When it cannot tell, it
+// names none: every CSI volume then counts as attachable, as the kubelet
+// counts it.
+func (k *kubeFlags) apiAttachFreeDrivers(ctx context.Context) []string {
+	client, _, err := k.apiClient()
+	if err != nil {
+		return nil
+	}
+	names, err := kube.AttachFreeDrivers(ctx, client)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Could not list CSIDrivers: every CSI driver counts as attachable", "err", err)
+		return nil
+	}
+	return names
+}
+
 // apiWatch is serve's view of the API server: a pod watch that decides when
 // its answers are trusted, and the Events it may publish.
 type apiWatch struct {

@@ -31,6 +31,8 @@ func runCleanup(ctx context.Context, args []string, e env) error {
 func planOrCleanup(ctx context.Context, name, summary string, args []string, e env) error {
 	c := newCommandFlags(name, summary, outputFormats, e)
 	unmount := c.fs.Bool("unmount", false, "allow unmounting pod-level mounts of orphaned pods (tmpfs, subpath binds, CSI publish targets; never a staging mount)")
+	noDriver := c.fs.Bool("remove-vol-data-without-driver", false, "allow removing a leftover vol_data.json of an unmounted volume although its CSI driver is registered\n"+
+		"(a kubelet older than 1.30, or a driver that holds no state for it); by default it is left for a restarted kubelet to tear down through the driver")
 	var apply *bool
 	if name == "cleanup" {
 		apply = c.fs.Bool("apply", false, "apply the plan (without it nothing is changed)")
@@ -55,7 +57,8 @@ func planOrCleanup(ctx context.Context, name, summary string, args []string, e e
 	if err != nil {
 		return err
 	}
-	plan := cleanup.Plan(ctx, st, cleanup.Options{Node: n.cleanupNode(), Unmount: *unmount, RootDirAliases: n.opts.RootDirAliases})
+	plan := cleanup.Plan(ctx, st, cleanup.Options{Node: n.cleanupNode(), Unmount: *unmount, RootDirAliases: n.opts.RootDirAliases,
+		RemoveVolumeDataWithoutDriver: *noDriver})
 	out := newPrinter(e.stdout, c.output)
 	if apply == nil {
 		return errors.Join(out.plan(plan, nil), mountTableError(st))

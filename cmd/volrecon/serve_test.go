@@ -60,7 +60,7 @@ func TestServe(t *testing.T) {
 	require.Eventually(t, func() bool { code, _ := get(t, base+"/healthz"); return code == http.StatusOK }, 5*time.Second, 10*time.Millisecond)
 	_, metricsText := get(t, base+"/metrics")
 	assert.Contains(t, metricsText, `volrecon_pods{status="Unknown"} 3`)
-	assert.Contains(t, metricsText, `volrecon_volumes_in_use 6`)
+	assert.Contains(t, metricsText, `volrecon_volumes_in_use 3`)
 	assert.Contains(t, metricsText, `volrecon_scans_total{result="success"}`)
 
 	newPod := filepath.Join(hostRoot, "/var/lib/kubelet/pods/99999999-9999-4999-8999-999999999999/volumes/kubernetes.io~empty-dir/tmp")

@@ -86,6 +86,15 @@ func Ext4(t *testing.T, sizeMiB int) string {
 	return dev
 }
 
+// Loop attaches a loop device to the existing file and returns its path;
+// the device is detached at the end of the test.
+func Loop(t *testing.T, file string) string {
+	t.Helper()
+	dev := strings.TrimSpace(run(t, "losetup", "--find", "--show", file))
+	t.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
+	return dev
+}
+
 func run(t *testing.T, name string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command(name, args...).CombinedOutput()
