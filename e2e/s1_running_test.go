@@ -47,12 +47,6 @@ var runningNodeDifferences = []knownDifference{
 	{"asw-count:kubernetes.io/host-path: kubelet 1, volrecon 0", hostPathIntended},
 	{"kubelet-set-up-but-Unmounted:<vol-test>/cm (kubernetes.io/configmap)", plainDirIntended},
 	{"kubelet-set-up-but-Unmounted:<vol-test>/ed (kubernetes.io/empty-dir)", plainDirIntended},
-	{"volumesInUse-extra:kubernetes.io/csi/<csi-test>-eph", volumesInUseBug},
-	{"volumesInUse-extra:kubernetes.io/downward-api/<vol-test>-dapi", volumesInUseBug},
-	{"volumesInUse-extra:kubernetes.io/empty-dir/<vol-test>-edm", volumesInUseBug},
-	{"volumesInUse-extra:kubernetes.io/projected/<vol-test>-kube-api-access-*", volumesInUseBug},
-	{"volumesInUse-extra:kubernetes.io/projected/<vol-test>-proj", volumesInUseBug},
-	{"volumesInUse-extra:kubernetes.io/secret/<vol-test>-sec", volumesInUseBug},
 }
 
 // Why the known differences are there.
@@ -61,8 +55,6 @@ const (
 		"so nothing on disk names it; the kubelet does not reconstruct hostPath volumes either"
 	plainDirIntended = "intended: volrecon's state says what the mount table has, and a configMap or " +
 		"disk emptyDir is a plain dir by design (README: reason says so); the kubelet's actual state has it set up"
-	volumesInUseBug = "volrecon bug (issue 11, item 1): volumesInUse lists pod-scoped, non-attachable volumes " +
-		"(tmpfs, inline ephemeral CSI) that node.status.volumesInUse never has; reconstruct/findings.go collectVolumesInUse"
 )
 
 func waitVolumesInUse(t *testing.T, names ...string) {

@@ -94,7 +94,6 @@ var leakedStagingInUseDifferences = []knownDifference{
 		"intended (issue 11, item 1): volrecon keeps a leaked staging mount in volumesInUse so that it is not " +
 			"detached while staged; the kubelet never reconstructs a staging mount without a pod (kubernetes#121937), " +
 			"so node.status.volumesInUse lacks it and the attach/detach controller may detach it"},
-	{"volumesInUse-extra:kubernetes.io/projected/<keeper>-kube-api-access-*", volumesInUseBug},
 }
 
 const unmountsCSITargetBug = "volrecon bug (issue 14: `--unmount` alone must never touch CSI targets): " +

@@ -110,13 +110,7 @@ func compareReconstruction(t *testing.T, st vrState, n namer, mark kubeletLogMar
 }
 
 // reconstructionDifferences: README.md, Known differences.
-var reconstructionDifferences = []knownDifference{
-	{"device-mount-path:kubernetes.io/csi/e2e.csi.volrecon.io^vol-block-0001: kubelet <root>/plugins/kubernetes.io/csi/volumeDevices/e2e-block/dev, " +
-		"volrecon <root>/plugins/kubernetes.io/csi/volumeDevices/staging/e2e-block",
-		"volrecon bug (issue 11, item 2): for a CSI raw block volume the kubelet's actual state records the global " +
-			"map path volumeDevices/<pv>/dev as the device mount path (it logs it at reconstruction); volrecon's " +
-			"deviceMountPath is the NodeStage staging path volumeDevices/staging/<pv> (reconstruct/csi.go csiBlockVolume)"},
-}
+var reconstructionDifferences []knownDifference
 
 func nodeKubeletVersion(t *testing.T) string {
 	node, err := client(t).CoreV1().Nodes().Get(ctxT(t), cluster.NodeName, metav1.GetOptions{})

@@ -159,18 +159,11 @@ const removableButKeptBug = "volrecon bug (minor): the pod gets the finding Orph
 	"from mounts alone, cleanup/plan.go also from the Uncertain block staging)." +
 	" Keeping the dir is right: " + blockStagingIntended
 
-const removeVolumeDataBug = "volrecon bug (issue 11, item 6): after a reboot volrecon plans RemoveVolumeData " +
-	"for the pod vol_data.json of an unmounted CSI filesystem volume (no staging mount is live); the real v1.37 " +
-	"kubelet, given that file, reconstructs the volume and calls NodeUnpublish and NodeUnstage (the test shows it " +
-	"on the pod it leaves to the kubelet), so removing it takes the driver's teardown away " +
-	"(cleanup/plan.go plans RemoveVolumeData; the rule must keep it while the driver can use it)"
-
 var (
 	rebootDifferences = []knownDifference{
 		{"global-mount-not-unmounted-after-reboot:<root>/plugins/kubernetes.io/csi/volumeDevices/staging/e2e-block:Uncertain", blockStagingIntended},
 	}
 	rebootCleanupDifferences = []knownDifference{
-		{"plans-RemoveVolumeData:reboot-left", removeVolumeDataBug},
 		{"OrphanedPodRemovable-but-kept:reboot-block", removableButKeptBug},
 	}
 	rebootMetricDifferences = compatNotExposed

@@ -200,7 +200,7 @@ func plan(t *testing.T, activePods *corev1.PodList, cleanupFlags ...string) (vrP
 func compatMetrics(t *testing.T, activePods *corev1.PodList) map[string]float64 {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "volrecon.prom")
-	volrecon(t, activePods, "serve", "--textfile", path)
+	volrecon(t, activePods, "serve", "--kubelet-compat-metrics", "--textfile", path)
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	return parseMetrics(string(data))

@@ -29,6 +29,8 @@ func runServe(ctx context.Context, args []string, e env) error {
 	listen := c.fs.String("listen", ":9830", "address to serve /metrics, /healthz and /report on")
 	interval := c.fs.Duration("interval", 60*time.Second, "time between scans")
 	textfile := c.fs.String("textfile", "", "write the metrics once to this file (node_exporter textfile collector) and exit")
+	compat := c.fs.Bool("kubelet-compat-metrics", false, "also export the kubelet's reconstruction and orphan-cleanup metrics under the kubelet's names, "+
+		"as a kubelet restarted on this node would count them (package metrics, KubeletCompat)")
 	events := c.fs.Bool("events", false, "with --active-pods api: publish each finding, once when it appears, as an Event on the Node")
 	if err := c.parse(args, nil, e.stderr); err != nil {
 		return err
@@ -49,6 +51,11 @@ func runServe(ctx context.Context, args []string, e env) error {
 	s, err := newServer(n, *interval)
 	if err != nil {
 		return err
+	}
+	if *compat {
+		if err := s.addKubeletCompat(); err != nil {
+			return err
+		}
 	}
 	ctx = withLogger(ctx)
 	if c.node.activePods == activePodsAPI && *textfile == "" {
@@ -81,7 +88,8 @@ type server struct {
 	interval time.Duration
 	registry *prometheus.Registry
 	metrics  *metrics.Metrics
-	api      *apiWatch // with --active-pods api
+	compat   *metrics.KubeletCompat // nil without --kubelet-compat-metrics
+	api      *apiWatch              // with --active-pods api
 
 	mu      sync.Mutex
 	latest  *reconstruct.State
@@ -98,6 +106,23 @@ func newServer(n *node, interval time.Duration) (*server, error) {
 	return &server{node: n, interval: interval, registry: reg, metrics: m}, nil
 }
 
+// addKubeletCompat registers the kubelet-compatible metrics too.
+func (s *server) addKubeletCompat() error {
+	var err error
+	s.compat, err = metrics.NewKubeletCompat(s.registry)
+	return err
+}
+
+// observeCompat feeds the kubelet-compatible metrics: the first State is
+// the "start-up reconstruction"; every State is an orphan sweep in which
+// serve, which never cleans, removed nothing.
+func (s *server) observeCompat(st *reconstruct.State) {
+	if s.latest == nil {
+		s.compat.ObserveReconstruction(st)
+	}
+	s.compat.ObserveOrphanCleanup(st, nil)
+}
+
 // scanOnce scans and records the outcome.
 func (s *server) scanOnce(ctx context.Context) {
 	start := time.Now()
@@ -110,6 +135,7 @@ func (s *server) scanOnce(ctx context.Context) {
 		klog.FromContext(ctx).Error(err, "Scan failed")
 		return
 	}
+	s.observeCompat(st)
 	s.latest, s.lastOK = st, time.Now()
 	s.api.afterScan(ctx, st)
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,4 +110,23 @@ func TestServeTextfile(t *testing.T) {
 	entries, err := os.ReadDir(filepath.Dir(out))
 	require.NoError(t, err)
 	assert.Len(t, entries, 1, "written atomically: no temp file is left")
+}
+
+// The kubelet's own metrics are exported only when asked for.
+func TestServeTextfileKubeletCompat(t *testing.T) {
+	hostRoot, mountinfo := demoNode(t)
+	for _, c := range []struct {
+		flags []string
+		want  bool
+	}{{nil, false}, {[]string{"--kubelet-compat-metrics"}, true}} {
+		out := filepath.Join(t.TempDir(), "volrecon.prom")
+		args := append([]string{"serve", "--host-root", hostRoot, "--mountinfo", mountinfo, "--textfile", out}, c.flags...)
+		code, _, errOut := runCLI(t, "", args...)
+		require.Equal(t, exitOK, code, errOut)
+		text, err := os.ReadFile(out)
+		require.NoError(t, err)
+		for _, name := range []string{"reconstruct_volume_operations_total", "kubelet_orphan_pod_cleaned_volumes"} {
+			assert.Equal(t, c.want, strings.Contains(string(text), "\n"+name+" "), "%s with %v", name, c.flags)
+		}
+	}
 }
