@@ -18,8 +18,9 @@ type ExecOptions struct {
 	Node
 	// Apply makes Execute act. Without it every action is Skipped: a dry run.
 	Apply bool
-	// Unmount replaces the unmount syscall (tests); it gets a host path
-	// under HostRoot.
+	// Unmount replaces the unmount syscall (tests with a made-up mount
+	// table); it gets a host path under HostRoot. The path is still reached
+	// without following symlinks, but the mount IDs are not checked.
 	Unmount func(hostPath string) error
 }
 

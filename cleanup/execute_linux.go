@@ -47,7 +47,7 @@ func (e *executor) unmount(a Action, table *mountscan.Table) error {
 		if err := e.unmountTop(a, table, parentFd, name); err != nil {
 			return err
 		}
-		if table, err = e.tables.current(e.ctx); err != nil {
+		if table, err = e.tables.fresh(e.ctx); err != nil {
 			return fmt.Errorf("unmount %s: the mount table could not be read afterwards: %w", a.Path, err)
 		}
 	}

@@ -102,7 +102,7 @@ func newHostileNode(t *testing.T) *hostileNode {
 // the cases create and remove tens of thousands of entries, which a
 // journaling filesystem on a small VM makes take minutes. Nothing here
 // depends on the filesystem's type.
-func hostileTempDir(t *testing.T) string {
+func hostileTempDir(t testing.TB) string {
 	var st unix.Statfs_t
 	if unix.Statfs("/dev/shm", &st) == nil && st.Type == unix.TMPFS_MAGIC && unix.Access("/dev/shm", unix.W_OK) == nil {
 		if dir, err := os.MkdirTemp("/dev/shm", "volrecon-hostile-"); err == nil {

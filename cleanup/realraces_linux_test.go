@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -85,20 +84,6 @@ func (n *raceNode) plan(unmount bool) *cleanup.ActionPlan {
 	return cleanup.Plan(n.T.Context(), st, cleanup.Options{Unmount: unmount})
 }
 
-// raceFillMountTable adds count bind mounts to the namespace, each a dir of
-// a tmpfs of their own bound onto itself, outside every node.
-func raceFillMountTable(t *testing.T, count int) {
-	t.Helper()
-	dir := t.TempDir()
-	mountns.Mount(t, "tmpfs", dir, "tmpfs", 0, "size=1m") // its lazy unmount takes all below
-	for i := range count {
-		p := filepath.Join(dir, strconv.Itoa(i))
-		require.NoError(t, os.Mkdir(p, 0o750))
-		require.NoError(t, unix.Mount(p, p, "", unix.MS_BIND, ""))
-	}
-	require.GreaterOrEqual(t, realMountTable(t).Len(), count)
-}
-
 // raceToggle runs on and off alternately from a goroutine, once start
 // returns, with random pauses of up to maxPause in each state, until the
 // returned stop is called; it always ends with off. stop returns how often
@@ -146,7 +131,7 @@ func raceToggle(start func(), on, off func() error, maxPause time.Duration) (sto
 // raceDuration and at least twice. Each round returns how often it swapped
 // the node under the executor.
 func raceRounds(t *testing.T, round func(t *testing.T, i int, tally raceTally) int) raceTally {
-	raceFillMountTable(t, raceMounts)
+	fillMountTable(t, raceMounts)
 	tally := raceTally{}
 	start, swaps, i := time.Now(), 0, 0
 	for ; i < 2 || time.Since(start) < raceDuration; i++ {
