@@ -28,18 +28,19 @@ type ExecOptions struct {
 var errNodeChanged = errors.New("the node changed since the plan")
 
 // Execute applies a Plan, in order. It opens the pods dir once, without
-// following symlinks, and resolves every action beneath that descriptor;
-// before each action it checks that the pods dir is still the directory it
+// following symlinks, and resolves every action beneath that descriptor.
+// Before each action it checks that the pods dir is still the directory it
 // opened, on the same mount, and that nothing is mounted at or below the
-// path or between it and the pod dir, against a mount table that is re-read
-// whenever the kernel reports a change to it (or before every action when it
-// cannot: see Node). A pods dir that changed stops everything: each
-// remaining action is skipped as Keep, with why; a mount that changed skips
-// its action as Keep. Every removal goes through file descriptors that
-// cannot follow a symlink or cross a mount, confined to the pod dir; every
-// unmount checks that the mount it is about to unmount is the one the table
-// has at the path. When an action of a pod fails or is skipped, the rest of
-// that pod's actions are skipped and Execute goes on with the next pod.
+// path or between it and the pod dir, against a mount table re-read
+// whenever the kernel reports a change to it (before every action when it
+// cannot: a regular file, Node.ReadMountTable). A pods dir that changed
+// stops everything: each remaining action is skipped as Keep, with why; a
+// mount that changed skips its action as Keep. Every removal goes through
+// file descriptors that cannot follow a symlink or cross a mount, confined
+// to the pod dir; every unmount checks that the mount it is about to
+// unmount is one the table has at the path. When an action of a pod fails
+// or is skipped, the rest of that pod's actions are skipped and Execute
+// goes on with the next pod.
 func Execute(ctx context.Context, plan *ActionPlan, opts ExecOptions) []ActionResult {
 	e := &executor{ctx: ctx, log: klog.FromContext(ctx), plan: plan, opts: opts, stopped: map[string]string{}}
 	defer e.release()
@@ -51,7 +52,8 @@ func Execute(ctx context.Context, plan *ActionPlan, opts ExecOptions) []ActionRe
 		e.log.V(4).Info("Cleanup action", "action", r.Action.Action, "path", r.Path, "result", r.Result, "error", r.Error)
 		results = append(results, r)
 	}
-	e.log.V(2).Info("Cleanup finished", "apply", opts.Apply, "done", counts[Done], "skipped", counts[Skipped], "failed", counts[Failed])
+	e.log.V(2).Info("Cleanup finished", "apply", opts.Apply, "done", counts[Done], "skipped", counts[Skipped], "failed", counts[Failed],
+		"stoppedBecause", errorText(e.halted))
 	return results
 }
 
@@ -98,7 +100,7 @@ func (e *executor) run(a Action) ActionResult {
 	}
 	if err := e.held.verify(table); err != nil {
 		e.halted = err
-		e.log.V(2).Info("Cleanup stopped: the pods dir changed", "podsDir", e.plan.PodsDir, "why", err.Error())
+		e.log.V(4).Info("Cleanup stopped: the pods dir changed", "podsDir", e.plan.PodsDir, "why", err.Error())
 		return e.keep(a, err)
 	}
 	switch a.Action {
@@ -116,6 +118,14 @@ func (e *executor) run(a Action) ActionResult {
 		return e.stop(a, Failed, err)
 	}
 	return ActionResult{Action: a, Result: Done}
+}
+
+// errorText is err's text, or "" for nil.
+func errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // hold opens the pods dir and the mount table's change detector, once: the
