@@ -42,7 +42,7 @@ func (e *executor) unmount(a Action, table *mountscan.Table) error {
 	defer unix.Close(parentFd)
 	for range maxStacked {
 		if !table.IsMountPoint(a.Path) {
-			return nil
+			return stillMounted(a, parentFd, name)
 		}
 		if err := e.unmountTop(a, table, parentFd, name); err != nil {
 			return err
@@ -52,6 +52,22 @@ func (e *executor) unmount(a Action, table *mountscan.Table) error {
 		}
 	}
 	return fmt.Errorf("unmount %s: still mounted after %d unmounts", a.Path, maxStacked)
+}
+
+// stillMounted checks, once the table has no mount at a.Path, that the
+// kernel agrees: a table read while an ancestor of the path was renamed
+// shows its mounts elsewhere, and the unmount must not pass as done.
+func stillMounted(a Action, parentFd int, name string) error {
+	id, err := statxAt(parentFd, name, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return nil
+	case err != nil:
+		return fmt.Errorf("unmount %s: %w", a.Path, err)
+	case id.mountRoot:
+		return fmt.Errorf("%w: %s is a mount point, but the mount table has no mount there", errNodeChanged, a.Path)
+	}
+	return nil
 }
 
 // unmountTop unmounts the topmost mount at name in parentFd, once it is
