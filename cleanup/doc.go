@@ -21,10 +21,12 @@
 //   - A pod that keeps any mount gets reports only: its containers may
 //     still be running. A pod dir whose name is not a pod UID is kept whole.
 //   - Unmounts come before every removal of their pod.
-//   - Execute re-reads the mount table before each action and removes
-//     through file descriptors opened with RESOLVE_BENEATH,
-//     RESOLVE_NO_SYMLINKS and RESOLVE_NO_XDEV, so a change since the plan
-//     skips the action instead of redirecting it.
+//   - Execute holds the pods dir open and resolves every action beneath
+//     it with RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS and RESOLVE_NO_XDEV,
+//     unmounts only a mount whose ID the table has at the path, checks
+//     each action against a mount table re-read whenever the kernel
+//     reports a change, and stops when the pods dir changes, so a change
+//     since the plan skips the action instead of redirecting it.
 //
 // It is not for rebuilding the state (package reconstruct) and not for
 // calling CSI drivers: NodeUnpublish and NodeUnstage are reported as

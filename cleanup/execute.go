@@ -18,22 +18,32 @@ type ExecOptions struct {
 	Node
 	// Apply makes Execute act. Without it every action is Skipped: a dry run.
 	Apply bool
-	// Unmount replaces the unmount syscall (tests); it gets a host path
-	// under HostRoot.
+	// Unmount replaces the unmount syscall (tests with a made-up mount
+	// table); it gets a host path under HostRoot. The path is still reached
+	// without following symlinks, but the mount IDs are not checked.
 	Unmount func(hostPath string) error
 }
 
 // errNodeChanged marks an action skipped because the node changed since the plan.
 var errNodeChanged = errors.New("the node changed since the plan")
 
-// Execute applies a Plan, in order. Before each action it reads the mount
-// table afresh and checks that nothing is mounted at or below the path; if
-// something is, the action is skipped as Keep. Every removal goes through
+// Execute applies a Plan, in order. It opens the pods dir once, without
+// following symlinks, and resolves every action beneath that descriptor.
+// Before each action it checks that the pods dir is still the directory it
+// opened, on the same mount, and that nothing is mounted at or below the
+// path or between it and the pod dir, against a mount table re-read
+// whenever the kernel reports a change to it (before every action when it
+// cannot: a regular file, Node.ReadMountTable). A pods dir that changed
+// stops everything: each remaining action is skipped as Keep, with why; a
+// mount that changed skips its action as Keep. Every removal goes through
 // file descriptors that cannot follow a symlink or cross a mount, confined
-// to the pod dir. When an action of a pod fails or is skipped, the rest of
-// that pod's actions are skipped and Execute goes on with the next pod.
+// to the pod dir; every unmount checks that the mount it is about to
+// unmount is one the table has at the path. When an action of a pod fails
+// or is skipped, the rest of that pod's actions are skipped and Execute
+// goes on with the next pod.
 func Execute(ctx context.Context, plan *ActionPlan, opts ExecOptions) []ActionResult {
 	e := &executor{ctx: ctx, log: klog.FromContext(ctx), plan: plan, opts: opts, stopped: map[string]string{}}
+	defer e.release()
 	results := make([]ActionResult, 0, len(plan.Actions))
 	counts := map[Result]int{}
 	for _, a := range plan.Actions {
@@ -42,7 +52,8 @@ func Execute(ctx context.Context, plan *ActionPlan, opts ExecOptions) []ActionRe
 		e.log.V(4).Info("Cleanup action", "action", r.Action.Action, "path", r.Path, "result", r.Result, "error", r.Error)
 		results = append(results, r)
 	}
-	e.log.V(2).Info("Cleanup finished", "apply", opts.Apply, "done", counts[Done], "skipped", counts[Skipped], "failed", counts[Failed])
+	e.log.V(2).Info("Cleanup finished", "apply", opts.Apply, "done", counts[Done], "skipped", counts[Skipped], "failed", counts[Failed],
+		"stoppedBecause", errorText(e.halted))
 	return results
 }
 
@@ -52,6 +63,14 @@ type executor struct {
 	plan    *ActionPlan
 	opts    ExecOptions
 	stopped map[string]string // pod UID -> why its remaining actions are skipped
+	// halted, once set, skips every remaining action as Keep: the pods dir
+	// changed under the executor.
+	halted error
+	// held is the pods dir, opened at the first action that acts (see
+	// execute_linux.go); holdErr is why it could not be.
+	held    *heldDir
+	holdErr error
+	tables  *tableSource
 }
 
 func (e *executor) run(a Action) ActionResult {
@@ -60,6 +79,8 @@ func (e *executor) run(a Action) ActionResult {
 		return ActionResult{Action: a, Result: Skipped, Error: "dry run"}
 	case a.Action == Keep || a.Action == NeedsDriver:
 		return ActionResult{Action: a, Result: Skipped}
+	case e.halted != nil:
+		return e.keep(a, e.halted)
 	case e.stopped[a.PodUID] != "":
 		return ActionResult{Action: a, Result: Skipped, Error: "not run: " + e.stopped[a.PodUID]}
 	}
@@ -70,9 +91,17 @@ func (e *executor) run(a Action) ActionResult {
 	if err != nil {
 		return e.stop(a, Failed, err)
 	}
-	table, err := e.readTable()
+	if err := e.hold(); err != nil {
+		return e.stop(a, Failed, err)
+	}
+	table, err := e.tables.current(e.ctx)
 	if err != nil {
 		return e.keep(a, fmt.Errorf("the mount table could not be read: %w", err))
+	}
+	if err := e.held.verify(table); err != nil {
+		e.halted = err
+		e.log.V(4).Info("Cleanup stopped: the pods dir changed", "podsDir", e.plan.PodsDir, "why", err.Error())
+		return e.keep(a, err)
 	}
 	switch a.Action {
 	case Unmount:
@@ -89,6 +118,34 @@ func (e *executor) run(a Action) ActionResult {
 		return e.stop(a, Failed, err)
 	}
 	return ActionResult{Action: a, Result: Done}
+}
+
+// errorText is err's text, or "" for nil.
+func errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// hold opens the pods dir and the mount table's change detector, once: the
+// first time an action is to be carried out.
+func (e *executor) hold() error {
+	if e.held == nil && e.holdErr == nil {
+		e.tables = newTableSource(e.opts.Node)
+		e.held, e.holdErr = holdPodsDir(e.opts.Node, e.plan.PodsDir)
+	}
+	return e.holdErr
+}
+
+// release closes what hold opened.
+func (e *executor) release() {
+	if e.tables != nil {
+		e.tables.close()
+	}
+	if e.held != nil {
+		e.held.close()
+	}
 }
 
 // keep skips an action as Keep, with why, and the rest of its pod.
@@ -115,8 +172,6 @@ func (e *executor) podDir(a Action) (string, error) {
 	}
 	return podDir, nil
 }
-
-func (e *executor) readTable() (*mountscan.Table, error) { return e.opts.readTable(e.ctx) }
 
 // unmounted checks that nothing is mounted at or below each path.
 func unmounted(table *mountscan.Table, paths ...string) error {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -16,40 +17,129 @@ const maxStacked = 64
 
 // unmount unmounts a pod-level mount until the table shows no entry left at
 // the path (stacked mounts). Never lazily: a busy mount stays and fails.
+//
+// The path string is never handed to the kernel: its parent is opened
+// beneath the held pods dir without following symlinks or crossing mounts,
+// and the kernel unmounts "/proc/self/fd/<parent>/<name>" with
+// UMOUNT_NOFOLLOW, which can only reach what is mounted at name in that very
+// directory. Right before, statx of the same name must show the root of a
+// mount whose ID the table has at the path. (A descriptor of the mount
+// itself would make a non-lazy unmount fail with EBUSY: it holds the mount.)
 func (e *executor) unmount(a Action, table *mountscan.Table) error {
-	if err := noMountBetween(table, filepath.Join(e.plan.PodsDir, a.PodUID), a.Path); err != nil {
+	podDir := filepath.Join(e.plan.PodsDir, a.PodUID)
+	if err := noMountBetween(table, podDir, a.Path); err != nil {
 		return err
 	}
-	below := table.AtOrBelow(a.Path)
-	for _, m := range below {
+	for _, m := range table.AtOrBelow(a.Path) {
 		if m.MountPoint != a.Path {
 			return fmt.Errorf("%w: %s is mounted below it", errNodeChanged, m.MountPoint)
 		}
 	}
-	unmountFn := e.opts.Unmount
-	if unmountFn == nil {
-		unmountFn = func(p string) error { return unix.Unmount(p, 0) }
+	parentFd, name, err := e.openParent(a, podDir)
+	if err != nil {
+		return fmt.Errorf("unmount %s: %w", a.Path, err)
 	}
+	defer unix.Close(parentFd)
 	for range maxStacked {
 		if !table.IsMountPoint(a.Path) {
-			return nil
+			return stillMounted(a, parentFd, name)
 		}
-		if err := unmountFn(e.hostPath(a.Path)); err != nil {
-			return fmt.Errorf("unmount %s: %w", a.Path, err)
+		if err := e.unmountTop(a, table, parentFd, name); err != nil {
+			return err
 		}
-		var err error
-		if table, err = e.readTable(); err != nil {
+		if table, err = e.tables.fresh(e.ctx); err != nil {
 			return fmt.Errorf("unmount %s: the mount table could not be read afterwards: %w", a.Path, err)
 		}
 	}
 	return fmt.Errorf("unmount %s: still mounted after %d unmounts", a.Path, maxStacked)
 }
 
-// remove removes one file or empty dir. Its parent is opened from the pod
-// dir with RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS and RESOLVE_NO_XDEV, so a
-// symlink or a mount swapped in since the plan fails the action instead of
-// redirecting it; the entry itself is checked to be of the planned type and
-// removed with unlinkat, which never follows it.
+// stillMounted checks, once the table has no mount at a.Path, that the
+// kernel agrees: a table read while an ancestor of the path was renamed
+// shows its mounts elsewhere, and the unmount must not pass as done.
+func stillMounted(a Action, parentFd int, name string) error {
+	id, err := statxAt(parentFd, name, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return nil
+	case err != nil:
+		return fmt.Errorf("unmount %s: %w", a.Path, err)
+	case id.mountRoot:
+		return fmt.Errorf("%w: %s is a mount point, but the mount table has no mount there", errNodeChanged, a.Path)
+	}
+	return nil
+}
+
+// unmountTop unmounts the topmost mount at name in parentFd, once it is
+// sure that mount is one the table has at a.Path.
+func (e *executor) unmountTop(a Action, table *mountscan.Table, parentFd int, name string) error {
+	id, err := statxAt(parentFd, name, 0)
+	if err != nil {
+		return fmt.Errorf("unmount %s: %w", a.Path, err)
+	}
+	if id.mode&unix.S_IFMT == unix.S_IFLNK {
+		return fmt.Errorf("unmount %s: it is a symlink now: %w", a.Path, unix.ELOOP)
+	}
+	if e.opts.Unmount != nil { // a test's fake table: its mount IDs are made up
+		if err := e.opts.Unmount(e.hostPath(a.Path)); err != nil {
+			return fmt.Errorf("unmount %s: %w", a.Path, err)
+		}
+		return nil
+	}
+	if err := id.isMountIn(table.At(a.Path)); err != nil {
+		return fmt.Errorf("%w: unmount %s: %w", errNodeChanged, a.Path, err)
+	}
+	target := "/proc/self/fd/" + strconv.Itoa(parentFd) + "/" + name
+	if err := unix.Unmount(target, unix.UMOUNT_NOFOLLOW); err != nil {
+		return fmt.Errorf("unmount %s: %w", a.Path, err)
+	}
+	return nil
+}
+
+// openParent opens the dir holding a.Path beneath its pod dir (the pods dir
+// for the pod dir itself), and returns it with the last component of a.Path.
+func (e *executor) openParent(a Action, podDir string) (int, string, error) {
+	if a.Path == podDir {
+		fd, err := unix.FcntlInt(uintptr(e.held.fd), unix.F_DUPFD_CLOEXEC, 0)
+		return fd, a.PodUID, err
+	}
+	podFd, err := e.openPodDir(a.PodUID)
+	if err != nil {
+		return -1, "", err
+	}
+	rel := strings.TrimPrefix(a.Path, podDir+"/")
+	relDir, name := filepath.Dir(rel), filepath.Base(rel)
+	if relDir == "." {
+		return podFd, name, nil
+	}
+	defer unix.Close(podFd)
+	dirFd, err := openat2Dir(podFd, relDir, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_XDEV)
+	if err != nil {
+		return -1, "", fmt.Errorf("open its dir without following symlinks or crossing mounts: %w", err)
+	}
+	return dirFd, name, nil
+}
+
+// openPodDir opens the pod dir beneath the held pods dir. A pod dir that is
+// the root of a mount now is a change since the plan: acting in it would act
+// inside that mount.
+func (e *executor) openPodDir(uid string) (int, error) {
+	fd, err := openat2Dir(e.held.fd, uid, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_XDEV)
+	switch {
+	case errors.Is(err, unix.EXDEV):
+		return -1, fmt.Errorf("%w: the pod dir %s is a mount point now", errNodeChanged, filepath.Join(e.plan.PodsDir, uid))
+	case err != nil:
+		return -1, fmt.Errorf("open the pod dir %s without following symlinks: %w", filepath.Join(e.plan.PodsDir, uid), err)
+	}
+	return fd, nil
+}
+
+// remove removes one file or empty dir. Its parent is opened beneath the
+// pod dir, itself opened beneath the held pods dir, with RESOLVE_BENEATH,
+// RESOLVE_NO_SYMLINKS and RESOLVE_NO_XDEV, so a symlink or a mount swapped
+// in since the plan fails the action instead of redirecting it; the entry
+// itself is checked to be of the planned type and removed with unlinkat,
+// which never follows it.
 func (e *executor) remove(a Action, table *mountscan.Table, podDir string) error {
 	if err := unmounted(table, append([]string{a.Path}, a.MustBeUnmounted...)...); err != nil {
 		return err
@@ -57,11 +147,12 @@ func (e *executor) remove(a Action, table *mountscan.Table, podDir string) error
 	if err := noMountBetween(table, podDir, a.Path); err != nil {
 		return err
 	}
-	if a.Path == podDir {
-		return e.removeAt(e.plan.PodsDir, "", filepath.Base(podDir), a.Action, false, false)
+	dirFd, name, err := e.openParent(a, podDir)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", a.Action, a.Path, err)
 	}
-	rel := strings.TrimPrefix(a.Path, podDir+"/")
-	return e.removeAt(podDir, filepath.Dir(rel), filepath.Base(rel), a.Action, true, a.MustBeEmpty)
+	defer unix.Close(dirFd)
+	return removeEntry(dirFd, name, a.Action, a.Path, a.MustBeEmpty)
 }
 
 // holdsData: st is not a 0-byte regular file, fifo or socket (Action.MustBeEmpty).
@@ -75,26 +166,9 @@ func holdsData(st *unix.Stat_t) bool {
 	return true
 }
 
-// removeAt removes name in base/relDir, base being a resolved host path.
-// With baseIsPodDir, base must not be a mount root: a mount put on the pod
-// dir since the table was read would otherwise be removed from.
-func (e *executor) removeAt(base, relDir, name string, kind ActionKind, baseIsPodDir, mustBeEmpty bool) error {
-	target := filepath.Join(base, relDir, name)
-	baseFd, err := openNoSymlinks(e.hostPath("/"), base, 0)
-	if err != nil {
-		return fmt.Errorf("%s %s: open %s: %w", kind, target, base, err)
-	}
-	defer unix.Close(baseFd)
-	if baseIsPodDir && isMountRoot(baseFd) {
-		return fmt.Errorf("%w: the pod dir %s is a mount point now", errNodeChanged, base)
-	}
-	dirFd := baseFd
-	if relDir != "." && relDir != "" {
-		if dirFd, err = openat2Dir(baseFd, relDir, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_XDEV); err != nil {
-			return fmt.Errorf("%s %s: open its dir without following symlinks or crossing mounts: %w", kind, target, err)
-		}
-		defer unix.Close(dirFd)
-	}
+// removeEntry removes name in dirFd if it is of the type kind removes (and,
+// with mustBeEmpty, holds no data).
+func removeEntry(dirFd int, name string, kind ActionKind, target string, mustBeEmpty bool) error {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirFd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return fmt.Errorf("%s %s: %w", kind, target, err)
@@ -115,16 +189,6 @@ func (e *executor) removeAt(base, relDir, name string, kind ActionKind, baseIsPo
 		return fmt.Errorf("%s %s: %w", kind, target, err)
 	}
 	return nil
-}
-
-// isMountRoot reports whether fd is the root of a mount (statx, Linux 5.8+;
-// on older kernels it cannot tell and says no: the mount-table checks remain).
-func isMountRoot(fd int) bool {
-	var stx unix.Statx_t
-	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_BASIC_STATS, &stx); err != nil {
-		return false
-	}
-	return stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 && stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0
 }
 
 // openNoSymlinks opens the host path p (under hostRoot) as an O_PATH
@@ -153,4 +217,157 @@ func openat2Dir(dirFd int, rel string, resolve uint64) (int, error) {
 			return fd, err
 		}
 	}
+}
+
+// heldDir is the pods dir, opened once without following symlinks. Every
+// action resolves beneath it, so a mount or a symlink that appears above the
+// pods dir later cannot redirect anything; verify stops the executor when
+// one does all the same, since the node is then not the one planned for.
+type heldDir struct {
+	node Node
+	path string // the pods dir, a host path
+	fd   int
+	id   identity
+	// ownTable: the table is this process's mount namespace's, so the held
+	// dir's mount ID must be the table's mount holding the pods dir.
+	ownTable bool
+	started  bool
+	mount    mountscan.Mount // the table's mount holding the pods dir at the first check
+}
+
+func holdPodsDir(n Node, podsDir string) (*heldDir, error) {
+	fd, err := openNoSymlinks(n.hostPath("/"), podsDir, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open the pods dir %s without following symlinks: %w", podsDir, err)
+	}
+	id, err := statxAt(fd, "", unix.AT_EMPTY_PATH)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("the pods dir %s: %w", podsDir, err)
+	}
+	return &heldDir{node: n, path: podsDir, fd: fd, id: id, ownTable: isOwnMountTable(n)}, nil
+}
+
+func (h *heldDir) close() { unix.Close(h.fd) }
+
+// verify checks that the pods dir is still the directory held, on the same
+// mount: opened again by its path it is the same directory on the same
+// mount, the table's mount holding it is the one it had at the first check,
+// and, when the table is this namespace's, that mount is the held one.
+func (h *heldDir) verify(table *mountscan.Table) error {
+	m, ok := table.Containing(h.path)
+	if !ok {
+		return fmt.Errorf("the pods dir %s is on no mount of the table", h.path)
+	}
+	if !h.started {
+		h.started, h.mount = true, m
+	}
+	if err := h.sameByPath(); err != nil {
+		return err
+	}
+	switch {
+	case m.ID != h.mount.ID || m.MountPoint != h.mount.MountPoint:
+		return fmt.Errorf("the pods dir %s changed: the table's mount holding it is mount %d at %s now, it was mount %d at %s",
+			h.path, m.ID, m.MountPoint, h.mount.ID, h.mount.MountPoint)
+	case h.ownTable && h.id.mntID != 0 && h.id.mntID != uint64(m.ID):
+		return fmt.Errorf("the pods dir %s changed: the table has it on mount %d at %s, the dir held is on mount %d",
+			h.path, m.ID, m.MountPoint, h.id.mntID)
+	}
+	return nil
+}
+
+// sameByPath opens the pods dir again by its path and checks that it is the
+// held one.
+func (h *heldDir) sameByPath() error {
+	fd, err := openNoSymlinks(h.node.hostPath("/"), h.path, 0)
+	if err != nil {
+		return fmt.Errorf("the pods dir %s changed: it cannot be opened again without following symlinks: %w", h.path, err)
+	}
+	defer unix.Close(fd)
+	id, err := statxAt(fd, "", unix.AT_EMPTY_PATH)
+	if err != nil {
+		return fmt.Errorf("the pods dir %s: %w", h.path, err)
+	}
+	if !id.sameFile(h.id) {
+		return fmt.Errorf("the pods dir %s changed: its path leads to %s now, not to %s opened at the start", h.path, id, h.id)
+	}
+	return nil
+}
+
+// isOwnMountTable reports whether n's table is read from this process's own
+// mount namespace, with paths as this process sees them: only then are its
+// mount IDs those statx reports here.
+func isOwnMountTable(n Node) bool {
+	if n.ReadMountTable != nil || n.hostPath("/") != "/" {
+		return false
+	}
+	path := n.MountInfoPath
+	if path == "" {
+		path = mountscan.DefaultPath
+	}
+	var own, theirs unix.Stat_t
+	if unix.Stat("/proc/self/ns/mnt", &own) != nil || unix.Stat(filepath.Join(filepath.Dir(path), "ns/mnt"), &theirs) != nil {
+		return false
+	}
+	return isProcMountInfo(path) && own.Dev == theirs.Dev && own.Ino == theirs.Ino
+}
+
+// isProcMountInfo reports whether path is a mountinfo file of /proc.
+func isProcMountInfo(path string) bool {
+	var st unix.Statfs_t
+	return filepath.Base(path) == "mountinfo" && unix.Statfs(path, &st) == nil && st.Type == unix.PROC_SUPER_MAGIC
+}
+
+// identity is what statx says of a file: which one, on which mount.
+type identity struct {
+	dev, ino  uint64
+	mntID     uint64 // 0: the kernel did not say (before Linux 5.8)
+	mode      uint16
+	mountRoot bool // it is the root of a mount
+	rootKnown bool // the kernel said whether it is (Linux 5.8+)
+}
+
+// statxAt is statx of name in dirFd, never following a symlink. It asks
+// only for the mount ID, without syncing: FUSE and NFS then answer from the
+// inode they have, without asking their server, so a dead or hung server
+// cannot fail or stall it; the type, inode and device come from that inode.
+func statxAt(dirFd int, name string, flags int) (identity, error) {
+	var stx unix.Statx_t
+	flags |= unix.AT_SYMLINK_NOFOLLOW | unix.AT_STATX_DONT_SYNC
+	if err := unix.Statx(dirFd, name, flags, unix.STATX_MNT_ID, &stx); err != nil {
+		return identity{}, fmt.Errorf("statx: %w", err)
+	}
+	id := identity{dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor), ino: stx.Ino, mode: stx.Mode,
+		rootKnown: stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0}
+	id.mountRoot = id.rootKnown && stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0
+	if stx.Mask&unix.STATX_MNT_ID != 0 {
+		id.mntID = stx.Mnt_id
+	}
+	return id, nil
+}
+
+func (id identity) sameFile(o identity) bool {
+	return id.dev == o.dev && id.ino == o.ino && id.mntID == o.mntID
+}
+
+func (id identity) String() string {
+	return fmt.Sprintf("inode %d of device %d:%d on mount %d", id.ino, unix.Major(id.dev), unix.Minor(id.dev), id.mntID)
+}
+
+// isMountIn checks that id is the root of one of the mounts at.
+func (id identity) isMountIn(at []mountscan.Mount) error {
+	ids := make([]string, len(at))
+	for i, m := range at {
+		ids[i] = strconv.Itoa(m.ID)
+		if uint64(m.ID) == id.mntID && id.mountRoot {
+			return nil
+		}
+	}
+	switch {
+	case id.mntID == 0 || !id.rootKnown:
+		return errors.New("the kernel does not report mount IDs (statx STATX_MNT_ID, Linux 5.8+): what is mounted there cannot be checked")
+	case !id.mountRoot:
+		return fmt.Errorf("it is not a mount point now (the table has mount %s there)", strings.Join(ids, ", "))
+	}
+	return fmt.Errorf("the mount there is mount %d, not the table's %s", id.mntID, strings.Join(ids, ", "))
 }

@@ -8,7 +8,17 @@ import (
 	"github.com/volrecon/volrecon/mountscan"
 )
 
-var errUnsupported = errors.New("cleanup needs Linux (openat2, unlinkat)")
+var errUnsupported = errors.New("cleanup needs Linux (openat2, statx, unlinkat)")
+
+// heldDir is the pods dir Execute holds; elsewhere than Linux it is never
+// opened.
+type heldDir struct{}
+
+func holdPodsDir(Node, string) (*heldDir, error) { return nil, errUnsupported }
+
+func (*heldDir) verify(*mountscan.Table) error { return errUnsupported }
+
+func (*heldDir) close() {}
 
 func (e *executor) unmount(Action, *mountscan.Table) error { return errUnsupported }
 

@@ -102,7 +102,7 @@ func newHostileNode(t *testing.T) *hostileNode {
 // the cases create and remove tens of thousands of entries, which a
 // journaling filesystem on a small VM makes take minutes. Nothing here
 // depends on the filesystem's type.
-func hostileTempDir(t *testing.T) string {
+func hostileTempDir(t testing.TB) string {
 	var st unix.Statfs_t
 	if unix.Statfs("/dev/shm", &st) == nil && st.Type == unix.TMPFS_MAGIC && unix.Access("/dev/shm", unix.W_OK) == nil {
 		if dir, err := os.MkdirTemp("/dev/shm", "volrecon-hostile-"); err == nil {
@@ -1558,6 +1558,25 @@ func doneThenStopped(t *testing.T, results []cleanup.ActionResult) {
 	}
 }
 
+// doneThenHalted: some actions were done, then the executor saw the pods dir
+// change and kept every remaining action, saying why.
+func doneThenHalted(t *testing.T, results []cleanup.ActionResult, why string) {
+	t.Helper()
+	halted := slices.IndexFunc(results, func(r cleanup.ActionResult) bool { return r.Result != cleanup.Done })
+	require.Positive(t, halted, "an action before the change was done")
+	for _, r := range results[halted:] {
+		if r.Action.Action != cleanup.Keep || r.Error == "" {
+			continue // planned as Keep or NeedsDriver: a report
+		}
+		assert.Equal(t, cleanup.Skipped, r.Result, "%q after the change", r.Path)
+		assert.Contains(t, r.Error, why, "%q", r.Path)
+		assert.Contains(t, r.Reason, why, "%q", r.Path)
+	}
+	for _, r := range results[halted:] {
+		assert.NotEqual(t, cleanup.Done, r.Result, "%s %q after the change", r.Action.Action, r.Path)
+	}
+}
+
 // swapCases: the pod dir, the pods dir or a dir of the pod replaced by a
 // symlink after the plan, before or while the executor runs; a mount that
 // appears meanwhile.
@@ -1630,10 +1649,9 @@ func swapCases() []hostileCase {
 				}
 			}
 		},
-		excluded:    []string{hPods, hMoved},
-		allowFailed: true,
+		excluded: []string{hPods, hMoved},
 		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []cleanup.ActionResult) {
-			doneThenStopped(t, results)
+			doneThenHalted(t, results, "the pods dir "+hPods+" changed")
 			assertMoved(t, n, results, hPods)
 		},
 	}, {

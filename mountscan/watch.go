@@ -27,7 +27,7 @@ type Watcher struct {
 // wrapping ErrNotWatchable when the kernel does not flag its changes; then
 // only comparing reads can tell (ReadFile does).
 func Watch(path string) (*Watcher, error) {
-	f, err := os.Open(path)
+	f, err := openUnpolled(path)
 	if err != nil {
 		return nil, err
 	}

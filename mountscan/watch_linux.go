@@ -8,6 +8,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// openUnpolled opens path as a file the Go runtime never polls. os.Open
+// would put it in the runtime's netpoller (epoll), and the kernel clears a
+// mount table's change flag for whoever polls it first: the runtime's
+// epoll_wait, run whenever a thread idles, would take the flag before
+// Changed could see it. A blocking descriptor given to os.NewFile stays out.
+func openUnpolled(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
 // checkWatchable accepts only mountinfo and mounts files of procfs, the
 // files whose poll reports mount-namespace changes, and only when poll
 // answers as theirs does (readable, never writable): another file's

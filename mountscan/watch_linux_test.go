@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -121,4 +122,26 @@ func TestWatchRefusesOtherFiles(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, tab.Len())
 	assert.Equal(t, 2, *reads)
+}
+
+// TestWatcherChangedAfterTheRuntimeRan: a change is still reported after
+// the Go runtime had time to poll its own descriptors. A watched file in
+// the runtime's netpoller (epoll) would have its flag consumed there,
+// since the kernel clears it for whoever polls first, and the change would
+// go unseen.
+func TestWatcherChangedAfterTheRuntimeRan(t *testing.T) {
+	if !mountns.Enter(t) {
+		return
+	}
+	w, err := Watch(DefaultPath)
+	require.NoError(t, err)
+	defer w.Close()
+	target := filepath.Join(t.TempDir(), "m")
+	for i := range 3 {
+		mountns.Mount(t, "tmpfs", target, "tmpfs", 0, "size=1m")
+		time.Sleep(20 * time.Millisecond) // idle: the runtime waits in epoll_wait
+		changed, err := w.Changed()
+		require.NoError(t, err)
+		assert.True(t, changed, "mount %d is a change", i)
+	}
 }

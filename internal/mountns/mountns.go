@@ -22,17 +22,10 @@ const envMarker = "VOLRECON_TEST_MNTNS"
 // false. It skips the test when not root.
 func Enter(t *testing.T) bool {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipped: real mounts need root (CI runs as root)")
-	}
-	if os.Getenv(envMarker) == t.Name() {
+	if inChild(t) {
 		return true
 	}
-	cmd := exec.Command(os.Args[0], "-test.run="+runPattern(t.Name()), "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), envMarker+"="+t.Name())
-	// Go makes every mount of the child private when it unshares CLONE_NEWNS.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
-	out, err := cmd.CombinedOutput()
+	out, err := childCommand(t.Name(), "-test.run="+runPattern(t.Name()), "-test.v", "-test.count=1").CombinedOutput()
 	t.Logf("in a private mount namespace:\n%s", out)
 	if err != nil {
 		t.Fatalf("child test failed: %v", err)
@@ -41,6 +34,26 @@ func Enter(t *testing.T) bool {
 		t.Fatalf("child test did not pass (skipped?)")
 	}
 	return false
+}
+
+// inChild reports whether this process is the child that runs tb, and
+// skips tb when not root.
+func inChild(tb testing.TB) bool {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Skip("skipped: real mounts need root (CI runs as root)")
+	}
+	return os.Getenv(envMarker) == tb.Name()
+}
+
+// childCommand runs this test binary again with args, as the child that
+// runs the test or benchmark name, in a private mount namespace.
+func childCommand(name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), envMarker+"="+name)
+	// Go makes every mount of the child private when it unshares CLONE_NEWNS.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	return cmd
 }
 
 func runPattern(name string) string {
