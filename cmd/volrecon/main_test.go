@@ -139,8 +139,33 @@ func TestCleanupKeepsAStaticPodListedByItsMirrorPod(t *testing.T) {
 		`"annotations":{"kubernetes.io/config.hash":"` + hash + `","kubernetes.io/config.mirror":"` + hash + `"}}}]}`
 
 	code, out, errOut := runCLI(t, pods, "cleanup", "--root-dir", root, "--mountinfo", mountinfo,
-		"--active-pods", "-", "--apply", "-o", "json")
+		"--active-pods", "-", "--evidence-of-life=false", "--apply", "-o", "json")
 	require.Equal(t, exitOK, code, errOut)
 	assert.NotContains(t, out, hash, "the static pod is active: nothing of it is planned")
 	assert.FileExists(t, data)
 }
+
+// The command looks for evidence of life by default: where it cannot (here,
+// a host root without /proc), the orphan is kept as running.
+func TestScanLooksForEvidenceOfLife(t *testing.T) {
+	hostRoot := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(hostRoot, "var/lib/kubelet/pods", fixtureUID, "containers"), 0o750))
+	mountinfo := filepath.Join(t.TempDir(), "mountinfo")
+	require.NoError(t, os.WriteFile(mountinfo, []byte("1 0 259:1 / / rw - ext4 /dev/sda1 rw\n"), 0o600))
+	args := []string{"scan", "--host-root", hostRoot, "--mountinfo", mountinfo, "--active-pods", "-", "--cri-endpoint", "none", "-o", "json"}
+
+	code, out, errOut := runCLI(t, otherUID+"\n", args...)
+	require.Equal(t, exitOK, code, errOut)
+	var st reconstruct.State
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	require.Len(t, st.Findings, 1)
+	assert.Equal(t, reconstruct.OrphanedPodRunning, st.Findings[0].Kind)
+	assert.Contains(t, st.Findings[0].Message, "could not be gathered")
+
+	code, out, errOut = runCLI(t, otherUID+"\n", append(args, "--evidence-of-life=false")...)
+	require.Equal(t, exitOK, code, errOut)
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	assert.Equal(t, reconstruct.OrphanedPodRemovable, st.Findings[0].Kind)
+}
+
+const fixtureUID, otherUID = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"
