@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
+	"time"
 
+	"github.com/volrecon/volrecon/internal/boundedread"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -39,11 +41,19 @@ func readActivePods(path string, stdin io.Reader) ([]string, error) {
 	return uids, nil
 }
 
+// Bounds of reading --active-pods: the JSON of thousands of pods with their
+// annotations fits many times in maxActivePodsSize, and kubectl piping to
+// stdin on a large cluster answers within activePodsTimeout. /dev/zero hits
+// the first, a FIFO without a writer the second.
+const maxActivePodsSize = 256 << 20
+
+var activePodsTimeout = 2 * time.Minute
+
 func readAll(path string, stdin io.Reader) ([]byte, error) {
 	if path == "-" {
-		return io.ReadAll(stdin)
+		return boundedread.Read(context.Background(), "stdin", stdin, maxActivePodsSize, activePodsTimeout)
 	}
-	return os.ReadFile(path)
+	return boundedread.ReadFile(context.Background(), path, maxActivePodsSize, activePodsTimeout)
 }
 
 // podList is the part of kubectl's JSON that matters.

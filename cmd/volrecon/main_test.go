@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -169,3 +171,35 @@ func TestScanLooksForEvidenceOfLife(t *testing.T) {
 }
 
 const fixtureUID, otherUID = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"
+
+// --active-pods and --mountinfo that never end or never answer fail fast
+// with an error naming the path (issue 9, item 10).
+func TestEndlessOrSilentInputsAreRefused(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	old := activePodsTimeout
+	activePodsTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { activePodsTimeout = old })
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "pods"), 0o750))
+	tests := []struct {
+		name    string
+		args    []string
+		code    int
+		errText string
+	}{
+		{"active pods from /dev/zero", []string{"plan", "--demo", "--active-pods", "/dev/zero"}, exitUsage, "--active-pods /dev/zero: /dev/zero: "}, // too large, or too slow under load: bounded either way
+		{"active pods from a silent fifo", []string{"plan", "--demo", "--active-pods", fifo}, exitUsage, "did not answer in time"},
+		{"mount table from /dev/zero", []string{"scan", "--root-dir", root, "--mountinfo", "/dev/zero"}, exitScanFail, "/dev/zero"},
+		{"mount table from a fifo", []string{"scan", "--root-dir", root, "--mountinfo", fifo}, exitScanFail, "not a regular file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			code, _, errOut := runCLI(t, "", tc.args...)
+			assert.Less(t, time.Since(start), 10*time.Second)
+			assert.Equal(t, tc.code, code, errOut)
+			assert.Contains(t, errOut, tc.errText)
+		})
+	}
+}
