@@ -133,6 +133,9 @@ func parseSnapshot(name string, attempts int, b []byte, owned bool) (*Table, err
 		b = bytes.Clone(b) // the caller may reuse it
 	}
 	t, err := parseOwned(b)
+	if err == nil {
+		err = CheckLive(t)
+	}
 	if err != nil {
 		return nil, &ReadError{Path: name, Attempts: attempts, Err: err}
 	}
@@ -142,6 +145,17 @@ func parseSnapshot(name string, attempts int, b []byte, owned bool) (*Table, err
 // testHookAfterRead, when set by a test, runs after every read of the table
 // and before the check that it did not change.
 var testHookAfterRead func()
+
+// CheckLive returns ErrNoRootMount for a table without an entry at "/": a
+// live mount table always has one, so an empty or rootless table (a
+// truncated copy, the wrong file) is not the node's, and trusting it would
+// take every mounted volume for unmounted.
+func CheckLive(t *Table) error {
+	if t == nil || !t.IsMountPoint("/") {
+		return ErrNoRootMount
+	}
+	return nil
+}
 
 // readInto reads the whole file into buf's storage, or into a new buffer of
 // at least sizeHint bytes. The size from stat only raises the hint: it is 0

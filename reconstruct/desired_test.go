@@ -169,3 +169,21 @@ func TestEvidenceOfLifeKeepsOrphans(t *testing.T) {
 		})
 	}
 }
+
+// A table handed in without a root entry (an empty one, say) is not the
+// node's: everything is Uncertain, never Unmounted (issue 9, item 11).
+func TestRootlessMountTableIsInconsistent(t *testing.T) {
+	opts := reconstruct.Options{HostRoot: t.TempDir(), ActivePods: reconstruct.PodList{realUID2}}
+	require.NoError(t, os.MkdirAll(filepath.Join(opts.HostRoot, "/var/lib/kubelet/pods", realUID1, "volumes/kubernetes.io~csi/pv-1/mount"), 0o750))
+	opts.ReadMountTable = func(context.Context) (*mountscan.Table, error) { return mountscan.FromLines() }
+	st, err := reconstruct.Scan(t.Context(), opts)
+	require.NoError(t, err)
+	assert.False(t, st.MountTable.Consistent)
+	assert.Contains(t, st.MountTable.Error, "no mount at /")
+	require.Len(t, st.Volumes, 1)
+	assert.Equal(t, reconstruct.Uncertain, st.Volumes[0].State)
+	for _, f := range st.Findings {
+		assert.NotEqual(t, reconstruct.OrphanedPodRemovable, f.Kind)
+		assert.NotEqual(t, reconstruct.DataOnNodeDisk, f.Kind)
+	}
+}
