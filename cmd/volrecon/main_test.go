@@ -203,3 +203,35 @@ func TestEndlessOrSilentInputsAreRefused(t *testing.T) {
 		})
 	}
 }
+
+// A name a pod controls with a newline or an escape sequence is quoted in
+// table output: it cannot forge a plan row or reach the terminal; JSON keeps
+// it as it is (issue 9, item 12).
+func TestTableOutputQuotesNamesPodsControl(t *testing.T) {
+	root := t.TempDir()
+	forged := "x\nRmdir             " + fixtureUID + "  etc"
+	escape := "clear\x1b[2J"
+	for _, name := range []string{forged, escape} {
+		require.NoError(t, os.MkdirAll(filepath.Join(root, "pods", fixtureUID, "volumes/kubernetes.io~empty-dir", name), 0o750))
+	}
+	mountinfo := filepath.Join(t.TempDir(), "mountinfo")
+	require.NoError(t, os.WriteFile(mountinfo, []byte("1 0 259:1 / / rw - ext4 /dev/sda1 rw\n"), 0o600))
+	args := []string{"--root-dir", root, "--mountinfo", mountinfo, "--active-pods", "-", "--evidence-of-life=false"}
+
+	for _, cmd := range []string{"scan", "plan"} {
+		code, out, errOut := runCLI(t, otherUID+"\n", append([]string{cmd}, args...)...)
+		require.Equal(t, exitOK, code, errOut)
+		assert.NotContains(t, out, "\x1b", "%s: no escape sequence reaches the terminal", cmd)
+		assert.NotContains(t, out, "\nRmdir             "+fixtureUID+"  etc", "%s: no forged row", cmd)
+		assert.Contains(t, out, `\x1b[2J`, cmd)
+		assert.Contains(t, out, `x\nRmdir`, cmd)
+	}
+	_, out, _ := runCLI(t, otherUID+"\n", append([]string{"scan", "-o", "json"}, args...)...)
+	var st reconstruct.State
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	var names []string
+	for _, v := range st.Volumes {
+		names = append(names, v.Name)
+	}
+	assert.ElementsMatch(t, []string{forged, escape}, names, "JSON keeps the names as they are")
+}
