@@ -135,6 +135,8 @@ func (c *commandFlags) parse(args []string, outputs []string, stderr io.Writer) 
 type node struct {
 	opts    reconstruct.Options
 	cleanup func()
+	// activePods is the --active-pods file, if one was given (not stdin).
+	activePods *activePodsFile
 }
 
 // openNode turns the flags into scan options. For --demo it materialises
@@ -145,19 +147,27 @@ func (f *nodeFlags) openNode(stdin io.Reader) (*node, error) {
 		Probe: f.probe, ProbeTimeout: f.probeTimeout, FSTimeout: f.probeTimeout, EmptyActivePodsAuthoritative: f.emptyActivePodsOK,
 		LifeChecker: f.lifeChecker(),
 	}}
-	if f.activePods == activePodsAPI {
+	switch f.activePods {
+	case "":
+	case activePodsAPI:
 		src, err := f.kube.apiPodSource()
 		if err != nil {
 			return nil, err
 		}
 		n.opts.ActivePods = src
 		n.opts.AttachFreeDrivers = append(n.opts.AttachFreeDrivers, f.kube.apiAttachFreeDrivers(withLogger(context.Background()))...)
-	} else if f.activePods != "" {
+	case "-": // stdin is read once
 		uids, err := readActivePods(f.activePods, stdin)
 		if err != nil {
 			return nil, &exitError{code: exitUsage, err: err}
 		}
 		n.opts.ActivePods = reconstruct.PodList(uids)
+	default: // a file is read again whenever it changed (serve)
+		file, err := newActivePodsFile(f.activePods)
+		if err != nil {
+			return nil, &exitError{code: exitUsage, err: err}
+		}
+		n.opts.ActivePods, n.activePods = file, file
 	}
 	if f.demo {
 		if err := n.materialiseDemo(); err != nil {
