@@ -235,3 +235,34 @@ func TestTableOutputQuotesNamesPodsControl(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{forged, escape}, names, "JSON keeps the names as they are")
 }
+
+// In the container mode an unmount would only remove the container's copy
+// of a mount and then fail: cleanup --unmount refuses, saying why and what
+// to do; without --unmount, and in the host's own namespace, it runs
+// (issue 9, item 14).
+func TestCleanupUnmountRefusedOutsideTheTablesNamespace(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "pods", fixtureUID, "containers"), 0o750))
+	copyOfTable := filepath.Join(t.TempDir(), "mountinfo")
+	require.NoError(t, os.WriteFile(copyOfTable, []byte("1 0 259:1 / / rw - ext4 /dev/sda1 rw\n"), 0o600))
+	common := []string{"--active-pods", "-", "--evidence-of-life=false"}
+	tests := []struct {
+		name    string
+		args    []string
+		code    int
+		errText string
+	}{
+		{"container mode", []string{"cleanup", "--unmount", "--host-root", root, "--mountinfo", "/proc/1/mountinfo"}, exitUsage, "with --host-root " + root},
+		{"a copy of a table", []string{"cleanup", "--unmount", "--root-dir", root, "--mountinfo", copyOfTable}, exitUsage, "not a /proc/<pid>/mountinfo file"},
+		{"without --unmount", []string{"cleanup", "--host-root", root, "--root-dir", "/", "--mountinfo", copyOfTable}, exitOK, ""},
+		{"plan --unmount only plans", []string{"plan", "--unmount", "--host-root", root, "--root-dir", "/", "--mountinfo", copyOfTable}, exitOK, ""},
+		{"its own namespace", []string{"cleanup", "--unmount", "--root-dir", root}, exitOK, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errOut := runCLI(t, otherUID+"\n", append(tc.args, common...)...)
+			assert.Equal(t, tc.code, code, errOut)
+			assert.Contains(t, errOut, tc.errText)
+		})
+	}
+}
