@@ -188,8 +188,8 @@ func TestEndlessOrSilentInputsAreRefused(t *testing.T) {
 		code    int
 		errText string
 	}{
-		{"active pods from /dev/zero", []string{"plan", "--demo", "--active-pods", "/dev/zero"}, exitUsage, "--active-pods /dev/zero: /dev/zero: "}, // too large, or too slow under load: bounded either way
-		{"active pods from a silent fifo", []string{"plan", "--demo", "--active-pods", fifo}, exitUsage, "did not answer in time"},
+		{"active pods from /dev/zero", []string{"plan", "--demo", "--active-pods", "/dev/zero"}, exitUsage, "--active-pods /dev/zero: "}, // too large, or too slow under load: bounded either way
+		{"active pods from a silent fifo", []string{"plan", "--demo", "--active-pods", fifo}, exitUsage, "did not answer in time (a FIFO without a writer?)"},
 		{"mount table from /dev/zero", []string{"scan", "--root-dir", root, "--mountinfo", "/dev/zero"}, exitScanFail, "/dev/zero"},
 		{"mount table from a fifo", []string{"scan", "--root-dir", root, "--mountinfo", fifo}, exitScanFail, "not a regular file"},
 	}

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
+
+	bnd "github.com/volrecon/volrecon/internal/bounded"
 )
 
 // ErrTooLarge: the file holds more than the size bound.
@@ -15,11 +18,19 @@ var ErrTooLarge = errors.New("larger than the size limit")
 // ErrTimeout: the file did not answer within the time bound.
 var ErrTimeout = errors.New("did not answer in time")
 
+// stdinName is what Read's stream is called in the registry of hung paths
+// of internal/bounded, which wants an absolute path.
+const stdinName = "/dev/stdin"
+
 // ReadFile reads the file at path, at most maxSize bytes, within timeout
 // (and ctx). It opens the file in the same bounded goroutine, since opening
 // a FIFO blocks until a writer comes.
 func ReadFile(ctx context.Context, path string, maxSize int64, timeout time.Duration) ([]byte, error) {
-	return bounded(ctx, path, timeout, func() ([]byte, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	return bounded(ctx, abs, timeout, func() ([]byte, error) {
 		f, err := os.Open(path)
 		if err != nil {
 			return nil, err
@@ -31,7 +42,11 @@ func ReadFile(ctx context.Context, path string, maxSize int64, timeout time.Dura
 
 // Read reads r (say, stdin) like ReadFile, named name in errors.
 func Read(ctx context.Context, name string, r io.Reader, maxSize int64, timeout time.Duration) ([]byte, error) {
-	return bounded(ctx, name, timeout, func() ([]byte, error) { return readLimited(name, r, maxSize) })
+	data, err := bounded(ctx, stdinName, timeout, func() ([]byte, error) { return readLimited(name, r, maxSize) })
+	if err != nil && errors.Is(err, ErrTimeout) {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return data, err
 }
 
 func readLimited(name string, r io.Reader, maxSize int64) ([]byte, error) {
@@ -45,26 +60,12 @@ func readLimited(name string, r io.Reader, maxSize int64) ([]byte, error) {
 	return data, nil
 }
 
-type result struct {
-	data []byte
-	err  error
-}
-
+// bounded runs read under internal/bounded: in a goroutine of its own with a
+// deadline, abandoned (and its path held as hung) if it misses it.
 func bounded(ctx context.Context, name string, timeout time.Duration, read func() ([]byte, error)) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	done := make(chan result, 1) // buffered: an abandoned read never blocks on sending
-	go func() {
-		data, err := read()
-		done <- result{data, err}
-	}()
-	select {
-	case r := <-done:
-		return r.data, r.err
-	case <-ctx.Done():
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, fmt.Errorf("%s: %w (%s; a FIFO without a writer?)", name, ErrTimeout, timeout)
-		}
-		return nil, fmt.Errorf("%s: %w", name, ctx.Err())
+	data, err := bnd.Call(ctx, name, timeout, read)
+	if errors.Is(err, bnd.ErrHung) {
+		return nil, fmt.Errorf("%w (a FIFO without a writer?): %w", ErrTimeout, err)
 	}
+	return data, err
 }

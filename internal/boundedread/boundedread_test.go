@@ -52,3 +52,11 @@ func TestReadNamesTheStream(t *testing.T) {
 	require.ErrorIs(t, err, boundedread.ErrTooLarge)
 	assert.Contains(t, err.Error(), "stdin")
 }
+
+func TestReadFileTakesARelativePath(t *testing.T) {
+	t.Chdir(t.TempDir())
+	require.NoError(t, os.WriteFile("pods.json", []byte("{}"), 0o600))
+	got, err := boundedread.ReadFile(t.Context(), "pods.json", 10, time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, "{}", string(got))
+}
