@@ -22,8 +22,20 @@ import (
 // filesystem whose root is at or below root holds something of the pod dir.
 type podOnDisk struct {
 	uid  string
+	dir  string // the pod dir, a host path
 	dev  mountscan.DevID
 	root string
+}
+
+// holds: m, a mount of some namespace, holds something of the pod dir. A
+// mount point at or below the pod dir itself does not count: that is the
+// kubelet's own bind (a subpath) seen in the host's namespace, or a copy of
+// it propagated into a container, not a container using the pod.
+func (d podOnDisk) holds(m mountscan.Mount) bool {
+	if m.Dev != d.dev || m.Root != d.root && !strings.HasPrefix(m.Root, d.root+"/") {
+		return false
+	}
+	return m.MountPoint != d.dir && !strings.HasPrefix(m.MountPoint, d.dir+"/")
 }
 
 // namespace is one mount namespace, with the processes in it.
@@ -66,7 +78,7 @@ func (c *Checker) checkMountNamespaces(ctx context.Context, table *mountscan.Tab
 		}
 		for _, m := range mounts {
 			for _, d := range onDisk {
-				if m.Dev == d.dev && (m.Root == d.root || strings.HasPrefix(m.Root, d.root+"/")) {
+				if d.holds(m) {
 					log.V(4).Info("Mount from a pod dir in a mount namespace", "podUID", d.uid, "namespace", ns.id, "pid", pid, "mountPoint", m.MountPoint)
 					add(d.uid, fmt.Sprintf("mount namespace %s (pid %s) has %s mounted from %s", ns.id, pid, m.MountPoint, m.Root))
 				}
@@ -83,7 +95,7 @@ func locate(table *mountscan.Table, p reconstruct.PodRef) (podOnDisk, error) {
 		return podOnDisk{}, fmt.Errorf("no mount in the host's table holds the pod dir %s", p.Path)
 	}
 	rel, _ := filepath.Rel(m.MountPoint, p.Path)
-	return podOnDisk{uid: p.UID, dev: m.Dev, root: filepath.Join(m.Root, rel)}, nil
+	return podOnDisk{uid: p.UID, dir: p.Path, dev: m.Dev, root: filepath.Join(m.Root, rel)}, nil
 }
 
 // namespaces lists the distinct mount namespaces of the processes in

@@ -77,3 +77,48 @@ func TestOrphanWithoutLifeIsRemovable(t *testing.T) {
 	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{kubeletdir.UID2}, LifeChecker: checker})
 	assert.Len(t, kubeletdir.FindingsOf(st, reconstruct.OrphanedPodRemovable), 1, "%+v", st.Findings)
 }
+
+// Every running pod has mounts on the host (its service account token's
+// tmpfs): with --unmount the plan would unmount it and then delete the
+// emptyDir under the running container. Its life is looked for too, and it
+// is kept whole.
+func TestRunningContainerKeepsItsOrphanedPodWithHostMounts(t *testing.T) {
+	if !mountns.Enter(t) {
+		return
+	}
+	n := kubeletdir.New(t)
+	token := n.Volume(kubeletdir.UID1, "kubernetes.io~projected", "kube-api-access-1")
+	mountns.Mount(t, "tmpfs", token, "tmpfs", 0, "size=1m")
+	emptyDir := n.Volume(kubeletdir.UID1, "kubernetes.io~empty-dir", "data")
+	data := filepath.Join(emptyDir, "rows")
+	n.Write(data, "the app's data")
+	holdInOwnNamespace(t, emptyDir)
+
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{kubeletdir.UID2},
+		LifeChecker: liveness.New(liveness.Options{CRIEndpoints: []string{}})})
+	require.Len(t, kubeletdir.FindingsOf(st, reconstruct.OrphanedPodRunning), 1, "%+v", st.Findings)
+	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: true})
+	require.Len(t, plan.Actions, 1)
+	assert.Equal(t, cleanup.Keep, plan.Actions[0].Action)
+	cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Apply: true})
+	assert.FileExists(t, data)
+	assert.DirExists(t, token)
+}
+
+// The kubelet's own subpath bind, seen in the host's namespace at its path
+// under the pod dir, is no evidence of life: a leaked subpath is cleaned up
+// as before.
+func TestALeakedSubpathIsNoEvidenceOfLife(t *testing.T) {
+	if !mountns.Enter(t) {
+		return
+	}
+	n := kubeletdir.New(t)
+	emptyDir := n.Volume(kubeletdir.UID1, "kubernetes.io~empty-dir", "data")
+	n.Write(filepath.Join(emptyDir, "conf", "app.yaml"), "x")
+	mountns.Bind(t, filepath.Join(emptyDir, "conf"), n.Path("pods", kubeletdir.UID1, "volume-subpaths", "data", "app", "0"))
+
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{kubeletdir.UID2},
+		LifeChecker: liveness.New(liveness.Options{CRIEndpoints: []string{}})})
+	assert.Empty(t, kubeletdir.FindingsOf(st, reconstruct.OrphanedPodRunning), "%+v", st.Findings)
+	assert.Len(t, kubeletdir.FindingsOf(st, reconstruct.OrphanedPodMounted), 1)
+}

@@ -8,10 +8,10 @@ import (
 	"github.com/volrecon/volrecon/mountscan"
 )
 
-// LifeChecker looks for evidence that orphaned pods still run although the
-// host's mount table shows nothing mounted for them: a container's mount
-// namespace holding a bind from the pod dir, or the container runtime
-// listing the pod's sandbox or containers. Package liveness implements it;
+// LifeChecker looks for evidence that orphaned pods still run, which the
+// host's mount table cannot show: a container's mount namespace holding a
+// bind from the pod dir, or the container runtime listing the pod's
+// sandbox or containers. Package liveness implements it;
 // Scan asks it through Options.LifeChecker so that reconstruct itself never
 // talks to a runtime.
 type LifeChecker interface {
@@ -38,16 +38,17 @@ type LifeSigns struct {
 // Running: the pod runs, or whether it runs is unknown.
 func (l LifeSigns) Running() bool { return len(l.Evidence) > 0 || l.Unknown != "" }
 
-// lifeOfOrphans asks Options.LifeChecker about the orphans that look
-// removable (nothing of theirs in the host's table). A pod it does not
-// answer for is unknown.
+// lifeOfOrphans asks Options.LifeChecker about every orphan: those with
+// mounts on the host too, since every running pod has some (its service
+// account token's tmpfs), and a plan that may unmount them would then
+// remove its emptyDir data. A pod it does not answer for is unknown.
 func (b *builder) lifeOfOrphans() map[string]LifeSigns {
 	if b.opts.LifeChecker == nil || !b.consistent {
 		return nil
 	}
 	var pods []PodRef
 	for _, p := range b.st.Pods {
-		if p.Status == PodOrphaned && len(p.MountPoints) == 0 {
+		if p.Status == PodOrphaned {
 			pods = append(pods, PodRef{UID: p.UID, Path: p.Path})
 		}
 	}

@@ -43,10 +43,10 @@ type Options struct {
 	// listed rather than taken for an orphan.
 	ActivePods PodSource
 	// LifeChecker, if set, is asked for evidence of life of every orphaned
-	// pod that has nothing mounted on the host (package liveness: mount
-	// namespaces and the container runtime). A pod with evidence, or whose
-	// evidence could not be gathered, is OrphanedPodRunning, not removable.
-	// Without it an orphan is removable on the active pod list alone.
+	// pod (package liveness: mount namespaces and the container runtime). A
+	// pod with evidence, or whose evidence could not be gathered, is
+	// OrphanedPodRunning: not removable, nothing of it unmounted. Without it
+	// an orphan is removable on the active pod list alone.
 	LifeChecker LifeChecker
 	// EmptyActivePodsAuthoritative accepts an empty answer from ActivePods
 	// while pod dirs exist (every pod then is an orphan). Without it Scan
