@@ -26,7 +26,11 @@ type Node struct {
 
 func (n Node) readTable(ctx context.Context) (*mountscan.Table, error) {
 	if n.ReadMountTable != nil {
-		return n.ReadMountTable(ctx)
+		table, err := n.ReadMountTable(ctx)
+		if err == nil {
+			err = mountscan.CheckLive(table) // held to what a live table is
+		}
+		return table, err
 	}
 	path := n.MountInfoPath
 	if path == "" {

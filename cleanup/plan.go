@@ -74,6 +74,11 @@ func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan 
 			snap, tableErr = opts.snapshot(ctx)
 		}
 		orphans++
+		if why, ok := runningReason(st, pod.UID); ok {
+			plan.Actions = append(plan.Actions, Action{Action: Keep, Path: pod.Path, PodUID: pod.UID, Reason: why})
+			log.V(4).Info("Planned orphaned pod", "podUID", pod.UID, "actions", 1, "outcome", Keep)
+			continue
+		}
 		actions := planPod(st, snap, tableErr, pod, volumes[pod.UID], opts)
 		log.V(4).Info("Planned orphaned pod", "podUID", pod.UID, "actions", len(actions), "outcome", actions[len(actions)-1].Action)
 		plan.Actions = append(plan.Actions, actions...)
@@ -86,6 +91,17 @@ func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan 
 	}
 	log.V(2).Info("Planned cleanup", "orphanedPods", orphans, "actions", len(plan.Actions), "unmount", opts.Unmount)
 	return plan
+}
+
+// runningReason: the scan found that the pod still runs, or could not tell
+// (OrphanedPodRunning): nothing of it is touched.
+func runningReason(st *reconstruct.State, uid string) (string, bool) {
+	for _, f := range st.Findings {
+		if f.Kind == reconstruct.OrphanedPodRunning && f.PodUID == uid {
+			return "OrphanedPodRunning: " + f.Message, true
+		}
+	}
+	return "", false
 }
 
 func (o Options) snapshot(ctx context.Context) (*snapshot, error) {

@@ -2,6 +2,7 @@ package cleanup_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -69,4 +70,36 @@ func TestPlanKeepsOrphansWhenTheTableCannotBeRead(t *testing.T) {
 	require.Len(t, plan.Actions, 1)
 	assert.Equal(t, cleanup.Keep, plan.Actions[0].Action)
 	assert.Contains(t, plan.Actions[0].Reason, "could not be read")
+}
+
+// A State from JSON that says an orphan still runs (OrphanedPodRunning)
+// plans nothing of it but one Keep with the finding's reason.
+func TestPlanKeepsARunningOrphanWhole(t *testing.T) {
+	node := planNode(t)
+	st := scanNode(t, node, reconstruct.PodList{planUID2})
+	data, err := json.Marshal(st)
+	require.NoError(t, err)
+	var decoded reconstruct.State
+	require.NoError(t, json.Unmarshal(data, &decoded))
+	pod := "/var/lib/kubelet/pods/" + planUID1
+	decoded.Findings = []reconstruct.Finding{{Kind: reconstruct.OrphanedPodRunning, Path: pod, PodUID: planUID1,
+		Message: "orphaned pod that still runs (ready pod sandbox 0123)"}}
+
+	plan := cleanup.Plan(t.Context(), &decoded, cleanup.Options{Node: node, Unmount: true})
+	require.Len(t, plan.Actions, 1)
+	assert.Equal(t, cleanup.Keep, plan.Actions[0].Action)
+	assert.Equal(t, pod, plan.Actions[0].Path)
+	assert.Contains(t, plan.Actions[0].Reason, "ready pod sandbox 0123")
+}
+
+// A table without a root entry read for planning is not the node's: every
+// orphan is kept (issue 9, item 11).
+func TestPlanKeepsOrphansOnARootlessTable(t *testing.T) {
+	node := planNode(t)
+	st := scanNode(t, node, reconstruct.PodList{planUID2})
+	node.ReadMountTable = func(context.Context) (*mountscan.Table, error) { return mountscan.FromLines() }
+	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Node: node})
+	require.Len(t, plan.Actions, 1)
+	assert.Equal(t, cleanup.Keep, plan.Actions[0].Action)
+	assert.Contains(t, plan.Actions[0].Reason, "no mount at /")
 }

@@ -402,6 +402,7 @@ func TestDaemonSetRejectsTypos(t *testing.T) {
 var alertRules = map[string]string{
 	"VolreconLeakedStagingMount":     "warning",
 	"VolreconOrphanedPodWithMounts":  "warning",
+	"VolreconOrphanedPodRunning":     "warning",
 	"VolreconDataOnNodeDisk":         "critical",
 	"VolreconScanFailing":            "warning",
 	"VolreconActivePodsUnknown":      "warning",
@@ -414,6 +415,7 @@ var alertRules = map[string]string{
 var runbook = map[string][]string{
 	"VolreconLeakedStagingMount":    {"NodeUnstageVolume", "Never umount it or rm"},
 	"VolreconOrphanedPodWithMounts": {"volrecon plan", "volrecon cleanup", "Do not rm -rf"},
+	"VolreconOrphanedPodRunning":    {"active pod list is current", "crictl"},
 	"VolreconDataOnNodeDisk":        {"Copy it off the node first", "Never delete it"},
 	"VolreconActivePodsUnknown":     {"/healthz says why", "every pod dir is Unknown"},
 }

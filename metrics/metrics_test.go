@@ -171,6 +171,7 @@ volrecon_findings{kind="LegacyLayout"} 1
 volrecon_findings{kind="MissingVolumeData"} 0
 volrecon_findings{kind="OrphanedPodMounted"} 1
 volrecon_findings{kind="OrphanedPodRemovable"} 0
+volrecon_findings{kind="OrphanedPodRunning"} 0
 volrecon_findings{kind="RootDiskBackedMount"} 0
 volrecon_findings{kind="SELinuxContextMismatch"} 0
 volrecon_findings{kind="StackedMount"} 0

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
 	"slices"
+	"syscall"
 
 	"k8s.io/klog/v2"
 )
@@ -24,6 +26,9 @@ const (
 	initialReadSize = 64 << 10
 	// readSlack lets a re-read of an unchanged file reach EOF without growing.
 	readSlack = 4 << 10
+	// MaxTableSize bounds one read of a mount table: 100,000 mounts take
+	// about 30 MB.
+	MaxTableSize = 256 << 20
 )
 
 // ReadFile reads the mount table at path consistently and parses it. Every
@@ -128,6 +133,9 @@ func parseSnapshot(name string, attempts int, b []byte, owned bool) (*Table, err
 		b = bytes.Clone(b) // the caller may reuse it
 	}
 	t, err := parseOwned(b)
+	if err == nil {
+		err = CheckLive(t)
+	}
 	if err != nil {
 		return nil, &ReadError{Path: name, Attempts: attempts, Err: err}
 	}
@@ -138,12 +146,27 @@ func parseSnapshot(name string, attempts int, b []byte, owned bool) (*Table, err
 // and before the check that it did not change.
 var testHookAfterRead func()
 
+// CheckLive returns ErrNoRootMount for a table without an entry at "/": a
+// live mount table always has one, so an empty or rootless table (a
+// truncated copy, the wrong file) is not the node's, and trusting it would
+// take every mounted volume for unmounted.
+func CheckLive(t *Table) error {
+	if t == nil || !t.IsMountPoint("/") {
+		return ErrNoRootMount
+	}
+	return nil
+}
+
 // readInto reads the whole file into buf's storage, or into a new buffer of
 // at least sizeHint bytes. The size from stat only raises the hint: it is 0
 // for /proc files, and it can be stale. Each read asks for all the room
 // left: the kernel produces a /proc mount table under one lock per read.
+//
+// Only a regular file (a /proc file, a saved copy) is read, at most
+// MaxTableSize bytes: it is opened without blocking, so that a FIFO is
+// refused instead of waiting for a writer forever.
 func readInto(path string, buf []byte, sizeHint int) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -151,9 +174,17 @@ func readInto(path string, buf []byte, sizeHint int) ([]byte, error) {
 	return readFrom(f, buf, sizeHint)
 }
 
-// readFrom reads f from its current offset to EOF, as readInto.
+// readFrom reads f from its current offset to EOF, as readInto: only a
+// regular file, at most MaxTableSize bytes.
 func readFrom(f *os.File, buf []byte, sizeHint int) ([]byte, error) {
-	if fi, err := f.Stat(); err == nil && fi.Size() < math.MaxInt32 {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w (%s): pass the mount table file, e.g. /proc/1/mountinfo", ErrNotRegularFile, fi.Mode().Type())
+	}
+	if fi.Size() < math.MaxInt32 {
 		sizeHint = max(sizeHint, int(fi.Size())+readSlack)
 	}
 	if cap(buf) < sizeHint {
@@ -164,12 +195,15 @@ func readFrom(f *os.File, buf []byte, sizeHint int) ([]byte, error) {
 		if len(buf) == cap(buf) {
 			// Double: append grows large slices by only 1.25x, which
 			// would copy a 10 MB table many times over.
-			buf = slices.Grow(buf, cap(buf))
+			buf = slices.Grow(buf, min(cap(buf), MaxTableSize+1-len(buf)))
 		}
 		n, err := f.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
 			return buf, nil
+		}
+		if len(buf) > MaxTableSize {
+			return nil, fmt.Errorf("%w (%d bytes)", ErrTooLarge, MaxTableSize)
 		}
 		if err != nil {
 			return nil, err

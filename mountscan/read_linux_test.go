@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -74,4 +75,25 @@ func runInMountNamespace(t *testing.T) {
 	require.NoError(t, err, "child output:\n%s", out)
 	require.Contains(t, string(out), "--- PASS: TestRealMounts", "child output:\n%s", out)
 	t.Logf("child:\n%s", out)
+}
+
+// A device or a FIFO given as the mount table is refused at once: /dev/zero
+// would be read until memory runs out, a FIFO would block forever
+// (issue 9, item 10).
+func TestReadFileRefusesWhatIsNotAFile(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	for _, path := range []string{"/dev/zero", fifo} {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() { _, err := ReadFile(t.Context(), path, 0); done <- err }()
+			select {
+			case err := <-done:
+				require.ErrorIs(t, err, ErrNotRegularFile)
+				assert.Contains(t, err.Error(), path)
+			case <-time.After(10 * time.Second):
+				t.Fatalf("ReadFile(%s) did not return", path)
+			}
+		})
+	}
 }

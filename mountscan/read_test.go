@@ -135,7 +135,7 @@ func TestReadFileTemp(t *testing.T) {
 func TestReadFileLargerThanBuffers(t *testing.T) {
 	// Bigger than the first buffer, so reading must grow it and the second
 	// read must reuse the first one's size.
-	var data []byte
+	data := []byte("1 0 259:1 / / rw - ext4 /dev/sda1 rw\n") // a live table has a root entry
 	for i := 0; len(data) < 3*initialReadSize; i++ {
 		data = fmt.Appendf(data, "%d 1 0:%d / /m/%d rw - tmpfs tmpfs rw\n", i+2, i, i)
 	}
@@ -144,7 +144,27 @@ func TestReadFileLargerThanBuffers(t *testing.T) {
 	tab, err := ReadFile(t.Context(), path, 2)
 	require.NoError(t, err)
 	last := tab.Mounts()[tab.Len()-1]
-	assert.Equal(t, fmt.Sprintf("/m/%d", tab.Len()-1), last.MountPoint)
+	assert.Equal(t, fmt.Sprintf("/m/%d", tab.Len()-2), last.MountPoint) // after the root entry
+}
+
+// An empty or rootless table is not a live one: ReadFile and
+// ReadConsistent refuse it (issue 9, item 11).
+func TestReadRefusesATableWithoutRoot(t *testing.T) {
+	for name, data := range map[string]string{
+		"empty":    "",
+		"rootless": "30 1 0:40 / /var/lib/kubelet/pods/u/volumes/kubernetes.io~secret/s rw - tmpfs tmpfs rw\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "mountinfo")
+			require.NoError(t, os.WriteFile(path, []byte(data), 0o600))
+			_, err := ReadFile(t.Context(), path, 2)
+			require.ErrorIs(t, err, ErrNoRootMount)
+			assert.Contains(t, err.Error(), path)
+			_, err = ReadConsistent(t.Context(), "fake", func() ([]byte, error) { return []byte(data), nil }, 2)
+			require.ErrorIs(t, err, ErrNoRootMount)
+		})
+	}
+	require.NoError(t, CheckLive(MustFromLines("1 0 259:1 / / rw - ext4 /dev/sda1 rw")))
 }
 
 func TestReadFileProc(t *testing.T) {

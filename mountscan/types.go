@@ -49,6 +49,14 @@ var (
 	ErrMalformed = errors.New("malformed mountinfo")
 	// ErrInconsistent means consecutive reads of the mount table never agreed.
 	ErrInconsistent = errors.New("mount table changed between reads")
+	// ErrNotRegularFile: the path is a device, a FIFO or a pipe, not a mount
+	// table (/dev/zero never ends; a FIFO blocks, and cannot be re-read).
+	ErrNotRegularFile = errors.New("not a regular file")
+	// ErrTooLarge: the file holds more than MaxTableSize bytes.
+	ErrTooLarge = errors.New("larger than the size limit of a mount table")
+	// ErrNoRootMount: a table without an entry at "/" (an empty one, say):
+	// every live mount table has one, so it is not the node's.
+	ErrNoRootMount = errors.New("no mount at /: not a live mount table")
 )
 
 // ParseError reports a malformed mountinfo line. Its text names the line

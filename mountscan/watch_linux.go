@@ -14,9 +14,15 @@ import (
 // epoll_wait, run whenever a thread idles, would take the flag before
 // Changed could see it. A blocking descriptor given to os.NewFile stays out.
 func openUnpolled(path string) (*os.File, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	// Opened without blocking, so that a FIFO cannot hang the open; then
+	// made blocking again, which is what keeps it out of the poller.
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "fcntl", Path: path, Err: err}
 	}
 	return os.NewFile(uintptr(fd), path), nil
 }

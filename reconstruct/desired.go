@@ -133,13 +133,17 @@ func (b *builder) wouldOrphan(keys []string) bool {
 	return false
 }
 
-// noteOrphans reports each orphaned pod as removable or as still mounted.
+// noteOrphans reports each orphaned pod as still mounted, still running
+// (Options.LifeChecker) or removable.
 func (b *builder) noteOrphans() {
+	life := b.lifeOfOrphans()
 	for _, p := range b.st.Pods {
 		if p.Status != PodOrphaned {
 			continue
 		}
-		switch {
+		switch signs, asked := life[p.UID]; {
+		case asked && signs.Running():
+			b.add(runningFinding(p, signs))
 		case !b.consistent:
 			b.add(Finding{Kind: OrphanedPodMounted, Severity: SeverityWarning, Path: p.Path, PodUID: p.UID,
 				Message: "orphaned pod whose mounts are unknown (the mount table could not be read consistently): treated as mounted"})

@@ -136,3 +136,54 @@ func TestPodConfirmerConfirmsBeforeOrphaning(t *testing.T) {
 		})
 	}
 }
+
+// fakeLife answers CheckLife from a map; pods it lacks get no answer.
+type fakeLife map[string]reconstruct.LifeSigns
+
+func (f fakeLife) CheckLife(context.Context, *mountscan.Table, []reconstruct.PodRef) map[string]reconstruct.LifeSigns {
+	return f
+}
+
+// An orphan with evidence of life, or whose evidence is unknown, is
+// OrphanedPodRunning, never removable.
+func TestEvidenceOfLifeKeepsOrphans(t *testing.T) {
+	tests := []struct {
+		name    string
+		signs   fakeLife
+		want    reconstruct.FindingKind
+		message string
+	}{
+		{"no evidence", fakeLife{realUID1: {}}, reconstruct.OrphanedPodRemovable, "nothing mounted"},
+		{"evidence", fakeLife{realUID1: {Evidence: []string{"ready pod sandbox 0123"}}}, reconstruct.OrphanedPodRunning, "ready pod sandbox 0123"},
+		{"unknown", fakeLife{realUID1: {Unknown: "runtime timeout"}}, reconstruct.OrphanedPodRunning, "could not be gathered (runtime timeout)"},
+		{"no answer", fakeLife{}, reconstruct.OrphanedPodRunning, "gave no answer"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := scanPods(t, reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}, LifeChecker: tc.signs})
+			require.NoError(t, err)
+			require.Len(t, st.Findings, 1)
+			assert.Equal(t, tc.want, st.Findings[0].Kind)
+			assert.Equal(t, realUID1, st.Findings[0].PodUID)
+			assert.Contains(t, st.Findings[0].Message, tc.message)
+		})
+	}
+}
+
+// A table handed in without a root entry (an empty one, say) is not the
+// node's: everything is Uncertain, never Unmounted (issue 9, item 11).
+func TestRootlessMountTableIsInconsistent(t *testing.T) {
+	opts := reconstruct.Options{HostRoot: t.TempDir(), ActivePods: reconstruct.PodList{realUID2}}
+	require.NoError(t, os.MkdirAll(filepath.Join(opts.HostRoot, "/var/lib/kubelet/pods", realUID1, "volumes/kubernetes.io~csi/pv-1/mount"), 0o750))
+	opts.ReadMountTable = func(context.Context) (*mountscan.Table, error) { return mountscan.FromLines() }
+	st, err := reconstruct.Scan(t.Context(), opts)
+	require.NoError(t, err)
+	assert.False(t, st.MountTable.Consistent)
+	assert.Contains(t, st.MountTable.Error, "no mount at /")
+	require.Len(t, st.Volumes, 1)
+	assert.Equal(t, reconstruct.Uncertain, st.Volumes[0].State)
+	for _, f := range st.Findings {
+		assert.NotEqual(t, reconstruct.OrphanedPodRemovable, f.Kind)
+		assert.NotEqual(t, reconstruct.DataOnNodeDisk, f.Kind)
+	}
+}

@@ -42,6 +42,12 @@ type Options struct {
 	// the disk and the mount table are read, so a pod created meanwhile is
 	// listed rather than taken for an orphan.
 	ActivePods PodSource
+	// LifeChecker, if set, is asked for evidence of life of every orphaned
+	// pod (package liveness: mount namespaces and the container runtime). A
+	// pod with evidence, or whose evidence could not be gathered, is
+	// OrphanedPodRunning: not removable, nothing of it unmounted. Without it
+	// an orphan is removable on the active pod list alone.
+	LifeChecker LifeChecker
 	// EmptyActivePodsAuthoritative accepts an empty answer from ActivePods
 	// while pod dirs exist (every pod then is an orphan). Without it Scan
 	// refuses with ErrEmptyActivePods.

@@ -56,6 +56,12 @@ func Build(ctx context.Context, opts Options, inv *podsdir.Inventory) (*State, e
 // inventory was taken.
 func build(ctx context.Context, opts Options, inv *podsdir.Inventory, readTable func(context.Context) (*mountscan.Table, error)) (*State, error) {
 	table, tableErr := readTable(ctx)
+	if tableErr == nil {
+		// A table handed in (ReadMountTable) is held to what a live one is.
+		if err := mountscan.CheckLive(table); err != nil {
+			tableErr = fmt.Errorf("the mount table: %w", err)
+		}
+	}
 	b := &builder{
 		ctx:       ctx,
 		log:       klog.FromContext(ctx),

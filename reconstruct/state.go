@@ -59,6 +59,11 @@ const (
 	// OrphanedPodRemovable: an orphaned pod with nothing mounted at or below
 	// its dir: the cleanup plan says what of it can go.
 	OrphanedPodRemovable FindingKind = "OrphanedPodRemovable"
+	// OrphanedPodRunning: an orphaned pod that still runs (a mount namespace
+	// holds a mount from its dir, or the container runtime lists it), or
+	// whose evidence of life could not be gathered: nothing of it may be
+	// removed or unmounted, it is only reported (Options.LifeChecker).
+	OrphanedPodRunning FindingKind = "OrphanedPodRunning"
 	// LeakedGlobalMount: a CSI staging mount that no pod mount uses (the
 	// kubelet restarted between NodeUnpublish and NodeUnstage).
 	LeakedGlobalMount FindingKind = "LeakedGlobalMount"
@@ -106,7 +111,7 @@ const (
 // FindingKinds returns every FindingKind.
 func FindingKinds() []FindingKind {
 	return []FindingKind{
-		OrphanedPodMounted, OrphanedPodRemovable, LeakedGlobalMount, StaleVolumeData,
+		OrphanedPodMounted, OrphanedPodRemovable, OrphanedPodRunning, LeakedGlobalMount, StaleVolumeData,
 		MissingVolumeData, CorruptVolumeData, CorruptedMount, HungMount, RootDiskBackedMount,
 		StackedMount, DataOnNodeDisk, UnknownPlugin, InconsistentMountTable, UnexpectedEntry,
 		StagingHashMismatch, LegacyLayout, SELinuxContextMismatch, LeakedLoopDevice,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/internal/fixture"
+	"github.com/volrecon/volrecon/liveness"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
@@ -30,6 +31,8 @@ type nodeFlags struct {
 	activePods                   string
 	emptyActivePodsOK            bool
 	kube                         kubeFlags
+	evidenceOfLife               bool
+	criEndpoints                 stringList
 }
 
 type stringList []string
@@ -64,6 +67,24 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 		"or a file (or - for stdin): one UID per line, or the JSON of kubectl get pods -A --field-selector spec.nodeName=NODE -o json")
 	f.kube.register(fs)
 	fs.BoolVar(&f.emptyActivePodsOK, "empty-active-pods-ok", false, "accept an empty --active-pods list: every pod dir is then orphaned")
+	fs.BoolVar(&f.evidenceOfLife, "evidence-of-life", true, "before calling an orphan removable, look for its mounts in every mount namespace\n"+
+		"and for its sandboxes and containers in the CRI runtime (false only for fixtures and tests: a pod\n"+
+		"missing from --active-pods whose containers still run could lose its data)")
+	fs.Var(&f.criEndpoints, "cri-endpoint", "CRI runtime socket to ask for evidence of life (repeatable; host path; \"none\" for no runtime)\n"+
+		"(default "+strings.Join(liveness.DefaultCRIEndpoints(), ", ")+")")
+}
+
+// lifeChecker is the evidence-of-life check the flags ask for (none for the
+// demo, whose pods are not this machine's).
+func (f *nodeFlags) lifeChecker() reconstruct.LifeChecker {
+	if !f.evidenceOfLife || f.demo {
+		return nil
+	}
+	endpoints := []string(f.criEndpoints)
+	if slices.Contains(endpoints, "none") {
+		endpoints = []string{}
+	}
+	return liveness.New(liveness.Options{HostRoot: f.hostRoot, CRIEndpoints: endpoints})
 }
 
 // commandFlags holds a command's flag set and the flags every command has.
@@ -114,6 +135,8 @@ func (c *commandFlags) parse(args []string, outputs []string, stderr io.Writer) 
 type node struct {
 	opts    reconstruct.Options
 	cleanup func()
+	// activePods is the --active-pods file, if one was given (not stdin).
+	activePods *activePodsFile
 }
 
 // openNode turns the flags into scan options. For --demo it materialises
@@ -122,20 +145,29 @@ func (f *nodeFlags) openNode(stdin io.Reader) (*node, error) {
 	n := &node{cleanup: func() {}, opts: reconstruct.Options{
 		RootDir: f.rootDir, RootDirAliases: f.rootDirAliases, AttachFreeDrivers: f.attachFreeDrivers, HostRoot: f.hostRoot, MountInfoPath: f.mountInfo,
 		Probe: f.probe, ProbeTimeout: f.probeTimeout, FSTimeout: f.probeTimeout, EmptyActivePodsAuthoritative: f.emptyActivePodsOK,
+		LifeChecker: f.lifeChecker(),
 	}}
-	if f.activePods == activePodsAPI {
+	switch f.activePods {
+	case "":
+	case activePodsAPI:
 		src, err := f.kube.apiPodSource()
 		if err != nil {
 			return nil, err
 		}
 		n.opts.ActivePods = src
 		n.opts.AttachFreeDrivers = append(n.opts.AttachFreeDrivers, f.kube.apiAttachFreeDrivers(withLogger(context.Background()))...)
-	} else if f.activePods != "" {
+	case "-": // stdin is read once
 		uids, err := readActivePods(f.activePods, stdin)
 		if err != nil {
 			return nil, &exitError{code: exitUsage, err: err}
 		}
 		n.opts.ActivePods = reconstruct.PodList(uids)
+	default: // a file is read again whenever it changed (serve)
+		file, err := newActivePodsFile(f.activePods)
+		if err != nil {
+			return nil, &exitError{code: exitUsage, err: err}
+		}
+		n.opts.ActivePods, n.activePods = file, file
 	}
 	if f.demo {
 		if err := n.materialiseDemo(); err != nil {

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -139,8 +141,128 @@ func TestCleanupKeepsAStaticPodListedByItsMirrorPod(t *testing.T) {
 		`"annotations":{"kubernetes.io/config.hash":"` + hash + `","kubernetes.io/config.mirror":"` + hash + `"}}}]}`
 
 	code, out, errOut := runCLI(t, pods, "cleanup", "--root-dir", root, "--mountinfo", mountinfo,
-		"--active-pods", "-", "--apply", "-o", "json")
+		"--active-pods", "-", "--evidence-of-life=false", "--apply", "-o", "json")
 	require.Equal(t, exitOK, code, errOut)
 	assert.NotContains(t, out, hash, "the static pod is active: nothing of it is planned")
 	assert.FileExists(t, data)
+}
+
+// The command looks for evidence of life by default: where it cannot (here,
+// a host root without /proc), the orphan is kept as running.
+func TestScanLooksForEvidenceOfLife(t *testing.T) {
+	hostRoot := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(hostRoot, "var/lib/kubelet/pods", fixtureUID, "containers"), 0o750))
+	mountinfo := filepath.Join(t.TempDir(), "mountinfo")
+	require.NoError(t, os.WriteFile(mountinfo, []byte("1 0 259:1 / / rw - ext4 /dev/sda1 rw\n"), 0o600))
+	args := []string{"scan", "--host-root", hostRoot, "--mountinfo", mountinfo, "--active-pods", "-", "--cri-endpoint", "none", "-o", "json"}
+
+	code, out, errOut := runCLI(t, otherUID+"\n", args...)
+	require.Equal(t, exitOK, code, errOut)
+	var st reconstruct.State
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	require.Len(t, st.Findings, 1)
+	assert.Equal(t, reconstruct.OrphanedPodRunning, st.Findings[0].Kind)
+	assert.Contains(t, st.Findings[0].Message, "could not be gathered")
+
+	code, out, errOut = runCLI(t, otherUID+"\n", append(args, "--evidence-of-life=false")...)
+	require.Equal(t, exitOK, code, errOut)
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	assert.Equal(t, reconstruct.OrphanedPodRemovable, st.Findings[0].Kind)
+}
+
+const fixtureUID, otherUID = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"
+
+// --active-pods and --mountinfo that never end or never answer fail fast
+// with an error naming the path (issue 9, item 10).
+func TestEndlessOrSilentInputsAreRefused(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	old := activePodsTimeout
+	activePodsTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { activePodsTimeout = old })
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "pods"), 0o750))
+	tests := []struct {
+		name    string
+		args    []string
+		code    int
+		errText string
+	}{
+		{"active pods from /dev/zero", []string{"plan", "--demo", "--active-pods", "/dev/zero"}, exitUsage, "--active-pods /dev/zero: "}, // too large, or too slow under load: bounded either way
+		{"active pods from a silent fifo", []string{"plan", "--demo", "--active-pods", fifo}, exitUsage, "did not answer in time (a FIFO without a writer?)"},
+		{"mount table from /dev/zero", []string{"scan", "--root-dir", root, "--mountinfo", "/dev/zero"}, exitScanFail, "/dev/zero"},
+		{"mount table from a fifo", []string{"scan", "--root-dir", root, "--mountinfo", fifo}, exitScanFail, "not a regular file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			code, _, errOut := runCLI(t, "", tc.args...)
+			assert.Less(t, time.Since(start), 10*time.Second)
+			assert.Equal(t, tc.code, code, errOut)
+			assert.Contains(t, errOut, tc.errText)
+		})
+	}
+}
+
+// A name a pod controls with a newline or an escape sequence is quoted in
+// table output: it cannot forge a plan row or reach the terminal; JSON keeps
+// it as it is (issue 9, item 12).
+func TestTableOutputQuotesNamesPodsControl(t *testing.T) {
+	root := t.TempDir()
+	forged := "x\nRmdir             " + fixtureUID + "  etc"
+	escape := "clear\x1b[2J"
+	for _, name := range []string{forged, escape} {
+		require.NoError(t, os.MkdirAll(filepath.Join(root, "pods", fixtureUID, "volumes/kubernetes.io~empty-dir", name), 0o750))
+	}
+	mountinfo := filepath.Join(t.TempDir(), "mountinfo")
+	require.NoError(t, os.WriteFile(mountinfo, []byte("1 0 259:1 / / rw - ext4 /dev/sda1 rw\n"), 0o600))
+	args := []string{"--root-dir", root, "--mountinfo", mountinfo, "--active-pods", "-", "--evidence-of-life=false"}
+
+	for _, cmd := range []string{"scan", "plan"} {
+		code, out, errOut := runCLI(t, otherUID+"\n", append([]string{cmd}, args...)...)
+		require.Equal(t, exitOK, code, errOut)
+		assert.NotContains(t, out, "\x1b", "%s: no escape sequence reaches the terminal", cmd)
+		assert.NotContains(t, out, "\nRmdir             "+fixtureUID+"  etc", "%s: no forged row", cmd)
+		assert.Contains(t, out, `\x1b[2J`, cmd)
+		assert.Contains(t, out, `x\nRmdir`, cmd)
+	}
+	_, out, _ := runCLI(t, otherUID+"\n", append([]string{"scan", "-o", "json"}, args...)...)
+	var st reconstruct.State
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	var names []string
+	for _, v := range st.Volumes {
+		names = append(names, v.Name)
+	}
+	assert.ElementsMatch(t, []string{forged, escape}, names, "JSON keeps the names as they are")
+}
+
+// In the container mode an unmount would only remove the container's copy
+// of a mount and then fail: cleanup --unmount refuses, saying why and what
+// to do; without --unmount, and in the host's own namespace, it runs
+// (issue 9, item 14).
+func TestCleanupUnmountRefusedOutsideTheTablesNamespace(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "pods", fixtureUID, "containers"), 0o750))
+	copyOfTable := filepath.Join(t.TempDir(), "mountinfo")
+	require.NoError(t, os.WriteFile(copyOfTable, []byte("1 0 259:1 / / rw - ext4 /dev/sda1 rw\n"), 0o600))
+	common := []string{"--active-pods", "-", "--evidence-of-life=false"}
+	tests := []struct {
+		name    string
+		args    []string
+		code    int
+		errText string
+	}{
+		{"container mode", []string{"cleanup", "--unmount", "--host-root", root, "--mountinfo", "/proc/1/mountinfo"}, exitUsage, "with --host-root " + root},
+		{"a copy of a table", []string{"cleanup", "--unmount", "--root-dir", root, "--mountinfo", copyOfTable}, exitUsage, "not a /proc/<pid>/mountinfo file"},
+		{"without --unmount", []string{"cleanup", "--host-root", root, "--root-dir", "/", "--mountinfo", copyOfTable}, exitOK, ""},
+		{"plan --unmount only plans", []string{"plan", "--unmount", "--host-root", root, "--root-dir", "/", "--mountinfo", copyOfTable}, exitOK, ""},
+		{"its own namespace", []string{"cleanup", "--unmount", "--root-dir", root}, exitOK, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errOut := runCLI(t, otherUID+"\n", append(tc.args, common...)...)
+			assert.Equal(t, tc.code, code, errOut)
+			assert.Contains(t, errOut, tc.errText)
+		})
+	}
 }

@@ -6,8 +6,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/reconstruct"
@@ -88,10 +91,10 @@ func (p *printer) pods(w io.Writer, st *reconstruct.State) {
 	}
 	for _, pod := range st.Pods {
 		// A line without tabs ends a column block: each pod aligns on its own.
-		fmt.Fprintf(w, "pod %s (%s, %s)\n", pod.UID, p.paint(string(pod.Status)), plural(len(pod.MountPoints), "mount point"))
+		fmt.Fprintf(w, "pod %s (%s, %s)\n", safe(pod.UID), p.paint(string(pod.Status)), plural(len(pod.MountPoints), "mount point"))
 		fmt.Fprintln(w, "  VOLUME\tPLUGIN\tSTATE\tDRIVER\tDEVICE MOUNT PATH"+p.wideHeader())
 		for _, v := range byPod[pod.UID] {
-			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s%s\n", v.Name, v.Plugin, p.paint(string(v.State)), driverOf(v), dash(v.DeviceMountPath), p.wideColumns(v.Mount))
+			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s%s\n", safe(v.Name), safe(v.Plugin), p.paint(string(v.State)), safe(driverOf(v)), safe(dash(v.DeviceMountPath)), p.wideColumns(v.Mount))
 		}
 		fmt.Fprintln(w)
 	}
@@ -103,7 +106,7 @@ func (p *printer) globalMounts(w io.Writer, st *reconstruct.State) {
 	}
 	fmt.Fprintln(w, "GLOBAL MOUNT\tSTATE\tDRIVER\tPODS"+p.wideHeader())
 	for _, g := range st.GlobalMounts {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d%s\n", g.Path, p.paint(string(g.State)), dash(g.DriverName), len(g.PodUIDs), p.wideColumns(g.Mount))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d%s\n", safe(g.Path), p.paint(string(g.State)), safe(dash(g.DriverName)), len(g.PodUIDs), p.wideColumns(g.Mount))
 	}
 	fmt.Fprintln(w)
 }
@@ -114,7 +117,7 @@ func (p *printer) findings(w io.Writer, st *reconstruct.State) {
 	}
 	fmt.Fprintln(w, "FINDING\tSEVERITY\tPATH\tMESSAGE")
 	for _, f := range st.Findings {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", f.Kind, p.paint(string(f.Severity)), dash(f.Path), f.Message)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", f.Kind, p.paint(string(f.Severity)), safe(dash(f.Path)), safe(f.Message))
 	}
 	fmt.Fprintln(w)
 }
@@ -167,7 +170,7 @@ func (p *printer) plan(plan *cleanup.ActionPlan, results []cleanup.ActionResult)
 			fmt.Fprintln(w, p.resultLine(results[i], plan.PodsDir))
 			continue
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", a.Action, shortUID(a.PodUID), relPath(plan.PodsDir, a), a.Reason)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", a.Action, safe(shortUID(a.PodUID)), safe(relPath(plan.PodsDir, a)), safe(a.Reason))
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -181,7 +184,7 @@ func (p *printer) resultLine(r cleanup.ActionResult, podsDir string) string {
 	if r.Error != "" {
 		reason += " [" + r.Error + "]"
 	}
-	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", r.Action.Action, p.paint(string(r.Result)), shortUID(r.PodUID), relPath(podsDir, r.Action), reason)
+	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", r.Action.Action, p.paint(string(r.Result)), safe(shortUID(r.PodUID)), safe(relPath(podsDir, r.Action)), safe(reason))
 }
 
 func planTotals(plan *cleanup.ActionPlan, results []cleanup.ActionResult) string {
@@ -265,5 +268,17 @@ func (p *printer) wideColumns(m *reconstruct.MountRef) string {
 	case m == nil:
 		return "\t-\t-"
 	}
-	return "\t" + m.Source + "\t" + m.FSType
+	return "\t" + safe(m.Source) + "\t" + safe(m.FSType)
+}
+
+// safe shows a string from the node (a name a pod controls, a path, a
+// message that holds them) on one table cell: with a newline, a tab, an
+// escape sequence, any other character that does not print, or bytes that
+// are not UTF-8, it is shown Go-quoted ("a\nb", "\x1b[2J"), so it can
+// neither forge rows nor reach the terminal. JSON output is not affected.
+func safe(s string) string {
+	if !utf8.ValidString(s) || strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return strconv.Quote(s)
+	}
+	return s
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/volrecon/volrecon/cleanup"
 )
@@ -47,6 +49,11 @@ func planOrCleanup(ctx context.Context, name, summary string, args []string, e e
 		}
 		fmt.Fprintln(e.stderr, "volrecon plan: no --active-pods: every pod is Unknown, so nothing is planned")
 	}
+	if name == "cleanup" && *unmount && !c.node.demo {
+		if err := unmountsHere(c.node.hostRoot, c.node.mountInfo); err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+	}
 	n, err := c.node.openNode(e.stdin)
 	if err != nil {
 		return err
@@ -81,4 +88,46 @@ func countResults(results []cleanup.ActionResult, want cleanup.Result) int {
 		}
 	}
 	return n
+}
+
+// errUnmountElsewhere: cleanup --unmount was asked where its unmounts would
+// not act on the mounts it read.
+var errUnmountElsewhere = errors.New("--unmount must run in the mount namespace whose table it reads")
+
+// unmountsHere checks that an unmount by this process acts on the mounts of
+// the table it reads: the host's files seen directly (no --host-root) and a
+// mount table of this process's own mount namespace. In the container mode
+// (--host-root /host --mountinfo /proc/1/mountinfo) an unmount would only
+// remove the container's copy of the mount and then fail, so it is refused.
+func unmountsHere(hostRoot, mountInfo string) error {
+	if hostRoot != "" && filepath.Clean(hostRoot) != "/" {
+		return fmt.Errorf("%w: with --host-root %s this process sees the host's files through its own mount namespace, "+
+			"where unmounting would only remove its copy of a mount; run cleanup --unmount on the host itself "+
+			"(or as nsenter --target 1 --mount -- volrecon cleanup --unmount ..., which needs a privileged pod with hostPID), "+
+			"or leave --unmount off", errUnmountElsewhere, hostRoot)
+	}
+	tableNS, err := mountNamespaceOf(mountInfo)
+	if err != nil {
+		return fmt.Errorf("%w: cannot tell which mount namespace --mountinfo %s belongs to: %w", errUnmountElsewhere, mountInfo, err)
+	}
+	selfNS, err := os.Readlink("/proc/self/ns/mnt")
+	if err != nil {
+		return fmt.Errorf("%w: cannot read this process's mount namespace: %w", errUnmountElsewhere, err)
+	}
+	if tableNS != selfNS {
+		return fmt.Errorf("%w: --mountinfo %s is the table of mount namespace %s, this process runs in %s; "+
+			"run cleanup --unmount in that namespace (nsenter --mount), or leave --unmount off", errUnmountElsewhere, mountInfo, tableNS, selfNS)
+	}
+	return nil
+}
+
+// mountNamespaceOf names the mount namespace a /proc/<pid>/mountinfo (or
+// /proc/self/mountinfo) belongs to. Any other file is a copy, of no
+// namespace: unmounting from it is refused.
+func mountNamespaceOf(mountInfo string) (string, error) {
+	dir, file := filepath.Split(filepath.Clean(mountInfo))
+	if file != "mountinfo" || filepath.Dir(filepath.Clean(dir)) != "/proc" {
+		return "", fmt.Errorf("not a /proc/<pid>/mountinfo file")
+	}
+	return os.Readlink(filepath.Join(dir, "ns", "mnt"))
 }

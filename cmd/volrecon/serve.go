@@ -213,6 +213,9 @@ func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
 	if detail := s.api.healthDetail(); detail != "" {
 		fmt.Fprintln(w, detail)
 	}
+	if s.node.activePods != nil {
+		fmt.Fprintln(w, s.node.activePods.status(time.Now()))
+	}
 }
 
 func (s *server) report(w http.ResponseWriter, _ *http.Request) {

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/internal/fixture"
+	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -129,4 +131,51 @@ func TestServeTextfileKubeletCompat(t *testing.T) {
 			assert.Equal(t, c.want, strings.Contains(string(text), "\n"+name+" "), "%s with %v", name, c.flags)
 		}
 	}
+}
+
+// serve reads --active-pods again when the file changed, and /healthz says
+// how old the list is (issue 9, item 13).
+func TestServeFollowsTheActivePodsFile(t *testing.T) {
+	hostRoot, mountinfo := demoNode(t)
+	st, err := reconstruct.Scan(t.Context(), reconstruct.Options{HostRoot: hostRoot, ReadMountTable: func(ctx context.Context) (*mountscan.Table, error) {
+		return mountscan.ReadFile(ctx, mountinfo, 0)
+	}})
+	require.NoError(t, err)
+	require.NotEmpty(t, st.Pods)
+	var all []string
+	for _, p := range st.Pods {
+		all = append(all, p.UID)
+	}
+	list := filepath.Join(t.TempDir(), "active-pods")
+	require.NoError(t, os.WriteFile(list, []byte(strings.Join(all, "\n")+"\n"), 0o600))
+	flags := nodeFlags{rootDir: "/var/lib/kubelet", hostRoot: hostRoot, mountInfo: mountinfo, activePods: list, evidenceOfLife: false}
+	n, err := flags.openNode(nil)
+	require.NoError(t, err)
+	s, err := newServer(n, time.Hour)
+	require.NoError(t, err)
+	orphaned := func() int {
+		s.scanOnce(t.Context())
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		require.NoError(t, s.lastErr)
+		n := 0
+		for _, p := range s.latest.Pods {
+			if p.Status == reconstruct.PodOrphaned {
+				n++
+			}
+		}
+		return n
+	}
+	assert.Equal(t, 0, orphaned())
+
+	// The agent rewrites the list: the first pod is gone.
+	require.NoError(t, os.WriteFile(list, []byte(strings.Join(all[1:], "\n")+"\n"), 0o600))
+	later := time.Now().Add(time.Minute)
+	require.NoError(t, os.Chtimes(list, later, later))
+	assert.Equal(t, 1, orphaned(), "the changed file is read again")
+
+	w := httptest.NewRecorder()
+	s.healthz(w, nil)
+	assert.Equal(t, http.StatusOK, w.Code)
+	assert.Contains(t, w.Body.String(), "active pods: "+list+", "+strconv.Itoa(len(all)-1)+" keys, read 0s ago")
 }

@@ -1,0 +1,135 @@
+package liveness_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/volrecon/volrecon/liveness"
+	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/reconstruct"
+)
+
+const (
+	uidRunning  = "11111111-1111-4111-8111-111111111111"
+	uidStopped  = "22222222-2222-4222-8222-222222222222"
+	uidUnlisted = "33333333-3333-4333-8333-333333333333"
+)
+
+// fakeRuntime is a CRI RuntimeService that lists fixed sandboxes and
+// containers, served over a unix socket as containerd and CRI-O do.
+type fakeRuntime struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+	sandboxes  []*runtimeapi.PodSandbox
+	containers []*runtimeapi.Container
+}
+
+func (f *fakeRuntime) ListPodSandbox(context.Context, *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+	return &runtimeapi.ListPodSandboxResponse{Items: f.sandboxes}, nil
+}
+
+func (f *fakeRuntime) ListContainers(context.Context, *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
+	return &runtimeapi.ListContainersResponse{Containers: f.containers}, nil
+}
+
+// serve serves the runtime on a socket under hostRoot and returns its host path.
+func serve(t *testing.T, hostRoot string, rt runtimeapi.RuntimeServiceServer) string {
+	t.Helper()
+	endpoint := "/run/containerd/containerd.sock"
+	socket := filepath.Join(hostRoot, endpoint)
+	require.NoError(t, os.MkdirAll(filepath.Dir(socket), 0o750))
+	lis, err := net.Listen("unix", socket)
+	require.NoError(t, err)
+	srv := grpc.NewServer()
+	runtimeapi.RegisterRuntimeServiceServer(srv, rt)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return endpoint
+}
+
+func labels(uid string) map[string]string { return map[string]string{liveness.PodUIDLabel: uid} }
+
+// hostRootWithProc is a host root whose /proc has one process whose mount
+// table holds only the root filesystem: no namespace holds a pod.
+func hostRootWithProc(t *testing.T) string {
+	root := t.TempDir()
+	pid := filepath.Join(root, "proc", "1")
+	require.NoError(t, os.MkdirAll(filepath.Join(pid, "ns"), 0o750))
+	require.NoError(t, os.Symlink("mnt:[4026531841]", filepath.Join(pid, "ns", "mnt")))
+	require.NoError(t, os.WriteFile(filepath.Join(pid, "mountinfo"), []byte("1 0 259:1 / / rw - ext4 /dev/sda1 rw\n"), 0o600))
+	return root
+}
+
+var hostTable = mountscan.MustFromLines("1 0 259:1 / / rw - ext4 /dev/sda1 rw")
+
+func pods(uids ...string) []reconstruct.PodRef {
+	var out []reconstruct.PodRef
+	for _, uid := range uids {
+		out = append(out, reconstruct.PodRef{UID: uid, Path: "/var/lib/kubelet/pods/" + uid})
+	}
+	return out
+}
+
+func TestRuntimeListsThePod(t *testing.T) {
+	root := hostRootWithProc(t)
+	endpoint := serve(t, root, &fakeRuntime{
+		sandboxes: []*runtimeapi.PodSandbox{
+			{Id: "sandbox-running-0123456789", Labels: labels(uidRunning), State: runtimeapi.PodSandboxState_SANDBOX_READY},
+			{Id: "sandbox-stopped", Labels: labels(uidStopped), State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY},
+		},
+		containers: []*runtimeapi.Container{
+			{Id: "ctr-running", Labels: labels(uidRunning), State: runtimeapi.ContainerState_CONTAINER_RUNNING,
+				Metadata: &runtimeapi.ContainerMetadata{Name: "app"}},
+			{Id: "ctr-exited", Labels: labels(uidStopped), State: runtimeapi.ContainerState_CONTAINER_EXITED},
+		},
+	})
+	checker := liveness.New(liveness.Options{HostRoot: root, CRIEndpoints: []string{endpoint}, Timeout: 5 * time.Second})
+
+	signs := checker.CheckLife(t.Context(), hostTable, pods(uidRunning, uidStopped, uidUnlisted))
+
+	require.Len(t, signs[uidRunning].Evidence, 2, "%+v", signs[uidRunning])
+	assert.Contains(t, signs[uidRunning].Evidence[0], "ready pod sandbox sandbox-runn")
+	assert.Contains(t, signs[uidRunning].Evidence[1], "CONTAINER_RUNNING container app")
+	assert.False(t, signs[uidStopped].Running(), "a stopped sandbox and an exited container hold nothing: %+v", signs[uidStopped])
+	assert.False(t, signs[uidUnlisted].Running(), "%+v", signs[uidUnlisted])
+}
+
+// What could not be gathered is unknown, and unknown keeps the pod.
+func TestUngatheredEvidenceIsUnknown(t *testing.T) {
+	t.Run("a runtime socket that does not answer", func(t *testing.T) {
+		root := hostRootWithProc(t)
+		endpoint := "/var/run/crio/crio.sock"
+		require.NoError(t, os.MkdirAll(filepath.Join(root, filepath.Dir(endpoint)), 0o750))
+		require.NoError(t, os.WriteFile(filepath.Join(root, endpoint), nil, 0o600)) // not a socket
+		checker := liveness.New(liveness.Options{HostRoot: root, CRIEndpoints: []string{endpoint}, Timeout: 2 * time.Second})
+		s := checker.CheckLife(t.Context(), hostTable, pods(uidUnlisted))[uidUnlisted]
+		assert.True(t, s.Running())
+		assert.Contains(t, s.Unknown, "could not be asked")
+	})
+	t.Run("no /proc", func(t *testing.T) {
+		checker := liveness.New(liveness.Options{HostRoot: t.TempDir(), CRIEndpoints: []string{}})
+		s := checker.CheckLife(t.Context(), hostTable, pods(uidUnlisted))[uidUnlisted]
+		assert.True(t, s.Running())
+		assert.Contains(t, s.Unknown, "mount namespaces could not be listed")
+	})
+	t.Run("a namespace's table that cannot be read", func(t *testing.T) {
+		root := hostRootWithProc(t)
+		require.NoError(t, os.Remove(filepath.Join(root, "proc", "1", "mountinfo")))
+		require.NoError(t, os.Mkdir(filepath.Join(root, "proc", "1", "mountinfo"), 0o750)) // reading it fails
+		checker := liveness.New(liveness.Options{HostRoot: root, CRIEndpoints: []string{}})
+		s := checker.CheckLife(t.Context(), hostTable, pods(uidUnlisted))[uidUnlisted]
+		assert.Contains(t, s.Unknown, "could not be read")
+	})
+	t.Run("a missing socket is no runtime, not unknown", func(t *testing.T) {
+		checker := liveness.New(liveness.Options{HostRoot: hostRootWithProc(t), CRIEndpoints: []string{"/run/none.sock"}})
+		assert.False(t, checker.CheckLife(t.Context(), hostTable, pods(uidUnlisted))[uidUnlisted].Running())
+	})
+}

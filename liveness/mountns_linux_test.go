@@ -1,0 +1,124 @@
+package liveness_test
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/volrecon/volrecon/cleanup"
+	"github.com/volrecon/volrecon/internal/kubeletdir"
+	"github.com/volrecon/volrecon/internal/mountns"
+	"github.com/volrecon/volrecon/liveness"
+	"github.com/volrecon/volrecon/reconstruct"
+)
+
+// holdInOwnNamespace starts a process in a mount namespace of its own that
+// bind-mounts source, as a container runtime does with a pod's emptyDir,
+// and waits until the bind is there. The host's table never shows it.
+func holdInOwnNamespace(t *testing.T, source string) {
+	t.Helper()
+	target := t.TempDir()
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
+		`mount --bind "$0" "$1" && echo ready && exec sleep 60`, source, target)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGKILL); _ = cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err, "the holder did not bind-mount")
+	require.Equal(t, "ready\n", line)
+}
+
+// An orphan whose emptyDir is bind-mounted in another mount namespace (a
+// container still running) is OrphanedPodRunning and nothing of it is
+// removed; without the checker it was OrphanedPodRemovable and its data was
+// deleted (issue 9, item 2).
+func TestRunningContainerKeepsItsOrphanedPod(t *testing.T) {
+	if !mountns.Enter(t) {
+		return
+	}
+	n := kubeletdir.New(t)
+	emptyDir := n.Volume(kubeletdir.UID1, "kubernetes.io~empty-dir", "data")
+	data := filepath.Join(emptyDir, "db", "rows")
+	n.Write(data, "the app's data")
+	holdInOwnNamespace(t, emptyDir)
+
+	checker := liveness.New(liveness.Options{CRIEndpoints: []string{}})
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{kubeletdir.UID2}, LifeChecker: checker})
+	running := kubeletdir.FindingsOf(st, reconstruct.OrphanedPodRunning)
+	require.Len(t, running, 1, "%+v", st.Findings)
+	assert.Contains(t, running[0].Message, "mounted from")
+	assert.Empty(t, kubeletdir.FindingsOf(st, reconstruct.OrphanedPodRemovable))
+
+	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: true})
+	for _, a := range plan.Actions {
+		assert.Equal(t, cleanup.Keep, a.Action, "%s %s", a.Path, a.Reason)
+	}
+	cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Apply: true})
+	assert.FileExists(t, data)
+}
+
+// Without any other namespace holding it, the same orphan is removable:
+// the check finds no false evidence in the node's own namespaces.
+func TestOrphanWithoutLifeIsRemovable(t *testing.T) {
+	if !mountns.Enter(t) {
+		return
+	}
+	n := kubeletdir.New(t)
+	n.Write(filepath.Join(n.Volume(kubeletdir.UID1, "kubernetes.io~empty-dir", "data"), "rows"), "x")
+	checker := liveness.New(liveness.Options{CRIEndpoints: []string{}})
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{kubeletdir.UID2}, LifeChecker: checker})
+	assert.Len(t, kubeletdir.FindingsOf(st, reconstruct.OrphanedPodRemovable), 1, "%+v", st.Findings)
+}
+
+// Every running pod has mounts on the host (its service account token's
+// tmpfs): with --unmount the plan would unmount it and then delete the
+// emptyDir under the running container. Its life is looked for too, and it
+// is kept whole.
+func TestRunningContainerKeepsItsOrphanedPodWithHostMounts(t *testing.T) {
+	if !mountns.Enter(t) {
+		return
+	}
+	n := kubeletdir.New(t)
+	token := n.Volume(kubeletdir.UID1, "kubernetes.io~projected", "kube-api-access-1")
+	mountns.Mount(t, "tmpfs", token, "tmpfs", 0, "size=1m")
+	emptyDir := n.Volume(kubeletdir.UID1, "kubernetes.io~empty-dir", "data")
+	data := filepath.Join(emptyDir, "rows")
+	n.Write(data, "the app's data")
+	holdInOwnNamespace(t, emptyDir)
+
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{kubeletdir.UID2},
+		LifeChecker: liveness.New(liveness.Options{CRIEndpoints: []string{}})})
+	require.Len(t, kubeletdir.FindingsOf(st, reconstruct.OrphanedPodRunning), 1, "%+v", st.Findings)
+	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: true})
+	require.Len(t, plan.Actions, 1)
+	assert.Equal(t, cleanup.Keep, plan.Actions[0].Action)
+	cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Apply: true})
+	assert.FileExists(t, data)
+	assert.DirExists(t, token)
+}
+
+// The kubelet's own subpath bind, seen in the host's namespace at its path
+// under the pod dir, is no evidence of life: a leaked subpath is cleaned up
+// as before.
+func TestALeakedSubpathIsNoEvidenceOfLife(t *testing.T) {
+	if !mountns.Enter(t) {
+		return
+	}
+	n := kubeletdir.New(t)
+	emptyDir := n.Volume(kubeletdir.UID1, "kubernetes.io~empty-dir", "data")
+	n.Write(filepath.Join(emptyDir, "conf", "app.yaml"), "x")
+	mountns.Bind(t, filepath.Join(emptyDir, "conf"), n.Path("pods", kubeletdir.UID1, "volume-subpaths", "data", "app", "0"))
+
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{kubeletdir.UID2},
+		LifeChecker: liveness.New(liveness.Options{CRIEndpoints: []string{}})})
+	assert.Empty(t, kubeletdir.FindingsOf(st, reconstruct.OrphanedPodRunning), "%+v", st.Findings)
+	assert.Len(t, kubeletdir.FindingsOf(st, reconstruct.OrphanedPodMounted), 1)
+}

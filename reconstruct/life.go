@@ -1,0 +1,81 @@
+package reconstruct
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/volrecon/volrecon/mountscan"
+)
+
+// LifeChecker looks for evidence that orphaned pods still run, which the
+// host's mount table cannot show: a container's mount namespace holding a
+// bind from the pod dir, or the container runtime listing the pod's
+// sandbox or containers. Package liveness implements it;
+// Scan asks it through Options.LifeChecker so that reconstruct itself never
+// talks to a runtime.
+type LifeChecker interface {
+	// CheckLife answers for each pod given (by UID). table is the host's mount
+	// table, read consistently; pods are host paths.
+	CheckLife(ctx context.Context, table *mountscan.Table, pods []PodRef) map[string]LifeSigns
+}
+
+// PodRef names a pod dir.
+type PodRef struct {
+	UID  string
+	Path string // host path of the pod dir
+}
+
+// LifeSigns is what a LifeChecker found for one pod.
+type LifeSigns struct {
+	// Evidence says what shows the pod still runs, for a person to check.
+	Evidence []string
+	// Unknown says why evidence could not be gathered. Unknown is not "gone":
+	// the pod is treated as running.
+	Unknown string
+}
+
+// Running: the pod runs, or whether it runs is unknown.
+func (l LifeSigns) Running() bool { return len(l.Evidence) > 0 || l.Unknown != "" }
+
+// lifeOfOrphans asks Options.LifeChecker about every orphan: those with
+// mounts on the host too, since every running pod has some (its service
+// account token's tmpfs), and a plan that may unmount them would then
+// remove its emptyDir data. A pod it does not answer for is unknown.
+func (b *builder) lifeOfOrphans() map[string]LifeSigns {
+	if b.opts.LifeChecker == nil || !b.consistent {
+		return nil
+	}
+	var pods []PodRef
+	for _, p := range b.st.Pods {
+		if p.Status == PodOrphaned {
+			pods = append(pods, PodRef{UID: p.UID, Path: p.Path})
+		}
+	}
+	if len(pods) == 0 {
+		return nil
+	}
+	signs := b.opts.LifeChecker.CheckLife(b.ctx, b.table, pods)
+	out := make(map[string]LifeSigns, len(pods))
+	for _, p := range pods {
+		s, ok := signs[p.UID]
+		if !ok {
+			s.Unknown = "the life checker gave no answer for this pod"
+		}
+		out[p.UID] = s
+		b.log.V(4).Info("Evidence of life", "podUID", p.UID, "evidence", s.Evidence, "unknown", s.Unknown)
+	}
+	return out
+}
+
+// runningFinding reports an orphan that still runs, or may.
+func runningFinding(p Pod, s LifeSigns) Finding {
+	msg := "orphaned pod that still runs (" + summarize(s.Evidence, 3) + ")"
+	if len(s.Evidence) == 0 {
+		msg = "orphaned pod whose evidence of life could not be gathered (" + s.Unknown + "): unknown keeps the pod, treated as running"
+	}
+	return Finding{Kind: OrphanedPodRunning, Severity: SeverityWarning, Path: p.Path, PodUID: p.UID,
+		Message: fmt.Sprintf("%s: not removable; nothing of it is cleaned while its containers may run. "+
+			"Check that the active pod list is current; the pod may have been scheduled after it was taken, or the kubelet lost track of it",
+			strings.TrimSpace(msg))}
+}
