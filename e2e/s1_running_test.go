@@ -99,8 +99,12 @@ func compareCSIPaths(t *testing.T, st vrState, n namer, pod *corev1.Pod, since t
 	for _, c := range callsNamed(calls, "NodeStageVolume") {
 		name := volumeOfCall(c)
 		v := byName[name]
-		if v.DeviceMountPath != c.StagingTargetPath {
-			add("staging-path:%s: kubelet staged at %s, volrecon says %q", name, c.StagingTargetPath, v.DeviceMountPath)
+		staged := v.DeviceMountPath
+		if v.Mode == "Block" {
+			staged = v.StagingPath // the kubelet's device mount path of a block volume is its global map path
+		}
+		if staged != c.StagingTargetPath {
+			add("staging-path:%s: kubelet staged at %s, volrecon says %q", name, c.StagingTargetPath, staged)
 		}
 		if !hasGlobalMount(st, c.StagingTargetPath) {
 			add("global-mount-not-reported:%s: %s", name, c.StagingTargetPath)

@@ -89,9 +89,10 @@ func TestAfterReboot(t *testing.T) {
 	// The block pod's dir, which volrecon rightly kept, is the kubelet's
 	// to clean: it reconstructs the volume and goes through the driver.
 	waitPodDirGone(t, string(block.UID), 60*time.Second)
+	waitPodDirGone(t, string(csi.UID), 60*time.Second)
 	waitPodDirGone(t, string(left.UID), 60*time.Second)
 	time.Sleep(5 * time.Second) // two more orphan sweeps, 2 s apart
-	for _, p := range []*corev1.Pod{vol, csi} {
+	for _, p := range []*corev1.Pod{vol} {
 		for _, line := range mark.grep(t, string(p.UID)) {
 			assert.NotContains(t, line, "olume", "the kubelet found a volume of %s to clean", p.Name)
 		}
@@ -99,7 +100,9 @@ func TestAfterReboot(t *testing.T) {
 	calls := csiCalls(t, restartAt)
 	assert.NotEmpty(t, callsFor(callsNamed(calls, "NodeUnpublishVolume"), blockHandle), "the kubelet unpublished the kept block volume")
 	assert.NotEmpty(t, callsFor(callsNamed(calls, "NodeUnstageVolume"), blockHandle), "the kubelet unstaged the kept block volume")
-	assert.Empty(t, callsFor(calls, fsHandle), "nothing of the removed CSI pod is left for the kubelet")
+	// volrecon kept the CSI pod's vol_data.json for the driver (its driver is
+	// registered): the kubelet tears it down through the driver with it.
+	assert.NotEmpty(t, callsFor(callsNamed(calls, "NodeUnpublishVolume"), fsHandle), "the kubelet unpublished the kept CSI volume")
 	// Given its vol_data.json, the kubelet tears the left pod's volume down
 	// through the driver: the file volrecon's RemoveVolumeData would delete.
 	assert.NotEmpty(t, callsFor(callsNamed(calls, "NodeUnpublishVolume"), leftHandle), "the kubelet unpublished the left volume")
@@ -153,6 +156,10 @@ const blockStagingIntended = "intended: a raw block staging dir has no mount to 
 	"needed: after the restart it reconstructs that volume and calls NodeUnpublish and NodeUnstage, which it " +
 	"could not do had the pod dir been removed"
 
+const removableButKeptVolData = "volrecon bug (minor), as for the block pod: OrphanedPodRemovable while the plan " +
+	"keeps the CSI pod's vol_data.json (NeedsDriver: its driver is registered, and a restarted kubelet tears the " +
+	"volume down through the driver with that very file, which the test then checks). Keeping it is right."
+
 const removableButKeptBug = "volrecon bug (minor): the pod gets the finding OrphanedPodRemovable " +
 	"(\"nothing mounted: its dirs can go\") while its plan keeps the dir (NeedsDriver for the block volume, " +
 	"see the intended difference above); the finding should follow the plan (reconstruct/findings.go decides " +
@@ -165,6 +172,7 @@ var (
 	}
 	rebootCleanupDifferences = []knownDifference{
 		{"OrphanedPodRemovable-but-kept:reboot-block", removableButKeptBug},
+		{"OrphanedPodRemovable-but-kept:reboot-csi", removableButKeptVolData},
 	}
-	rebootMetricDifferences = compatNotExposed
+	rebootMetricDifferences = orphanGaugeDifferences(0, 3)
 )

@@ -262,7 +262,7 @@ func assertAllUnknown(t *testing.T, st vrState) {
 		assert.Equal(t, "Unknown", p.Status, "pod %s", p.UID)
 	}
 	for _, f := range st.Findings {
-		assert.NotContains(t, []string{"OrphanedPodMounted", "OrphanedPodRemovable"}, f.Kind, "no orphan finding while unknown")
+		assert.NotContains(t, []string{"OrphanedPodMounted", "OrphanedPodRemovable", "OrphanedPodRunning"}, f.Kind, "no orphan finding while unknown")
 	}
 }
 
@@ -383,5 +383,6 @@ func (s *serveProc) requireMetric(t *testing.T, name string, want float64) {
 }
 
 func (st vrState) hasOrphanFinding(uid string) bool {
-	return hasFinding(st, "OrphanedPodRemovable", uid) || hasFinding(st, "OrphanedPodMounted", uid)
+	// Its containers still run (the kubelet is down): evidence of life.
+	return hasFinding(st, "OrphanedPodRunning", uid) || hasFinding(st, "OrphanedPodRemovable", uid) || hasFinding(st, "OrphanedPodMounted", uid)
 }

@@ -58,6 +58,7 @@ type vrVolume struct {
 	} `json:"csi"`
 	UniqueName       string `json:"uniqueName"`
 	DeviceMountPath  string `json:"deviceMountPath"`
+	StagingPath      string `json:"stagingPath"` // raw block: NodeStage's target (deviceMountPath is the global map path)
 	DeviceMountState string `json:"deviceMountState"`
 }
 
