@@ -136,7 +136,9 @@ func checkWhileDown(t *testing.T, pods orphanPods, n namer, active *corev1.PodLi
 		vp, ok := st.pod(string(p.UID))
 		require.True(t, ok, "pod dir of %s", p.Name)
 		assert.Equal(t, "Orphaned", vp.Status, "pod %s", p.Name)
-		assert.True(t, hasFinding(st, "OrphanedPodMounted", string(p.UID)), "OrphanedPodMounted for %s", p.Name)
+		// Its containers still run under containerd while the kubelet is
+		// down: evidence of life, which keeps the pod whole (issue 9).
+		assert.True(t, hasFinding(st, "OrphanedPodRunning", string(p.UID)), "OrphanedPodRunning for %s", p.Name)
 	}
 	kp, ok := st.pod(string(pods.keeper.UID))
 	require.True(t, ok)

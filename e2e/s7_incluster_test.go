@@ -301,7 +301,8 @@ func startServe(t *testing.T, kubeconfig string, extra ...string) *serveProc {
 	c := needCluster(t)
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	args := append([]string{"serve", "--listen", addr, "--interval", serveInterval.String(), "--root-dir", c.Layout.KubeletRoot(),
-		"--active-pods", "api", "--kubeconfig", kubeconfig, "--node-name", cluster.NodeName, "-v", "2"}, extra...)
+		"--active-pods", "api", "--kubeconfig", kubeconfig, "--node-name", cluster.NodeName,
+		"--cri-endpoint", c.Layout.ContainerdSocket(), "-v", "2"}, extra...)
 	s := &serveProc{base: "http://" + addr, cmd: exec.CommandContext(suite.ctx, suite.volrecon, args...), log: &bytes.Buffer{}}
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	require.NoError(t, s.cmd.Start())

@@ -130,7 +130,8 @@ func volrecon(t *testing.T, activePods *corev1.PodList, args ...string) ([]byte,
 	t.Helper()
 	c := needCluster(t)
 	full := append([]string{}, args...)
-	full = append(full, "--root-dir", c.Layout.KubeletRoot())
+	// The suite's containerd: volrecon asks it for evidence of life too.
+	full = append(full, "--root-dir", c.Layout.KubeletRoot(), "--cri-endpoint", c.Layout.ContainerdSocket())
 	if activePods != nil {
 		full = append(full, "--active-pods", writePodList(t, activePods))
 	}

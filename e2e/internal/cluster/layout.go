@@ -53,12 +53,15 @@ func (l Layout) kubeletKubeconfig() string { return l.join("conf", "kubelet.kube
 func (l Layout) kubeletConfig() string     { return l.join("conf", "kubelet.yaml") }
 func (l Layout) containerdConfig() string  { return l.join("conf", "containerd.toml") }
 func (l Layout) containerdSocket() string  { return l.join("run", "containerd", "containerd.sock") }
-func (l Layout) containerdState() string   { return l.join("run", "containerd") }
-func (l Layout) runcRoot() string          { return l.join("run", "runc") }
-func (l Layout) containerdRoot() string    { return l.join("data", "containerd") }
-func (l Layout) etcdData() string          { return l.join("data", "etcd") }
-func (l Layout) podLogsDir() string        { return l.join("data", "pod-logs") }
-func (l Layout) cniBinDir() string         { return l.join("cni", "bin") }
-func (l Layout) cniConfDir() string        { return l.join("cni", "net.d") }
-func (l Layout) imagesTar() string         { return l.join("images.tar") }
-func (l Layout) pidDir() string            { return l.join("pids") }
+
+// ContainerdSocket is the CRI endpoint of the suite's containerd.
+func (l Layout) ContainerdSocket() string { return l.containerdSocket() }
+func (l Layout) containerdState() string  { return l.join("run", "containerd") }
+func (l Layout) runcRoot() string         { return l.join("run", "runc") }
+func (l Layout) containerdRoot() string   { return l.join("data", "containerd") }
+func (l Layout) etcdData() string         { return l.join("data", "etcd") }
+func (l Layout) podLogsDir() string       { return l.join("data", "pod-logs") }
+func (l Layout) cniBinDir() string        { return l.join("cni", "bin") }
+func (l Layout) cniConfDir() string       { return l.join("cni", "net.d") }
+func (l Layout) imagesTar() string        { return l.join("images.tar") }
+func (l Layout) pidDir() string           { return l.join("pids") }
