@@ -27,7 +27,7 @@ const (
 const defaultMemoryLimit = 48 << 20
 
 func main() {
-	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
