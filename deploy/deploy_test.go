@@ -370,6 +370,17 @@ func TestDaemonSetResources(t *testing.T) {
 	}
 }
 
+// The Go runtime's soft memory limit comes from the memory request, which
+// must leave headroom below the limit: a soft limit at the hard limit let
+// serve's peak come within 11 MiB of an OOM kill.
+func TestDaemonSetMemoryLimitBelowTheHardLimit(t *testing.T) {
+	c := volreconContainer(t, loadManifests(t).daemonSet)
+	assert.Contains(t, c.Env, corev1.EnvVar{Name: "GOMEMLIMIT",
+		ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "requests.memory"}}})
+	req, limit := c.Resources.Requests[corev1.ResourceMemory], c.Resources.Limits[corev1.ResourceMemory]
+	assert.LessOrEqual(t, 3*req.Value(), 2*limit.Value(), "the limit is at least 1.5x the request")
+}
+
 // TestDaemonSetRejectsTypos checks that the strict decoding catches what a
 // lenient one would let through: each mutation of the file must fail.
 func TestDaemonSetRejectsTypos(t *testing.T) {

@@ -53,10 +53,13 @@ func ReadFile(ctx context.Context, path string, maxAttempts int) (*Table, error)
 		return nil, &ReadError{Path: path, Attempts: 1, Err: err}
 	}
 	size := initialReadSize
-	read := func(buf []byte) ([]byte, error) {
-		b, err := readInto(path, buf, size)
+	read := func(prev, _ []byte) ([]byte, bool, error) {
+		if prev != nil {
+			return rereadAgainst(path, prev)
+		}
+		b, err := readInto(path, nil, size)
 		size = len(b) + readSlack
-		return b, err
+		return b, false, err
 	}
 	return readConsistent(ctx, path, read, nil, true, maxAttempts)
 }
@@ -66,12 +69,17 @@ func ReadFile(ctx context.Context, path string, maxAttempts int) (*Table, error)
 func ReadConsistent(ctx context.Context, name string, read func() ([]byte, error), maxAttempts int) (*Table, error) {
 	// The snapshots belong to the caller, who may keep or reuse them: the
 	// agreed one is copied.
-	return readConsistent(ctx, name, func([]byte) ([]byte, error) { return read() }, nil, false, maxAttempts)
+	return readConsistent(ctx, name, func(_, _ []byte) ([]byte, bool, error) {
+		b, err := read()
+		return b, false, err
+	}, nil, false, maxAttempts)
 }
 
-// snapshotFunc returns one snapshot; it may reuse the storage of buf, which
-// holds a snapshot that is no longer needed.
-type snapshotFunc func(buf []byte) ([]byte, error)
+// snapshotFunc returns one snapshot; it may reuse the storage of spare,
+// which holds a snapshot that is no longer needed. prev is the snapshot
+// before (nil at first): a source that can compare while it reads returns
+// same (and no snapshot) when the new one equals prev.
+type snapshotFunc func(prev, spare []byte) (cur []byte, same bool, err error)
 
 // readConsistent makes at least two reads and stops at the first one equal to
 // its predecessor, or, when unchanged is not nil, at the first read after
@@ -90,12 +98,15 @@ func readConsistent(ctx context.Context, name string, read snapshotFunc, unchang
 		if err := ctx.Err(); err != nil {
 			return nil, &ReadError{Path: name, Attempts: attempt - 1, Err: err}
 		}
-		cur, err := read(spare)
+		cur, same, err := read(prev, spare)
 		if err != nil {
 			return nil, &ReadError{Path: name, Attempts: attempt, Err: err}
 		}
 		if testHookAfterRead != nil {
 			testHookAfterRead()
+		}
+		if same {
+			return parseSnapshot(name, attempt, prev, owned)
 		}
 		if unchanged != nil {
 			ok, err := unchanged()
@@ -174,6 +185,55 @@ func readInto(path string, buf []byte, sizeHint int) ([]byte, error) {
 	return readFrom(f, buf, sizeHint)
 }
 
+// rereadAgainst reads path again and compares it with prev as it goes, a
+// chunk at a time, so that the usual outcome (the same bytes) never holds
+// a second copy of a table of many MB. At the first difference it keeps
+// the rest in a new snapshot, which it returns. It opens and checks the
+// file as readInto does.
+func rereadAgainst(path string, prev []byte) (cur []byte, same bool, err error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	if err := checkRegular(f); err != nil {
+		return nil, false, err
+	}
+	chunk := make([]byte, min(len(prev)+1, 256<<10))
+	off := 0
+	for {
+		n, err := f.Read(chunk)
+		if n > 0 && (off+n > len(prev) || !bytes.Equal(chunk[:n], prev[off:off+n])) {
+			cur = make([]byte, 0, max(len(prev), off+n)+readSlack)
+			cur = append(append(cur, prev[:off]...), chunk[:n]...)
+			cur, err = readRest(f, cur)
+			return cur, false, err
+		}
+		off += n
+		if err == io.EOF {
+			if off == len(prev) {
+				return nil, true, nil
+			}
+			return bytes.Clone(prev[:off]), false, nil // cut short: a shorter snapshot
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
+}
+
+// checkRegular refuses anything but a regular file (a /proc file, a saved copy).
+func checkRegular(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w (%s): pass the mount table file, e.g. /proc/1/mountinfo", ErrNotRegularFile, fi.Mode().Type())
+	}
+	return nil
+}
+
 // readFrom reads f from its current offset to EOF, as readInto: only a
 // regular file, at most MaxTableSize bytes.
 func readFrom(f *os.File, buf []byte, sizeHint int) ([]byte, error) {
@@ -190,7 +250,12 @@ func readFrom(f *os.File, buf []byte, sizeHint int) ([]byte, error) {
 	if cap(buf) < sizeHint {
 		buf = make([]byte, 0, sizeHint)
 	}
-	buf = buf[:0]
+	return readRest(f, buf[:0])
+}
+
+// readRest appends the rest of f to buf, doubling its room as needed, up to
+// MaxTableSize bytes in all.
+func readRest(f *os.File, buf []byte) ([]byte, error) {
 	for {
 		if len(buf) == cap(buf) {
 			// Double: append grows large slices by only 1.25x, which

@@ -1,6 +1,7 @@
 package mountscan
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -191,4 +192,28 @@ func TestReadConsistentRejectsACutLastLine(t *testing.T) {
 	assert.Equal(t, 2, pe.Line)
 	assert.ErrorIs(t, err, ErrMalformed)
 	assert.Contains(t, err.Error(), "no newline")
+}
+
+// The second read of a file is compared as it is read: equal, longer,
+// shorter and changed-in-the-middle rereads each give the right snapshot.
+func TestRereadAgainst(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mountinfo")
+	prev := bytes.Repeat([]byte("0123456789abcdef"), 40_000) // several chunks
+	changed := bytes.Clone(prev)
+	changed[len(changed)/2] = 'X'
+	for name, now := range map[string][]byte{
+		"same": prev, "longer": append(bytes.Clone(prev), "tail"...), "shorter": prev[:1000],
+		"changed in the middle": changed, "empty": {},
+	} {
+		require.NoError(t, os.WriteFile(path, now, 0o600))
+		cur, same, err := rereadAgainst(path, prev)
+		require.NoError(t, err, name)
+		if name == "same" {
+			assert.True(t, same, name)
+			assert.Nil(t, cur, name)
+			continue
+		}
+		assert.False(t, same, name)
+		assert.Equal(t, now, cur, name)
+	}
 }

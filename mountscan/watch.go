@@ -52,13 +52,13 @@ func (w *Watcher) Changed() (bool, error) {
 // reports the changes since the table that Read returned. Errors are as
 // ReadFile's.
 func (w *Watcher) Read(ctx context.Context, maxAttempts int) (*Table, error) {
-	read := func(buf []byte) ([]byte, error) {
+	read := func(_, spare []byte) ([]byte, bool, error) {
 		if _, err := w.f.Seek(0, 0); err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		b, err := readFrom(w.f, buf, w.size)
+		b, err := readFrom(w.f, spare, w.size)
 		w.size = len(b) + readSlack
-		return b, err
+		return b, false, err
 	}
 	unchanged := func() (bool, error) {
 		changed, err := w.Changed()

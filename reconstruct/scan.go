@@ -110,6 +110,7 @@ var buildSteps = []struct {
 	{"loop devices on block map files, once pod statuses are known", always((*builder).scanLoopDevices)},
 	{"volumesInUse, from the final volume states", always((*builder).collectVolumesInUse)},
 	{"sort every list", always(func(b *builder) { b.st.sort() })},
+	{"let the mount table go: the State's strings become its own", always((*builder).detach)},
 }
 
 func always(step func(*builder)) func(*builder) error {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -62,9 +61,7 @@ func (p *printer) paint(word string) string {
 }
 
 func (p *printer) json(v any) error {
-	enc := json.NewEncoder(p.out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	return writeJSON(p.out, v)
 }
 
 // state prints a State: volumes grouped by pod, then the global mounts and

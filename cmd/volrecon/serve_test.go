@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"io"
@@ -159,7 +161,7 @@ func TestServeFollowsTheActivePodsFile(t *testing.T) {
 		defer s.mu.Unlock()
 		require.NoError(t, s.lastErr)
 		n := 0
-		for _, p := range s.latest.Pods {
+		for _, p := range latestState(t, s).Pods {
 			if p.Status == reconstruct.PodOrphaned {
 				n++
 			}
@@ -178,4 +180,51 @@ func TestServeFollowsTheActivePodsFile(t *testing.T) {
 	s.healthz(w, nil)
 	assert.Equal(t, http.StatusOK, w.Code)
 	assert.Contains(t, w.Body.String(), "active pods: "+list+", "+strconv.Itoa(len(all)-1)+" keys, read 0s ago")
+}
+
+// TestReportEncodedOnce: /report serves the bytes encoded at scan time,
+// compressed to a client that accepts gzip, plain to one that does not;
+// both are the State as `scan -o json` prints it.
+func TestReportEncodedOnce(t *testing.T) {
+	hostRoot, mountinfo := demoNode(t)
+	flags := nodeFlags{rootDir: "/var/lib/kubelet", hostRoot: hostRoot, mountInfo: mountinfo}
+	n, err := flags.openNode(nil)
+	require.NoError(t, err)
+	s, err := newServer(n, time.Hour)
+	require.NoError(t, err)
+	s.scanOnce(t.Context())
+	code, want, errOut := runCLI(t, "", "scan", "-o", "json", "--host-root", hostRoot, "--mountinfo", mountinfo)
+	require.Equal(t, exitOK, code, errOut)
+
+	for _, accept := range []string{"", "gzip", "deflate, gzip;q=0.5", "gzip;q=0"} {
+		req := httptest.NewRequest(http.MethodGet, "/report", nil)
+		if accept != "" {
+			req.Header.Set("Accept-Encoding", accept)
+		}
+		w := httptest.NewRecorder()
+		s.report(w, req)
+		require.Equal(t, http.StatusOK, w.Code, accept)
+		body := w.Body.Bytes()
+		gz := accept == "gzip" || accept == "deflate, gzip;q=0.5"
+		if gz {
+			assert.Equal(t, "gzip", w.Header().Get("Content-Encoding"), accept)
+			zr, err := gzip.NewReader(bytes.NewReader(body))
+			require.NoError(t, err)
+			body, err = io.ReadAll(zr)
+			require.NoError(t, err)
+		} else {
+			assert.Empty(t, w.Header().Get("Content-Encoding"), accept)
+		}
+		assert.Equal(t, want, string(body), accept)
+	}
+}
+
+// latestState decodes the report serve would send.
+func latestState(t *testing.T, s *server) *reconstruct.State {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(s.reportGz))
+	require.NoError(t, err)
+	var st reconstruct.State
+	require.NoError(t, json.NewDecoder(zr).Decode(&st))
+	return &st
 }

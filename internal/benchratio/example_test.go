@@ -16,11 +16,15 @@ BenchmarkParse/30k/mount-utils-2  	       7	 160000000 ns/op	  86.00 MB/s	620000
 BenchmarkParse/30k/mount-utils-2  	       7	 170000000 ns/op	  86.00 MB/s	62000000 B/op	  159000 allocs/op
 BenchmarkParse/30k/moby-2         	      27	  41000000 ns/op	 336.00 MB/s	28000000 B/op	  144000 allocs/op
 pkg: github.com/volrecon/volrecon/reconstruct
-BenchmarkScan/100x10/scan-2          	      10	 100000000 ns/op	    100000 ns/volume
+BenchmarkScan/100x10/scan-2          	      10	 100000000 ns/op	    100000 ns/volume	50000000 B/op
 BenchmarkScan/100x10/floor-2         	      40	  30000000 ns/op	     30000 ns/volume
 BenchmarkScan/100x10/kubelet-style-2 	       1	30000000000 ns/op	  30000000 ns/volume
-BenchmarkScan/1000x10/scan-2         	       2	 500000000 ns/op	     50000 ns/volume
+BenchmarkScan/1000x10/scan-2         	       2	 500000000 ns/op	     50000 ns/volume	150000000 B/op
 BenchmarkScan/1000x10/floor-2        	       5	 250000000 ns/op	     25000 ns/volume
+BenchmarkLiveScan/1000x10/scan-2     	       5	 600000000 ns/op	1100000000 cpu-ns/op
+BenchmarkLiveScan/1000x10/floor-2    	       5	 500000000 ns/op	 500000000 cpu-ns/op
+BenchmarkPeakRSS/1000x10/scan-json-2 	       1	4000000000 ns/op	        60.00 peak-RSS-MiB
+BenchmarkPeakRSS/1000x10/serve-2     	       1	9000000000 ns/op	        70.00 peak-RSS-MiB
 PASS
 `
 	_ = run(strings.NewReader(in), os.Stdout)
@@ -30,6 +34,10 @@ PASS
 	//   parse 30k lines, moby:                 1.00× the time, 0.74× the bytes of volrecon
 	//   full scan 100x10 vs floor:             3.33× (target ≤ 2×: MISSED)
 	//   full scan 1000x10 vs floor:            2.00× (target ≤ 2×: met)
-	//   time per volume, 1000 vs 100 pods:     0.50× (target ≤ 1.5×: met)
+	//   time per volume, 1000 vs 100 pods:     0.50× (target ≤ 1.2×: met)
+	//   bytes per volume, 1000 vs 100 pods:    0.30× (target ≤ 1.2×: met)
 	//   kubelet-style vs scan, 100x10:         300× the time of volrecon's scan
+	//   live mounts 1000x10 vs floor:          1.20× the time (target ≤ 1.3×: met, aim ≤ 1.0×), 2.20× the CPU
+	//   peak RSS, serve 1000x10:               70.0 MiB (target ≤ 64 MiB: MISSED)
+	//   peak RSS, scan-json 1000x10:           60.0 MiB (target ≤ 64 MiB: met)
 }

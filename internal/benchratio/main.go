@@ -137,8 +137,20 @@ func run(in io.Reader, out io.Writer) error {
 		line("full scan "+size+" vs floor:", ok, "%.2f× (target ≤ 2×: %s)", v, target(v, 2))
 	}
 	g, ok := r.ratio("ns/volume", scanNames("1000x10", "scan"), scanNames("100x10", "scan"))
-	line("time per volume, 1000 vs 100 pods:", ok, "%.2f× (target ≤ 1.5×: %s)", g, target(g, 1.5))
+	line("time per volume, 1000 vs 100 pods:", ok, "%.2f× (target ≤ 1.2×: %s)", g, target(g, 1.2))
+	// B/op per volume: the 1000-pod node has ten times the volumes.
+	m, ok := r.ratio("B/op", scanNames("1000x10", "scan"), scanNames("100x10", "scan"))
+	line("bytes per volume, 1000 vs 100 pods:", ok, "%.2f× (target ≤ 1.2×: %s)", m/10, target(m/10, 1.2))
 	k, ok := r.ratio("ns/op", scanNames("100x10", "kubelet-style"), scanNames("100x10", "scan"))
 	line("kubelet-style vs scan, 100x10:", ok, "%.0f× the time of volrecon's scan", k)
+	live := []string{"BenchmarkLiveScan/1000x10/scan"}
+	liveFloor := []string{"BenchmarkLiveScan/1000x10/floor"}
+	lw, okW := r.ratio("ns/op", live, liveFloor)
+	lc, okC := r.ratio("cpu-ns/op", live, liveFloor)
+	line("live mounts 1000x10 vs floor:", okW && okC, "%.2f× the time (target ≤ 1.3×: %s, aim ≤ 1.0×), %.2f× the CPU", lw, target(lw, 1.3), lc)
+	for _, job := range []string{"serve", "scan-json"} {
+		p, ok := r.median("peak-RSS-MiB", "BenchmarkPeakRSS/1000x10/"+job)
+		line("peak RSS, "+job+" 1000x10:", ok, "%.1f MiB (target ≤ 64 MiB: %s)", p, target(p, 64))
+	}
 	return nil
 }

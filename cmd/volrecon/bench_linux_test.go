@@ -1,0 +1,226 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/volrecon/volrecon/internal/nodegen"
+)
+
+// benchSizes are the synthetic nodes of the memory benchmarks (pods × 10
+// volumes, a 30,000-line mount table), as in reconstruct's BenchmarkScan.
+var benchSizes = []int{100, 1000}
+
+func benchNode(b *testing.B, pods int) *nodegen.Node {
+	node, err := nodegen.Generate(b.TempDir(), nodegen.Config{Pods: pods, VolumesPerPod: 10, MountInfoLines: 30_000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return node
+}
+
+// BenchmarkServeCycle is one cycle of serve in process: a scan, then
+// /report and /metrics fetched four at a time, twice each. Its B/op is
+// what a cycle allocates.
+func BenchmarkServeCycle(b *testing.B) {
+	for _, pods := range benchSizes {
+		b.Run(fmt.Sprintf("%dx10", pods), func(b *testing.B) {
+			node := benchNode(b, pods)
+			flags := nodeFlags{rootDir: node.RootDir, hostRoot: node.HostRoot, mountInfo: node.MountInfoPath}
+			n, err := flags.openNode(nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s, err := newServer(n, time.Hour)
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := s.handler()
+			b.ReportAllocs()
+			for b.Loop() {
+				s.scanOnce(b.Context())
+				var wg sync.WaitGroup
+				for i := range 4 {
+					wg.Go(func() {
+						for _, path := range []string{"/report", "/metrics"} {
+							w := httptest.NewRecorder()
+							h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+							if w.Code != http.StatusOK {
+								b.Errorf("%s (%d): %d", path, i, w.Code)
+							}
+						}
+					})
+				}
+				wg.Wait()
+			}
+		})
+	}
+}
+
+// BenchmarkPeakRSS runs the built command as a separate process and
+// reports its peak resident set size (peak-RSS-MiB, from getrusage) on
+// the synthetic nodes: `scan -o json`, and `serve --interval 1s` for about
+// five scans while /report (uncompressed: the server decompresses) and
+// /metrics are fetched four at a time.
+func BenchmarkPeakRSS(b *testing.B) {
+	bin := filepath.Join(b.TempDir(), "volrecon")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, pods := range benchSizes {
+		b.Run(fmt.Sprintf("%dx10", pods), func(b *testing.B) {
+			node := benchNode(b, pods)
+			common := []string{"--root-dir", node.RootDir, "--host-root", node.HostRoot, "--mountinfo", node.MountInfoPath}
+			b.Run("scan-json", func(b *testing.B) {
+				peakRSS(b, func() *exec.Cmd {
+					cmd := exec.Command(bin, append([]string{"scan", "-o", "json"}, common...)...)
+					cmd.Stdout = io.Discard
+					return cmd
+				}, nil)
+			})
+			b.Run("serve", func(b *testing.B) {
+				addr := freeAddr(b)
+				peakRSS(b, func() *exec.Cmd {
+					return exec.Command(bin, append([]string{"serve", "--interval", "1s", "--listen", addr}, common...)...)
+				}, func(cmd *exec.Cmd) { loadServe(b, cmd, "http://"+addr) })
+			})
+		})
+	}
+}
+
+// peakRSS runs the command made by newCmd once per iteration (with during,
+// if set, while it runs) and reports the largest peak RSS.
+func peakRSS(b *testing.B, newCmd func() *exec.Cmd, during func(*exec.Cmd)) {
+	var peak int64
+	for b.Loop() {
+		cmd := newCmd()
+		cmd.Env = withoutEnv(os.Environ(), "GOMEMLIMIT") // as a user runs it: the built-in limit
+		var stderr syncBuffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		hwm := make(chan int64)
+		exited := make(chan struct{})
+		go func() { hwm <- watchHWM(cmd.Process.Pid, exited) }()
+		if during != nil {
+			during(cmd)
+		}
+		err := cmd.Wait()
+		close(exited)
+		peak = max(peak, <-hwm)
+		if err != nil {
+			b.Fatalf("%v: %v\n%s", cmd.Args, err, stderr.String())
+		}
+	}
+	b.ReportMetric(float64(peak)/1024, "peak-RSS-MiB")
+}
+
+// watchHWM polls the peak RSS (VmHWM, KiB) of process pid until exited is
+// closed, and returns the last it saw. getrusage cannot tell: os/exec
+// starts children with vfork, and Linux carries the parent's peak RSS (this
+// benchmark's) over into the child's figure.
+func watchHWM(pid int, exited <-chan struct{}) int64 {
+	status := fmt.Sprintf("/proc/%d/status", pid)
+	var last int64
+	for {
+		if data, err := os.ReadFile(status); err == nil {
+			for _, line := range strings.Split(string(data), "\n") {
+				if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+					if kib, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64); err == nil {
+						last = max(last, kib)
+					}
+				}
+			}
+		}
+		select {
+		case <-exited:
+			return last
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// loadServe waits for serve's first scan, fetches /report and /metrics
+// four at a time for five seconds, then stops it with SIGTERM.
+func loadServe(b *testing.B, cmd *exec.Cmd, base string) {
+	client := &http.Client{Transport: &http.Transport{DisableCompression: true}, Timeout: time.Minute}
+	get := func(path string) int {
+		resp, err := client.Get(base + path)
+		if err != nil {
+			return 0
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode
+	}
+	deadline := time.Now().Add(time.Minute)
+	for get("/healthz") != http.StatusOK {
+		if time.Now().After(deadline) {
+			b.Fatal("serve: no successful scan within a minute")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	until := time.Now().Add(5 * time.Second)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for time.Now().Before(until) {
+				get("/report")
+				get("/metrics")
+			}
+		})
+	}
+	wg.Wait()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+}
+
+func withoutEnv(env []string, name string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func freeAddr(b *testing.B) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// syncBuffer is a bytes buffer safe for the writes of a child's stderr.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buf = append(s.buf, p...)
+	return len(p), nil
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return string(s.buf)
+}
