@@ -275,7 +275,7 @@ func (s *scanner) hung(p, podUID string, err error) bool {
 		s.hungSeen[blocker] = true
 		msg := "did not return within " + he.Timeout.String() + " (hung mount?)"
 		if blocker != he.Path {
-			msg = "not read: a call on " + s.opts.unHostPath(blocker) + " is still blocked (hung mount?)"
+			msg = "not read: a call on " + s.opts.unHostPath(blocker) + " did not return in time in this process (hung mount?)"
 		}
 		s.problem(ProblemHung, p, podUID, "%s", msg)
 		return true

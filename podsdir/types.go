@@ -152,8 +152,9 @@ const (
 	ProblemSymlink       ProblemKind = "Symlink"       // a symlink where a real entry is expected; recorded, never followed
 	ProblemUnexpected    ProblemKind = "Unexpected"    // anything else that does not belong
 	// ProblemHung: a filesystem call on Path did not return in time (a hung
-	// NFS or FUSE mount at or above it), or was not made because one above
-	// it is still blocked. What lies below Path is unknown.
+	// NFS or FUSE mount at or above it), or was not made because one on a
+	// path above it did not, earlier in this process. What lies below Path
+	// is unknown.
 	ProblemHung ProblemKind = "Hung"
 )
 

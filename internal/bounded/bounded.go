@@ -4,10 +4,12 @@
 //
 // A call that misses its deadline is abandoned: its goroutine (and the OS
 // thread it holds) stays blocked in the kernel until the mount lets go.
-// Until then the path is hung for the whole process: every later call on
-// it or on a path below it fails at once with a *HungError instead of
-// blocking another thread there. The registry is process-wide because the
-// blocked threads are.
+// From then on the path is hung for the whole process, even once that call
+// returns: every later call on it or on a path below it fails at once with
+// a *HungError instead of risking another thread there. A mount that hung
+// once may hang again, and a process such as serve would otherwise pile up
+// blocked threads on it; restart the process to look again. The registry is
+// process-wide because the blocked threads are.
 package bounded
 
 import (
@@ -26,7 +28,7 @@ const DefaultTimeout = 5 * time.Second
 var ErrHung = errors.New("filesystem call did not return in time")
 
 // HungError says that a call on Path did not return within Timeout, or was
-// not made because a call on Path or above it (Blocker) is still blocked.
+// not made because a call on Path or above it (Blocker) did not, earlier.
 type HungError struct {
 	Path    string
 	Blocker string        // the path of the blocked call ("" = this call)
@@ -35,7 +37,7 @@ type HungError struct {
 
 func (e *HungError) Error() string {
 	if e.Blocker != "" && e.Blocker != e.Path {
-		return e.Path + ": not read: a call on " + e.Blocker + " did not return within " + e.Timeout.String() + " and is still blocked (hung mount?)"
+		return e.Path + ": not read: a call on " + e.Blocker + " did not return within " + e.Timeout.String() + " in this process (hung mount?)"
 	}
 	return e.Path + ": did not return within " + e.Timeout.String() + " (hung mount?)"
 }
@@ -43,31 +45,32 @@ func (e *HungError) Error() string {
 // Unwrap makes errors.Is(err, ErrHung) true.
 func (e *HungError) Unwrap() error { return ErrHung }
 
-// hung holds the paths of the calls that missed their deadline and are
-// still blocked, how many on each and the longest deadline missed; n
-// counts them so that the common case (nothing hung) costs no lock.
+// hung holds the paths of the calls that missed their deadline, how many
+// of those are still blocked and the longest deadline missed; n counts the
+// paths so that the common case (nothing hung) costs no lock.
 var hung = struct {
 	sync.Mutex
-	n     atomic.Int32 // blocked calls
+	n     atomic.Int32 // paths
 	paths map[string]blocked
 }{paths: map[string]blocked{}}
 
 type blocked struct {
-	calls   int
-	timeout time.Duration
+	calls    int           // still blocked
+	timeout  time.Duration // the longest deadline missed
+	timedOut bool          // a call missed its deadline: hung for good
 }
 
 // Call runs fn, which accesses path, in a goroutine of its own and waits at
 // most timeout (<= 0 means DefaultTimeout) for it. It returns fn's result;
 // a *HungError when fn did not return in time or when path is at or below
-// a path whose call is still blocked (then fn is not run); ctx.Err() when
+// a path that is hung (then fn is not run); ctx.Err() when
 // ctx is done first. path must be clean and absolute.
 func Call[T any](ctx context.Context, path string, timeout time.Duration, fn func() (T, error)) (T, error) {
 	var zero T
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	if blocker, d, ok := Blocked(path); ok {
+	if blocker, d, ok := Hung(path); ok {
 		return zero, &HungError{Path: path, Blocker: blocker, Timeout: d}
 	}
 	if err := ctx.Err(); err != nil {
@@ -107,17 +110,19 @@ func Call[T any](ctx context.Context, path string, timeout time.Duration, fn fun
 		return r.v, r.err
 	}
 	state.abandoned = true
-	hold(path, timeout)
+	cancelled := ctx.Err() != nil
+	hold(path, timeout, !cancelled)
 	state.Unlock()
-	if err := ctx.Err(); err != nil {
-		return zero, err
+	if cancelled {
+		return zero, ctx.Err()
 	}
 	return zero, &HungError{Path: path, Timeout: timeout}
 }
 
-// Blocked reports whether path, or a path above it, has a call that missed
-// its deadline and is still blocked: that path and its deadline.
-func Blocked(path string) (string, time.Duration, bool) {
+// Hung reports whether path, or a path above it, is hung: a call on it
+// missed its deadline in this process (or, cancelled, is still blocked).
+// It returns that path and the deadline missed.
+func Hung(path string) (string, time.Duration, bool) {
 	if hung.n.Load() == 0 {
 		return "", 0, false
 	}
@@ -138,24 +143,29 @@ func Blocked(path string) (string, time.Duration, bool) {
 	}
 }
 
-// hold counts one more blocked call on path.
-func hold(path string, d time.Duration) {
+// hold counts one more blocked call on path; timedOut marks the path hung
+// for good (a call abandoned because its context was cancelled does not).
+func hold(path string, d time.Duration, timedOut bool) {
 	hung.Lock()
 	defer hung.Unlock()
-	e := hung.paths[path]
-	hung.paths[path] = blocked{calls: e.calls + 1, timeout: max(e.timeout, d)}
-	hung.n.Add(1)
+	e, known := hung.paths[path]
+	if !known {
+		hung.n.Add(1)
+	}
+	hung.paths[path] = blocked{calls: e.calls + 1, timeout: max(e.timeout, d), timedOut: e.timedOut || timedOut}
 }
 
-// release counts one blocked call on path less: it returned.
+// release counts one blocked call on path less: it returned. The path is
+// forgotten only if no call on it ever timed out and none is blocked.
 func release(path string) {
 	hung.Lock()
 	defer hung.Unlock()
 	e := hung.paths[path]
-	if e.calls <= 1 {
+	e.calls--
+	if e.calls <= 0 && !e.timedOut {
 		delete(hung.paths, path)
-	} else {
-		hung.paths[path] = blocked{calls: e.calls - 1, timeout: e.timeout}
+		hung.n.Add(-1)
+		return
 	}
-	hung.n.Add(-1)
+	hung.paths[path] = e
 }
