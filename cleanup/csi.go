@@ -264,31 +264,43 @@ func sha256Hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// StagingUsers returns the mounts of table that use the staging mount g:
-// those of the same filesystem subtree (the same device, a root at or below
-// the staging mount's) other than the staging mount itself and its
-// propagated copies, which end in the same path below the kubelet root.
-// rootDir is the kubelet root g's path lies under. Callers pass each mount
-// namespace's table in turn.
-func StagingUsers(table *mountscan.Table, rootDir string, g reconstruct.GlobalMount) []mountscan.Mount {
-	return stagingUsers(table, rootDir, g)
-}
-
-func stagingUsers(table *mountscan.Table, rootDir string, g reconstruct.GlobalMount) []mountscan.Mount {
-	if g.Mount == nil {
-		return nil
-	}
-	rel := strings.TrimPrefix(g.Path, strings.TrimSuffix(rootDir, "/"))
+// SubtreeUsers returns the mounts of table that use the filesystem subtree
+// mounted at path (dev, root): those of the same device with a root at or
+// below root, other than path itself and its propagated copies, which end
+// in the same path below the kubelet root rootDir (a driver's container,
+// or volrecon's own with the host at /host, sees them there). Callers pass
+// each mount namespace's table in turn.
+func SubtreeUsers(table *mountscan.Table, rootDir, path string, dev mountscan.DevID, root string) []mountscan.Mount {
+	rel := strings.TrimPrefix(path, strings.TrimSuffix(rootDir, "/"))
 	var users []mountscan.Mount
 	for _, m := range table.Mounts() {
 		switch {
-		case m.Dev.String() != g.Mount.MajorMinor || !underRoot(m.Root, g.Mount.Root):
-		case m.MountPoint == g.Path || rel != g.Path && strings.HasSuffix(m.MountPoint, rel):
+		case m.Dev != dev || !underRoot(m.Root, root):
+		case m.MountPoint == path || rel != path && strings.HasSuffix(m.MountPoint, rel):
 		default:
 			users = append(users, m)
 		}
 	}
 	return users
+}
+
+// stagingUsers is SubtreeUsers of the staging mount g.
+func stagingUsers(table *mountscan.Table, rootDir string, g reconstruct.GlobalMount) []mountscan.Mount {
+	if g.Mount == nil {
+		return nil
+	}
+	for _, m := range table.At(g.Path) {
+		if m.Dev.String() == g.Mount.MajorMinor {
+			return SubtreeUsers(table, rootDir, g.Path, m.Dev, g.Mount.Root)
+		}
+	}
+	// Not mounted there now: users of that device and root all the same.
+	for _, m := range table.Mounts() {
+		if m.Dev.String() == g.Mount.MajorMinor {
+			return SubtreeUsers(table, rootDir, g.Path, m.Dev, g.Mount.Root)
+		}
+	}
+	return nil
 }
 
 func underRoot(root, of string) bool {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/volrecon/volrecon/csinode"
 	"github.com/volrecon/volrecon/mountscan"
-	"github.com/volrecon/volrecon/reconstruct"
 )
 
 // CSIExec configures the calls Execute makes to CSI drivers.
@@ -111,8 +110,7 @@ func (e *executor) checkCSI(a Action, table *mountscan.Table) error {
 		}
 	}
 	if a.Action == NodeUnstage {
-		g := reconstruct.GlobalMount{Path: a.Path, Mount: &reconstruct.MountRef{MajorMinor: stack[0].Dev.String(), Root: stack[0].Root}}
-		if users := stagingUsers(table, root, g); len(users) > 0 {
+		if users := SubtreeUsers(table, root, a.Path, stack[0].Dev, stack[0].Root); len(users) > 0 {
 			return fmt.Errorf("%w: %s still mounts the staging mount's filesystem subtree", errNodeChanged, users[0].MountPoint)
 		}
 	}
