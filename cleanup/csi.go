@@ -234,6 +234,10 @@ func (t *CSITeardown) unstage(st *reconstruct.State, g reconstruct.GlobalMount, 
 	case len(t.StagingUnused[g.Path]) == 0:
 		return no("no evidence that no other mount namespace on the node uses it")
 	}
+	if uid := podNaming(st, g.Path); uid != "" {
+		// A starting pod: NodeStage is done, NodePublish is not yet.
+		return no("pod " + uid + ", not orphaned, has a volume dir of this volume: it may be starting (staged, not yet published)")
+	}
 	evidence = append(evidence, t.StagingUnused[g.Path]...)
 	switch {
 	case t.ActiveVolumes != nil && slices.Contains(t.ActiveVolumes, g.UniqueName):
@@ -257,6 +261,21 @@ func (t *CSITeardown) unstage(st *reconstruct.State, g reconstruct.GlobalMount, 
 		Reason:   "NodeUnstageVolume through " + g.DriverName + ": no pod uses this staging mount, and the kubelet never unstages it",
 		Evidence: evidence,
 		CSI:      &CSICall{Driver: g.DriverName, VolumeID: g.VolumeHandle, Source: g.Mount.MajorMinor + ":" + g.Mount.Root}}
+}
+
+// podNaming returns a pod that is not Orphaned whose volume names the
+// staging path (its vol_data.json or recovered identity), or "".
+func podNaming(st *reconstruct.State, staging string) string {
+	orphaned := map[string]bool{}
+	for _, p := range st.Pods {
+		orphaned[p.UID] = p.Status == reconstruct.PodOrphaned
+	}
+	for _, v := range st.Volumes {
+		if v.DeviceMountPath == staging && !orphaned[v.PodUID] {
+			return v.PodUID
+		}
+	}
+	return ""
 }
 
 func sha256Hex(s string) string {

@@ -435,3 +435,27 @@ func TestCSIActionsOutsideTheirPlacesAreRefused(t *testing.T) {
 	}
 	assert.Empty(t, n.driver.Calls())
 }
+
+// A staging mount of a pod that is starting (its vol_data.json written,
+// NodeStage done, NodePublish not yet) is never unstaged, however long it
+// has looked unused and whatever the caller assumes.
+func TestAStartingPodsStagingMountIsNeverUnstaged(t *testing.T) {
+	n := newCSINode(t)
+	dir := filepath.Join(csiRoot, "pods", csiActive, "volumes/kubernetes.io~csi/pv1")
+	n.mkdir(filepath.Join(dir, "mount"))
+	n.write(filepath.Join(dir, "vol_data.json"), `{"driverName":"`+csiDriver+`","volumeHandle":"`+csiHandle+`","specVolID":"pv1"}`)
+	st := n.scan()
+	require.Equal(t, reconstruct.LeakedGlobalMount, st.Findings[0].Kind, "the kubelet's view: a staging mount no pod mount uses")
+
+	td := n.teardown()
+	now := time.Now()
+	td.Now, td.MinLeakAge, td.UnusedSince = now, time.Minute, map[string]time.Time{n.staging: now.Add(-time.Hour)}
+	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Node: n.node(), CSITeardown: td})
+	a, ok := csiActionAt(plan, n.staging)
+	require.True(t, ok)
+	assert.Equal(t, cleanup.NeedsDriver, a.Action)
+	assert.Contains(t, a.Reason, "may be starting")
+	n.apply(plan)
+	assert.True(t, n.mounted(n.staging))
+	assert.Empty(t, n.driver.Calls())
+}
