@@ -67,8 +67,16 @@ func Read(ctx context.Context, procDir string) ([]Namespace, error) {
 func readOne(ctx context.Context, procDir string, pid int, seen map[string]bool) (*Namespace, error) {
 	dir := filepath.Join(procDir, strconv.Itoa(pid))
 	id, err := os.Readlink(filepath.Join(dir, "ns", "mnt"))
-	if err != nil || seen[id] {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, err
+	case err != nil:
+		// Which namespace it is needs ptrace access, which may be denied
+		// (a process of another user namespace); its mountinfo is
+		// world-readable, so it is read as a namespace of its own.
+		id = "of pid " + strconv.Itoa(pid) + " (id unreadable: " + err.Error() + ")"
+	case seen[id]:
+		return nil, nil
 	}
 	table, err := mountscan.ReadFile(ctx, filepath.Join(dir, "mountinfo"), 0)
 	if err != nil {

@@ -77,6 +77,15 @@ func TestAnUnreadableNamespaceIsAnError(t *testing.T) {
 	require.Len(t, nss, 1)
 	assert.Equal(t, 1, nss[0].PID)
 
+	// A namespace id that cannot be read: its table is read all the same.
+	require.NoError(t, os.MkdirAll(filepath.Join(proc, "5", "ns", "mnt"), 0o750)) // readlink fails: EINVAL
+	require.NoError(t, os.WriteFile(filepath.Join(proc, "5", "mountinfo"), []byte("1 0 0:50 / / rw - overlay overlay rw\n"), 0o600))
+	nss, err = mountnamespaces.Read(t.Context(), proc)
+	require.NoError(t, err)
+	require.Len(t, nss, 2)
+	assert.Contains(t, nss[1].ID, "id unreadable")
+	assert.Equal(t, 5, nss[1].PID)
+
 	mk("4", "mnt:[2]", "")
 	require.NoError(t, os.Mkdir(filepath.Join(proc, "4", "mountinfo"), 0o750)) // unreadable as a file
 	_, err = mountnamespaces.Read(t.Context(), proc)
