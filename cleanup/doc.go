@@ -16,8 +16,8 @@
 //
 //   - Only Orphaned pods are cleaned; nothing Uncertain, nothing at or below
 //     a mount point, nothing recursively, never through a symlink; staging
-//     mounts and CSI publish targets are left to the driver unless
-//     unmounting is allowed, and staging mounts always are.
+//     mounts and CSI publish targets are only ever unmounted by their
+//     driver, whether or not unmounting is allowed.
 //   - A pod that keeps any mount gets reports only: its containers may
 //     still be running. A pod dir whose name is not a pod UID is kept whole.
 //   - Unmounts come before every removal of their pod.
@@ -28,7 +28,13 @@
 //     reports a change, and stops when the pods dir changes, so a change
 //     since the plan skips the action instead of redirecting it.
 //
-// It is not for rebuilding the state (package reconstruct) and not for
-// calling CSI drivers: NodeUnpublish and NodeUnstage are reported as
-// NeedsDriver actions for whoever can call the driver.
+// NodeUnpublish and NodeUnstage are reported as NeedsDriver actions, unless
+// Options.CSITeardown hands Plan the evidence that a publish target the
+// kubelet cannot tear down (its pod's vol_data.json is gone), or a staging
+// mount no pod uses, may go: then Plan plans NodeUnpublish and NodeUnstage
+// actions, which Execute makes through package csinode, once each, after
+// checking the mount table again, and records what changed.
+//
+// It is not for rebuilding the state (package reconstruct), nor for
+// gathering that evidence (the volrecon command reads every mount namespace).
 package cleanup

@@ -22,6 +22,8 @@ type ExecOptions struct {
 	// table); it gets a host path under HostRoot. The path is still reached
 	// without following symlinks, but the mount IDs are not checked.
 	Unmount func(hostPath string) error
+	// CSI configures the calls of NodeUnpublish and NodeUnstage actions.
+	CSI CSIExec
 }
 
 // errNodeChanged marks an action skipped because the node changed since the plan.
@@ -86,6 +88,9 @@ func (e *executor) run(a Action) ActionResult {
 	}
 	if err := e.ctx.Err(); err != nil {
 		return e.stop(a, Skipped, err)
+	}
+	if a.Action == NodeUnpublish || a.Action == NodeUnstage {
+		return e.runCSI(a)
 	}
 	podDir, err := e.podDir(a)
 	if err != nil {

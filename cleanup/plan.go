@@ -21,8 +21,13 @@ type Options struct {
 	Node
 	// Unmount allows unmounting the pod-level mounts of orphaned pods: the
 	// tmpfs of secret, projected, downwardAPI and memory emptyDir volumes,
-	// subpath binds and CSI publish targets. Never a staging mount.
+	// and subpath binds. Never a CSI publish target or staging mount: only
+	// the driver may unmount those (CSITeardown).
 	Unmount bool
+	// CSITeardown, if set, plans NodeUnpublish and NodeUnstage through the
+	// CSI driver where the kubelet cannot (see CSITeardown). Without it the
+	// driver's work is only reported (NeedsDriver).
+	CSITeardown *CSITeardown
 	// RootDirAliases are the aliases of the kubelet root the scan was given
 	// (reconstruct.Options.RootDirAliases): a mount under a pod dir's alias
 	// path is the pod's mount too, so the pod is only reported.
@@ -85,8 +90,10 @@ func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan 
 	}
 	for _, f := range st.Findings {
 		if f.Kind == reconstruct.LeakedGlobalMount {
-			plan.Actions = append(plan.Actions, Action{Action: NeedsDriver, Path: f.Path,
-				Reason: leakedReason(st, f.Path), Evidence: []string{f.Message}})
+			if snap == nil && tableErr == nil && opts.CSITeardown != nil {
+				snap, tableErr = opts.snapshot(ctx)
+			}
+			plan.Actions = append(plan.Actions, opts.planLeakedStaging(st, snap, f))
 		}
 	}
 	log.V(2).Info("Planned cleanup", "orphanedPods", orphans, "actions", len(plan.Actions), "unmount", opts.Unmount)
@@ -174,6 +181,9 @@ func planPod(st *reconstruct.State, snap *snapshot, tableErr error, pod reconstr
 		parent := filepath.Dir(e.Path)
 		p.children[parent] = append(p.children[parent], e)
 		p.entries[e.Path] = e
+	}
+	if actions, ok := p.planCSITeardown(); ok {
+		return actions
 	}
 	if stay := p.mountsThatStay(); stay > 0 {
 		return p.reportMountsOnly(stay)
@@ -365,8 +375,9 @@ func (p *podPlanner) remove(e PodEntry, why string) bool {
 func (p *podPlanner) planMount(e PodEntry, parts []string) bool {
 	podLevel := p.podLevelMount(e, parts)
 	switch {
-	case p.isCSITarget(parts) && !p.opts.Unmount:
-		p.add(NeedsDriver, e.Path, "NodeUnpublish through the CSI driver (or allow unmounting): the publish target is still mounted",
+	case p.isCSITarget(parts):
+		// Only the driver may unmount it, with or without Unmount.
+		p.add(NeedsDriver, e.Path, "NodeUnpublish through the CSI driver: the publish target is still mounted, and volrecon never unmounts it by hand",
 			"mount table has an entry at the path")
 		return false
 	case podLevel && !p.opts.Unmount:
@@ -379,11 +390,6 @@ func (p *podPlanner) planMount(e PodEntry, parts []string) bool {
 		return false
 	}
 	p.add(Unmount, e.Path, "pod-level "+e.MountFSType+" mount of an orphaned pod", "mount table has an entry at the path")
-	if v, ok := p.volumes[filepath.Dir(e.Path)]; ok && p.isCSITarget(parts) && v.DeviceMountPath != "" && v.DeviceMountState != reconstruct.Unmounted {
-		p.after = append(p.after, Action{Action: NeedsDriver, Path: v.DeviceMountPath,
-			Reason: "NodeUnstage through the CSI driver once no other pod uses it: this plan unmounts the publish target of " +
-				p.pod.UID + " that used it; the staging mount is never touched here"})
-	}
 	if e.Type == podsdir.TypeDir {
 		// rmdir itself refuses a dir that holds data once unmounted.
 		p.add(Rmdir, e.Path, "the mount point, once unmounted", "its unmount comes first")
@@ -402,8 +408,6 @@ func (p *podPlanner) podLevelMount(e PodEntry, parts []string) bool {
 	switch {
 	case parts[0] == "volume-subpaths" && len(parts) == 4:
 		return true // a subpath bind
-	case p.isCSITarget(parts):
-		return true
 	case parts[0] == "volumes" && len(parts) == 3:
 		v, ok := p.volumes[e.Path]
 		return ok && (reconstruct.CopiesAPIObjects(v.Plugin) ||
@@ -481,9 +485,6 @@ func (p *podPlanner) planCSIEntry(e PodEntry, v reconstruct.Volume, parts []stri
 func (p *podPlanner) planVolData(e PodEntry, v reconstruct.Volume, parts []string) bool {
 	mountDir := filepath.Join(filepath.Dir(e.Path), "mount")
 	switch live := p.liveStaging(v); {
-	case v.State != reconstruct.Unmounted && p.opts.Unmount && p.podLevelMount(PodEntry{Path: mountDir}, append(parts[:3:3], "mount")):
-		p.add(Keep, e.Path, "kept for now: this plan unmounts the publish target first; run again afterwards to remove it once no staging mount is live")
-		return false
 	case v.State != reconstruct.Unmounted:
 		p.add(NeedsDriver, e.Path, "kept: the volume is still mounted, and NodeUnpublish needs this file")
 		return false

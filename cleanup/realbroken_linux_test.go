@@ -3,7 +3,6 @@ package cleanup_test
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -93,8 +92,10 @@ func realMountTable(t *testing.T) *mountscan.Table {
 // works, then its server is SIGKILLed. Stats give ENOTCONN; the probe
 // reports one CorruptedMount without waiting for its timeout; the volume
 // stays Mounted and in use; the plan without unmounting removes nothing
-// of the pod; the plan with unmounting unmounts the dead mount before
-// removing anything, without hanging, and a second pass removes the pod dir.
+// of the pod, nor does the plan with unmounting (the dead mount is a CSI
+// target, the driver's to unmount), without hanging; once the driver has
+// unpublished, the pod's tmpfs are unmounted and a second pass removes the
+// pod dir.
 func TestRealBrokenFUSEServerKilled(t *testing.T) {
 	if !mountns.Enter(t) {
 		return
@@ -167,18 +168,22 @@ func TestRealBrokenFUSEServerKilled(t *testing.T) {
 		assert.FileExists(t, p)
 	}
 
-	// With unmounting: the dead mount is unmounted first, nothing is
-	// removed at or below it before, and nothing hangs.
+	// With unmounting: the dead CSI mount is still the driver's to unmount
+	// (volrecon never unmounts a CSI target by hand), so nothing of the pod
+	// is unmounted or removed either, and nothing hangs.
 	plan = cleanup.Plan(t.Context(), n.Scan(opts), cleanup.Options{Unmount: true})
-	actions := realActionsOf(plan, realUID1)
-	unmountAt := slices.IndexFunc(actions, func(a cleanup.Action) bool {
-		return a.Action == cleanup.Unmount && a.Path == target
-	})
-	require.GreaterOrEqual(t, unmountAt, 0, "the dead FUSE mount is a pod-level mount volrecon may unmount")
-	for _, a := range actions[:unmountAt] {
-		assert.False(t, realIsRemoval(a.Action), "%s %s before the unmount", a.Action, a.Path)
+	for _, a := range realActionsOf(plan, realUID1) {
+		assert.False(t, realIsRemoval(a.Action) || a.Action == cleanup.Unmount, "%s %s", a.Action, a.Path)
+		if a.Path == target {
+			assert.Equal(t, cleanup.NeedsDriver, a.Action)
+		}
 	}
 	realRequireNoFailure(t, realExecuteWithin(t, 5*time.Second, plan))
+	assert.True(t, realMountTable(t).IsMountPoint(target))
+
+	// The driver unpublishes: volrecon unmounts the pod's tmpfs.
+	realUnmountAll(t, target)
+	realRequireNoFailure(t, realExecuteWithin(t, 5*time.Second, cleanup.Plan(t.Context(), n.Scan(opts), cleanup.Options{Unmount: true})))
 	table = realMountTable(t)
 	assert.Empty(t, table.AtOrBelow(podDir), "every pod-level mount is gone")
 	assert.True(t, table.IsMountPoint(activeToken))

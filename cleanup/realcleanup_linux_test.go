@@ -69,6 +69,13 @@ func newOrphanNode(t *testing.T) *orphanNode {
 	return n
 }
 
+// unpublish unmounts the CSI target, as the driver's NodeUnpublish would:
+// volrecon never does it by hand.
+func (n *orphanNode) unpublish(t *testing.T) {
+	t.Helper()
+	require.NoError(t, unix.Unmount(n.csiTarget, 0))
+}
+
 // assertNoDataLost checks every witness outside the pod dir.
 func (n *orphanNode) assertNoDataLost(t *testing.T) {
 	t.Helper()
@@ -119,11 +126,36 @@ func TestRealCleanupWithoutUnmountKeepsEveryMount(t *testing.T) {
 	assert.DirExists(t, n.Path("pods", realUID1))
 }
 
+// With unmounting allowed, a CSI target is still only the driver's to
+// unmount: while it is mounted, nothing of its pod is touched.
+func TestRealCleanupWithUnmountNeverUnmountsACSITarget(t *testing.T) {
+	if !mountns.Enter(t) {
+		return
+	}
+	n := newOrphanNode(t)
+	plan, _ := n.cleanup(t, true, nil)
+
+	n.assertNoDataLost(t)
+	for _, a := range plan.Actions {
+		assert.NotEqual(t, cleanup.Unmount, a.Action, a.Path)
+		if a.Path == n.csiTarget {
+			assert.Equal(t, cleanup.NeedsDriver, a.Action)
+		}
+	}
+	table, err := mountscan.ReadFile(t.Context(), mountscan.DefaultPath, 0)
+	require.NoError(t, err)
+	for _, p := range []string{n.csiTarget, n.staging, n.token, n.subpath} {
+		assert.True(t, table.IsMountPoint(p), p)
+	}
+	assert.FileExists(t, n.Path("pods", realUID1, "etc-hosts"))
+}
+
 func TestRealCleanupWithUnmountUnmountsOnlyPodLevelMounts(t *testing.T) {
 	if !mountns.Enter(t) {
 		return
 	}
 	n := newOrphanNode(t)
+	n.unpublish(t)
 	n.cleanup(t, true, nil)
 
 	n.assertNoDataLost(t)
@@ -165,6 +197,7 @@ func TestRealCleanupSkipsAMountAddedMeanwhile(t *testing.T) {
 		return
 	}
 	n := newOrphanNode(t)
+	n.unpublish(t)
 	late := n.Path("pods", realUID1, "volumes/kubernetes.io~empty-dir/cache/scratch")
 	reads := 0
 	read := func(ctx context.Context) (*mountscan.Table, error) {
@@ -196,6 +229,7 @@ func TestRealCleanupNeverFollowsASymlinkSwappedIn(t *testing.T) {
 		return
 	}
 	n := newOrphanNode(t)
+	n.unpublish(t)
 	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}})
 	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: true})
 	scratch := n.Path("pods", realUID1, "volumes/kubernetes.io~empty-dir/cache/scratch")

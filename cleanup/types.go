@@ -19,6 +19,12 @@ const (
 	NeedsDriver ActionKind = "NeedsDriver"
 	// Keep reports something that must stay, and why; nothing is done.
 	Keep ActionKind = "Keep"
+	// NodeUnpublish calls the CSI driver's NodeUnpublishVolume for a publish
+	// target the kubelet cannot tear down (Options.CSITeardown).
+	NodeUnpublish ActionKind = "NodeUnpublish"
+	// NodeUnstage calls the CSI driver's NodeUnstageVolume for a staging
+	// mount no pod uses (Options.CSITeardown).
+	NodeUnstage ActionKind = "NodeUnstage"
 )
 
 // Action is one step of a cleanup Plan.
@@ -37,6 +43,8 @@ type Action struct {
 	// The executor checks right before the unlink that it is a 0-byte
 	// regular file (or a fifo or socket), and keeps it otherwise.
 	MustBeEmpty bool `json:"mustBeEmpty,omitempty"`
+	// CSI is the request of a NodeUnpublish or NodeUnstage action.
+	CSI *CSICall `json:"csi,omitempty"`
 }
 
 // ActionPlan is an ordered list of cleanup actions: for each orphaned pod
@@ -65,7 +73,7 @@ const (
 
 // ActionKinds returns every ActionKind, in a fixed order.
 func ActionKinds() []ActionKind {
-	return []ActionKind{Rmdir, Unlink, RemoveVolumeData, Unmount, NeedsDriver, Keep}
+	return []ActionKind{Rmdir, Unlink, RemoveVolumeData, Unmount, NeedsDriver, Keep, NodeUnpublish, NodeUnstage}
 }
 
 // Results returns every Result, in a fixed order.
@@ -78,4 +86,8 @@ type ActionResult struct {
 	Action
 	Result Result `json:"result"`
 	Error  string `json:"error,omitempty"`
+	// CSICalls are the calls made to the CSI driver, in order.
+	CSICalls []CSICallResult `json:"csiCalls,omitempty"`
+	// Changed says what the mount table showed changed after a CSI call.
+	Changed []string `json:"changed,omitempty"`
 }

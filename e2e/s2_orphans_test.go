@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -83,11 +81,9 @@ func TestKubeletDownPodsForceDeleted(t *testing.T) {
 var compatMetricDifferences = orphanGaugeDifferences(2, 3)
 
 // csiLeakCleanupDifferences: what `cleanup --apply --unmount` does to the
-// CSI leak, which it should leave to the driver.
-var csiLeakCleanupDifferences = []knownDifference{
-	{"cleanup-unmounted-csi-publish-target", unmountsCSITargetBug},
-	{"cleanup-removed-csi-leak-pod-dir", unmountsCSITargetBug},
-}
+// CSI leak, which it leaves to the driver (none since issue 14: --unmount
+// never unmounts a CSI target by hand).
+var csiLeakCleanupDifferences []knownDifference
 
 var leakedStagingInUseDifferences = []knownDifference{
 	{"volumesInUse-extra:kubernetes.io/csi/e2e.csi.volrecon.io^" + leakHandle,
@@ -95,12 +91,6 @@ var leakedStagingInUseDifferences = []knownDifference{
 			"detached while staged; the kubelet never reconstructs a staging mount without a pod (kubernetes#121937), " +
 			"so node.status.volumesInUse lacks it and the attach/detach controller may detach it"},
 }
-
-const unmountsCSITargetBug = "volrecon bug (issue 14: `--unmount` alone must never touch CSI targets): " +
-	"cleanup --unmount unmounts the publish target of a CSI volume whose vol_data.json is gone " +
-	"(identity recovered, MissingVolumeData) without NodeUnpublish, then removes the pod dir; the driver " +
-	"never hears of it and the staging mount is left behind (NeedsDriver, LeakedGlobalMount); " +
-	"cleanup/plan.go podPlanner.planMount plans Unmount for a CSI publish target whenever unmounting is allowed"
 
 func startOrphanPods(t *testing.T) orphanPods {
 	t.Helper()
@@ -266,7 +256,7 @@ func checkCleanupOfLeaks(t *testing.T, pods orphanPods, n namer, active *corev1.
 		if a.PodUID == string(pods.keeper.UID) {
 			t.Errorf("cleanup acted on the active pod: %s %s", a.Action, n.s(a.Path))
 		}
-		if a.Action == "NeedsDriver" && strings.Contains(a.Path, leakHandleHash()) {
+		if a.Action == "NeedsDriver" && a.PodUID == leakUID && strings.HasSuffix(a.Path, "/"+leakPV+"/mount") {
 			needsDriver = true
 		}
 		if a.PodUID != leakUID || a.Result != "Done" {
@@ -283,7 +273,7 @@ func checkCleanupOfLeaks(t *testing.T, pods orphanPods, n namer, active *corev1.
 		diffs = append(diffs, "cleanup-changed-csi-leak-mounts")
 	}
 	assertDifferences(t, "cleanup of the CSI leak", diffs, csiLeakCleanupDifferences)
-	assert.True(t, needsDriver, "the CSI leak's staging mount is planned as NeedsDriver")
+	assert.True(t, needsDriver, "the CSI leak's publish target is planned as NeedsDriver, even with --unmount")
 
 	data, err := os.ReadFile(filepath.Join(hostPathSubDir(t), "host-data"))
 	require.NoError(t, err, "the host's data under the hostPath survives")
@@ -294,24 +284,17 @@ func checkCleanupOfLeaks(t *testing.T, pods orphanPods, n namer, active *corev1.
 }
 
 // leakHandleHash names the leak's staging dir (sha256 of the handle).
-func leakHandleHash() string {
-	sum := sha256.Sum256([]byte(leakHandle))
-	return hex.EncodeToString(sum[:])
-}
+func leakHandleHash() string { return sha256Hex(leakHandle) }
 
-// resolveCSILeak ends the CSI leak for the next test, the way an operator
-// would: with the pod dir still there, give the kubelet back its
-// vol_data.json and restart it (it then tears the volume down through the
-// driver); with the pod dir gone, NodeUnstage through the driver with the
+// resolveCSILeak ends the CSI leak: with the pod dir still there, through
+// `cleanup --apply --csi-teardown` (issue 14), which the kubelet never
+// does; with the pod dir gone, NodeUnstage through the driver with the
 // identity volrecon recovered.
 func resolveCSILeak(t *testing.T, pods orphanPods, active *corev1.PodList) {
 	t.Helper()
 	uid := string(pods.leak.UID)
 	if podDirExists(t, uid) {
-		require.NoError(t, os.WriteFile(csiVolData(t, uid, leakPV), pods.leakVolData, 0o644))
-		stopKubelet(t, syscall.SIGTERM)
-		restartCurrentKubelet(t)
-		waitPodDirGone(t, uid, 90*time.Second)
+		teardownCSILeak(t, pods, active)
 		return
 	}
 	st := scan(t, active)

@@ -44,6 +44,7 @@ type Metrics struct {
 	scanDuration      prometheus.Histogram
 	scans             *prometheus.CounterVec
 	cleanupActions    *prometheus.CounterVec
+	csiCalls          *prometheus.CounterVec
 }
 
 // New creates volrecon's own metrics and registers them on reg, which must
@@ -95,11 +96,18 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		cleanupActions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: name("cleanup_actions_total"),
 			Help: "Number of cleanup actions by action kind and result. Actions of a dry run count as Skipped."},
 			[]string{"action", "result"}),
+		csiCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: name("csi_calls_total"),
+			Help: "Number of calls to CSI drivers made by cleanup actions, by call and result " +
+				"(ok, error, timeout, or unreachable when the driver could not be found or reached)."},
+			[]string{"call", "result"}),
 	}
 	m.scans.WithLabelValues(resultSuccess)
 	m.scans.WithLabelValues(resultFailure)
 	for _, k := range keys2(allActionKinds, allResults) {
 		m.cleanupActions.WithLabelValues(k[0], k[1])
+	}
+	for _, k := range keys2(allCSICalls, allCSICallResults) {
+		m.csiCalls.WithLabelValues(k[0], k[1])
 	}
 	if err := register(reg, m.collectors()...); err != nil {
 		return nil, err
@@ -111,7 +119,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		m.volumes.vec, m.globalMounts.vec, m.pods.vec, m.findings.vec, m.severities.vec,
 		m.volumesInUse, m.recovered, m.mountTableEntries, m.mountTableOK, m.activePodsKnown, m.lastSuccess,
-		m.scanDuration, m.scans, m.cleanupActions,
+		m.scanDuration, m.scans, m.cleanupActions, m.csiCalls,
 	}
 }
 
@@ -148,13 +156,16 @@ func (m *Metrics) ObserveScan(st *reconstruct.State, duration time.Duration, err
 }
 
 // ObserveCleanup counts the actions of one cleanup run by action kind and
-// result.
+// result, and the calls they made to CSI drivers by call and result.
 func (m *Metrics) ObserveCleanup(results []cleanup.ActionResult) {
 	if m == nil {
 		return
 	}
 	for _, r := range results {
 		m.cleanupActions.WithLabelValues(string(r.Action.Action), string(r.Result)).Inc()
+		for _, c := range r.CSICalls {
+			m.csiCalls.WithLabelValues(c.Call, c.Result).Inc()
+		}
 	}
 }
 

@@ -363,6 +363,10 @@ func TestObserveCleanup(t *testing.T) {
 		actionResult(cleanup.Rmdir, p+"/volumes/kubernetes.io~empty-dir/cache", cleanup.Done),
 		actionResult(cleanup.Rmdir, p, cleanup.Done),
 		actionResult(cleanup.Keep, p+"/volumes/kubernetes.io~csi/pvc-2", cleanup.Skipped),
+		{Action: cleanup.Action{Action: cleanup.NodeUnpublish, Path: p + "/volumes/kubernetes.io~csi/pvc-3/mount"}, Result: cleanup.Done,
+			CSICalls: []cleanup.CSICallResult{{Call: "NodeUnpublishVolume", Result: "ok"}}},
+		{Action: cleanup.Action{Action: cleanup.NodeUnstage, Path: "/var/lib/kubelet/plugins/kubernetes.io/csi/x/y/globalmount"}, Result: cleanup.Failed,
+			CSICalls: []cleanup.CSICallResult{{Call: "NodeGetCapabilities", Result: "ok"}, {Call: "NodeUnstageVolume", Result: "timeout"}}},
 	})
 	// A dry run: every action Skipped.
 	m.ObserveCleanup([]cleanup.ActionResult{
@@ -380,6 +384,12 @@ volrecon_cleanup_actions_total{action="Keep",result="Skipped"} 1
 volrecon_cleanup_actions_total{action="NeedsDriver",result="Done"} 0
 volrecon_cleanup_actions_total{action="NeedsDriver",result="Failed"} 0
 volrecon_cleanup_actions_total{action="NeedsDriver",result="Skipped"} 1
+volrecon_cleanup_actions_total{action="NodeUnpublish",result="Done"} 1
+volrecon_cleanup_actions_total{action="NodeUnpublish",result="Failed"} 0
+volrecon_cleanup_actions_total{action="NodeUnpublish",result="Skipped"} 0
+volrecon_cleanup_actions_total{action="NodeUnstage",result="Done"} 0
+volrecon_cleanup_actions_total{action="NodeUnstage",result="Failed"} 1
+volrecon_cleanup_actions_total{action="NodeUnstage",result="Skipped"} 0
 volrecon_cleanup_actions_total{action="RemoveVolumeData",result="Done"} 0
 volrecon_cleanup_actions_total{action="RemoveVolumeData",result="Failed"} 0
 volrecon_cleanup_actions_total{action="RemoveVolumeData",result="Skipped"} 0
@@ -392,7 +402,21 @@ volrecon_cleanup_actions_total{action="Unlink",result="Skipped"} 0
 volrecon_cleanup_actions_total{action="Unmount",result="Done"} 0
 volrecon_cleanup_actions_total{action="Unmount",result="Failed"} 1
 volrecon_cleanup_actions_total{action="Unmount",result="Skipped"} 0
-`), "volrecon_cleanup_actions_total"))
+# HELP volrecon_csi_calls_total Number of calls to CSI drivers made by cleanup actions, by call and result (ok, error, timeout, or unreachable when the driver could not be found or reached).
+# TYPE volrecon_csi_calls_total counter
+volrecon_csi_calls_total{call="NodeGetCapabilities",result="error"} 0
+volrecon_csi_calls_total{call="NodeGetCapabilities",result="ok"} 1
+volrecon_csi_calls_total{call="NodeGetCapabilities",result="timeout"} 0
+volrecon_csi_calls_total{call="NodeGetCapabilities",result="unreachable"} 0
+volrecon_csi_calls_total{call="NodeUnpublishVolume",result="error"} 0
+volrecon_csi_calls_total{call="NodeUnpublishVolume",result="ok"} 1
+volrecon_csi_calls_total{call="NodeUnpublishVolume",result="timeout"} 0
+volrecon_csi_calls_total{call="NodeUnpublishVolume",result="unreachable"} 0
+volrecon_csi_calls_total{call="NodeUnstageVolume",result="error"} 0
+volrecon_csi_calls_total{call="NodeUnstageVolume",result="ok"} 0
+volrecon_csi_calls_total{call="NodeUnstageVolume",result="timeout"} 1
+volrecon_csi_calls_total{call="NodeUnstageVolume",result="unreachable"} 0
+`), "volrecon_cleanup_actions_total", "volrecon_csi_calls_total"))
 }
 
 func TestNilReceivers(t *testing.T) {
@@ -466,7 +490,7 @@ func TestLint(t *testing.T) {
 		names = append(names, mf.GetName())
 		assert.NotEmpty(t, mf.GetMetric(), "%s has no series to lint", mf.GetName())
 	}
-	assert.Len(t, names, 14)
+	assert.Len(t, names, 15)
 
 	problems, err := testutil.GatherAndLint(reg)
 	require.NoError(t, err)

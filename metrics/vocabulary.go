@@ -29,4 +29,7 @@ var (
 	allFindingKinds = reconstruct.FindingKinds()
 	allActionKinds  = cleanup.ActionKinds()
 	allResults      = cleanup.Results()
+	// CSI calls and their results are strings, not typed vocabularies.
+	allCSICalls       = cleanup.CSICalls()
+	allCSICallResults = cleanup.CSICallResults()
 )

@@ -21,7 +21,9 @@ func Example() {
 }
 
 // Planning the cleanup of the sample node when one of its pods is gone,
-// allowing volrecon to unmount that pod's own mounts.
+// allowing volrecon to unmount that pod's own mounts: its CSI volume is
+// still published, which only the driver may undo (NeedsDriver), so nothing
+// of the pod is touched meanwhile.
 func Example_plan() {
 	var out bytes.Buffer
 	stdin := strings.NewReader("0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91\n2c4e6a8b-3d5f-4e7a-8b9c-0d1e2f3a4b5c\n")
@@ -31,5 +33,5 @@ func Example_plan() {
 	fmt.Println(lines[len(lines)-1])
 	// Output:
 	// exit code 0
-	// 21 actions (2 Unmount, 13 Rmdir, 3 Unlink, 1 NeedsDriver, 2 Keep); nothing was changed
+	// 3 actions (1 NeedsDriver, 2 Keep); nothing was changed
 }

@@ -165,9 +165,14 @@ func (p *printer) plan(plan *cleanup.ActionPlan, results []cleanup.ActionResult)
 	for i, a := range plan.Actions {
 		if results != nil {
 			fmt.Fprintln(w, p.resultLine(results[i], plan.PodsDir))
-			continue
+		} else {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", a.Action, safe(shortUID(a.PodUID)), safe(relPath(plan.PodsDir, a)), safe(a.Reason))
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", a.Action, safe(shortUID(a.PodUID)), safe(relPath(plan.PodsDir, a)), safe(a.Reason))
+		if a.CSI != nil {
+			// A call to a driver shows what it is sent and what it rests on.
+			fmt.Fprintf(w, "%s\t  csi: %s volume %s; evidence: %s\n", strings.Repeat("\t", strings.Count(header, "\t")-1),
+				safe(a.CSI.Driver), safe(a.CSI.VolumeID), safe(strings.Join(a.Evidence, "; ")))
+		}
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -181,6 +186,9 @@ func (p *printer) resultLine(r cleanup.ActionResult, podsDir string) string {
 	if r.Error != "" {
 		reason += " [" + r.Error + "]"
 	}
+	if len(r.Changed) > 0 {
+		reason += " (after the call: " + strings.Join(r.Changed, "; ") + ")"
+	}
 	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", r.Action.Action, p.paint(string(r.Result)), safe(shortUID(r.PodUID)), safe(relPath(podsDir, r.Action)), safe(reason))
 }
 
@@ -190,7 +198,7 @@ func planTotals(plan *cleanup.ActionPlan, results []cleanup.ActionResult) string
 		counts[a.Action]++
 	}
 	var parts []string
-	for _, k := range []cleanup.ActionKind{cleanup.Unmount, cleanup.Rmdir, cleanup.Unlink,
+	for _, k := range []cleanup.ActionKind{cleanup.NodeUnpublish, cleanup.NodeUnstage, cleanup.Unmount, cleanup.Rmdir, cleanup.Unlink,
 		cleanup.RemoveVolumeData, cleanup.NeedsDriver, cleanup.Keep} {
 		if counts[k] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))

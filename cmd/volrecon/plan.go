@@ -32,14 +32,19 @@ func runCleanup(ctx context.Context, args []string, e env) error {
 
 func planOrCleanup(ctx context.Context, name, summary string, args []string, e env) error {
 	c := newCommandFlags(name, summary, outputFormats, e)
-	unmount := c.fs.Bool("unmount", false, "allow unmounting pod-level mounts of orphaned pods (tmpfs, subpath binds, CSI publish targets; never a staging mount)")
+	unmount := c.fs.Bool("unmount", false, "allow unmounting pod-level mounts of orphaned pods (tmpfs, subpath binds; never a CSI publish target or staging mount)")
 	noDriver := c.fs.Bool("remove-vol-data-without-driver", false, "allow removing a leftover vol_data.json of an unmounted volume although its CSI driver is registered\n"+
 		"(a kubelet older than 1.30, or a driver that holds no state for it); by default it is left for a restarted kubelet to tear down through the driver")
+	var csi csiFlags
+	csi.register(c.fs)
 	var apply *bool
 	if name == "cleanup" {
 		apply = c.fs.Bool("apply", false, "apply the plan (without it nothing is changed)")
 	}
 	if err := c.parse(args, outputFormats, e.stderr); err != nil {
+		return err
+	}
+	if err := csi.check(c.fs, e.stderr); err != nil {
 		return err
 	}
 	if c.node.activePods == "" {
@@ -64,13 +69,17 @@ func planOrCleanup(ctx context.Context, name, summary string, args []string, e e
 	if err != nil {
 		return err
 	}
+	teardown, err := csi.gather(ctx, st, n, e.stderr)
+	if err != nil {
+		return err
+	}
 	plan := cleanup.Plan(ctx, st, cleanup.Options{Node: n.cleanupNode(), Unmount: *unmount, RootDirAliases: n.opts.RootDirAliases,
-		RemoveVolumeDataWithoutDriver: *noDriver})
+		RemoveVolumeDataWithoutDriver: *noDriver, CSITeardown: teardown})
 	out := newPrinter(e.stdout, c.output)
 	if apply == nil {
 		return errors.Join(out.plan(plan, nil), mountTableError(st))
 	}
-	results := cleanup.Execute(ctx, plan, cleanup.ExecOptions{Node: n.cleanupNode(), Apply: *apply})
+	results := cleanup.Execute(ctx, plan, cleanup.ExecOptions{Node: n.cleanupNode(), Apply: *apply, CSI: cleanup.CSIExec{Timeout: csi.timeout}})
 	if err := out.plan(plan, results); err != nil {
 		return err
 	}

@@ -1,0 +1,327 @@
+package cleanup
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/podsdir"
+	"github.com/volrecon/volrecon/reconstruct"
+)
+
+// CSITeardown lets Plan tear down through the CSI driver what the kubelet
+// never will (Options.CSITeardown): NodeUnpublish of a publish target whose
+// pod-level vol_data.json is gone, and NodeUnstage of a staging mount no pod
+// uses. Everything it rests on is evidence the caller gathered; what is
+// missing from it keeps the volume as it is (a NeedsDriver report).
+type CSITeardown struct {
+	// DeadPods holds, by pod UID, the positive evidence that nothing of an
+	// orphaned pod still runs (no mount namespace holds a mount from its
+	// dir, the container runtime lists none of it). A pod that is not here
+	// gets no NodeUnpublish.
+	DeadPods map[string][]string
+	// StagingUnused holds, by staging path, the evidence that no other mount
+	// namespace on the node holds a mount of the staging mount's filesystem
+	// subtree (its own propagated copies aside). A staging mount that is not
+	// here is never unstaged. Plan checks the host's table itself.
+	StagingUnused map[string][]string
+	// ActiveVolumes are the unique names (kubernetes.io/csi/<driver>^<handle>)
+	// of the volumes the active pods of this node use, from the API server
+	// (pods → PVCs → PVs). Nil means unknown: then NodeUnstage needs
+	// AssumeNoNewPods.
+	ActiveVolumes []string
+	// AssumeNoNewPods: the caller vouches that no pod will start on this
+	// node with a volume whose staging mount looks unused.
+	AssumeNoNewPods bool
+	// UnusedSince holds, by staging path, when it was first seen without a
+	// user (kept by the caller between scans). A leaked staging mount is
+	// unstaged only once it has been unused for MinLeakAge: NodeStage comes
+	// before NodePublish, so a starting pod's staging mount is briefly unused.
+	UnusedSince map[string]time.Time
+	MinLeakAge  time.Duration
+	// Now is the time of this scan (zero: time.Now()).
+	Now time.Time
+}
+
+// CSICall is the request of a NodeUnpublish or NodeUnstage action. The
+// action's Path is the target path or the staging target path.
+type CSICall struct {
+	Driver   string `json:"driver"`
+	VolumeID string `json:"volumeID"`
+	// Recovered: the identity came from the staging dir, the pod-level
+	// vol_data.json being missing or corrupt.
+	Recovered bool `json:"recovered,omitempty"`
+	// Source is the mount expected at the path (major:minor and root), which
+	// the executor checks is still the one there before calling.
+	Source string `json:"source,omitempty"`
+}
+
+// CSICallResult is one call made to a driver while executing an action.
+type CSICallResult struct {
+	Call string `json:"call"`
+	// Result is "ok", "error" or "timeout"; "unreachable" when the driver
+	// could not be found or reached (no call was made).
+	Result string `json:"result"`
+	Error  string `json:"error,omitempty"`
+}
+
+// CSICallResults returns every CSICallResult.Result, in a fixed order.
+func CSICallResults() []string { return []string{"ok", "error", "timeout", "unreachable"} }
+
+// CSICalls returns every call the executor makes, in a fixed order.
+func CSICalls() []string {
+	return []string{"NodeGetCapabilities", "NodeUnpublishVolume", "NodeUnstageVolume"}
+}
+
+func (t *CSITeardown) now() time.Time {
+	if t.Now.IsZero() {
+		return time.Now()
+	}
+	return t.Now
+}
+
+// devKey is how a mount's filesystem subtree is named in actions.
+func devKey(m mountscan.Mount) string { return m.Dev.String() + ":" + m.Root }
+
+// csiUnpublishable says whether the planner may call NodeUnpublish for the
+// mount at mp, and the volume it belongs to: a mounted filesystem publish
+// target, mounted once, nothing below it, of a pod dead on evidence, whose
+// identity was recovered (with a valid vol_data.json the restarted kubelet
+// does it itself).
+func (p *podPlanner) csiUnpublishable(mp string) (reconstruct.Volume, bool) {
+	t := p.opts.CSITeardown
+	e, listed := p.entries[mp]
+	v, known := p.volumes[filepath.Dir(mp)]
+	switch {
+	case t == nil || len(t.DeadPods[p.pod.UID]) == 0 || !listed || !e.Mounted || !p.isCSITarget(p.parts(e)):
+		return v, false
+	case !known || v.State != reconstruct.Mounted || v.CSI == nil || !v.CSI.Recovered || v.Mount == nil || v.Mount.Count != 1:
+		return v, false
+	case v.CSI.DriverName == "" || v.CSI.VolumeHandle == "":
+		return v, false
+	}
+	for _, other := range p.pod.MountPoints {
+		if strings.HasPrefix(other, mp+"/") {
+			return v, false
+		}
+	}
+	return v, true
+}
+
+// planCSITeardown plans a pod whose remaining mounts are publish targets the
+// driver may unpublish and pod-level mounts: NodeUnpublish for each, then
+// NodeUnstage of their staging mounts where nothing else uses them. The
+// rest of the pod is left to the next run, which finds it unmounted.
+func (p *podPlanner) planCSITeardown() ([]Action, bool) {
+	var targets []reconstruct.Volume
+	for _, mp := range p.pod.MountPoints {
+		if v, ok := p.csiUnpublishable(mp); ok {
+			targets = append(targets, v)
+			continue
+		}
+		e, listed := p.entries[mp]
+		if !listed || !e.Mounted || !p.podLevelMount(e, p.parts(e)) {
+			return nil, false // a mount nobody here may tear down: reports only
+		}
+	}
+	for _, e := range p.contents.Entries {
+		if e.Foreign {
+			return nil, false
+		}
+	}
+	if len(targets) == 0 {
+		return nil, false
+	}
+	evidence := append([]string{"pod " + p.pod.UID + " is not in the active pod list"}, p.opts.CSITeardown.DeadPods[p.pod.UID]...)
+	for _, v := range targets {
+		p.actions = append(p.actions, Action{Action: NodeUnpublish, Path: v.CheckedPath, PodUID: p.pod.UID,
+			Reason: "NodeUnpublishVolume through " + v.CSI.DriverName + ": the pod's vol_data.json is " + volDataState(v) +
+				", so the kubelet can never unpublish it",
+			Evidence: append(slices.Clone(evidence), "mount table has one entry at the path ("+v.Mount.MajorMinor+" "+v.Mount.Root+")",
+				"identity recovered from the staging dir "+v.DeviceMountPath+": "+v.CSI.DriverName+"^"+v.CSI.VolumeHandle),
+			CSI: &CSICall{Driver: v.CSI.DriverName, VolumeID: v.CSI.VolumeHandle, Recovered: true, Source: v.Mount.MajorMinor + ":" + v.Mount.Root}})
+	}
+	for _, v := range targets {
+		p.unstageAfterUnpublish(v)
+	}
+	p.add(Keep, p.pod.Path, "the pod dir stays for now: the CSI driver tears its volumes down first; run cleanup again afterwards")
+	return append(p.actions, p.after...), true
+}
+
+func volDataState(v reconstruct.Volume) string {
+	if strings.Contains(v.Reason, "corrupt") {
+		return "corrupt"
+	}
+	return "missing or corrupt"
+}
+
+// unstageAfterUnpublish plans NodeUnstage of the staging mount of a volume
+// this plan unpublishes, when no other pod mount uses it and no active pod
+// uses the volume. The executor checks again, after the unpublish, that no
+// target of the volume is left.
+func (p *podPlanner) unstageAfterUnpublish(v reconstruct.Volume) {
+	g, ok := globalMountAt(p.st, v.DeviceMountPath)
+	if !ok || slices.ContainsFunc(p.after, func(a Action) bool { return a.Path == g.Path }) {
+		return
+	}
+	others := slices.DeleteFunc(slices.Clone(g.PodUIDs), func(uid string) bool { return uid == p.pod.UID })
+	if len(others) > 0 {
+		p.after = append(p.after, Action{Action: NeedsDriver, Path: g.Path, PodUID: p.pod.UID,
+			Reason: "not unstaged: pods " + strings.Join(others, ", ") + " still use this staging mount"})
+		return
+	}
+	p.after = append(p.after, p.opts.CSITeardown.unstage(p.st, g, p.pod.UID, false,
+		"NodeUnpublish of "+v.CheckedPath+" comes first; afterwards no target of the volume is left"))
+}
+
+func globalMountAt(st *reconstruct.State, path string) (reconstruct.GlobalMount, bool) {
+	for _, g := range st.GlobalMounts {
+		if g.Path == path && path != "" {
+			return g, true
+		}
+	}
+	return reconstruct.GlobalMount{}, false
+}
+
+// planLeakedStaging plans a staging mount that no pod mount uses: NodeUnstage
+// when every condition holds, else the NeedsDriver report it always had,
+// with what is missing.
+func (o Options) planLeakedStaging(st *reconstruct.State, snap *snapshot, f reconstruct.Finding) Action {
+	report := Action{Action: NeedsDriver, Path: f.Path, Reason: leakedReason(st, f.Path), Evidence: []string{f.Message}}
+	if o.CSITeardown == nil {
+		return report
+	}
+	g, ok := globalMountAt(st, f.Path)
+	if !ok {
+		return report
+	}
+	if snap == nil {
+		report.Reason += "; not unstaged: the mount table could not be read when planning"
+		return report
+	}
+	a := o.CSITeardown.unstage(st, g, "", true, f.Message)
+	if a.Action == NodeUnstage {
+		if users := stagingUsers(snap.table, filepath.Dir(st.PodsDir), g); len(users) > 0 {
+			report.Reason += "; not unstaged: " + users[0].MountPoint + " mounts the same filesystem subtree"
+			return report
+		}
+		return a
+	}
+	a.Evidence = append(a.Evidence, f.Message)
+	return a
+}
+
+// unstage plans NodeUnstage of g, or says why not. leaked: g was found
+// without users by the scan, so it must have been unused for MinLeakAge.
+func (t *CSITeardown) unstage(st *reconstruct.State, g reconstruct.GlobalMount, podUID string, leaked bool, why string) Action {
+	no := func(reason string) Action {
+		return Action{Action: NeedsDriver, Path: g.Path, PodUID: podUID, Reason: "NodeUnstage through the CSI driver, not done here: " + reason}
+	}
+	evidence := []string{why}
+	switch {
+	case g.Mode != podsdir.Filesystem || g.Layout != podsdir.LayoutCurrent:
+		return no("only filesystem staging dirs of the current layout are unstaged by volrecon")
+	case g.State != reconstruct.Mounted || g.Mount == nil || g.Mount.Count != 1:
+		return no("the staging dir is not mounted exactly once")
+	case g.DriverName == "" || g.VolumeHandle == "" || g.UniqueName == "":
+		return no("its identity is unknown (no readable vol_data.json in the staging dir)")
+	case filepath.Base(filepath.Dir(g.Path)) != sha256Hex(g.VolumeHandle):
+		return no("the staging dir is not named by the sha256 of the handle its vol_data.json names")
+	case len(t.StagingUnused[g.Path]) == 0:
+		return no("no evidence that no other mount namespace on the node uses it")
+	}
+	if uid := podNaming(st, g.Path); uid != "" {
+		// A starting pod: NodeStage is done, NodePublish is not yet.
+		return no("pod " + uid + ", not orphaned, has a volume dir of this volume: it may be starting (staged, not yet published)")
+	}
+	evidence = append(evidence, t.StagingUnused[g.Path]...)
+	switch {
+	case t.ActiveVolumes != nil && slices.Contains(t.ActiveVolumes, g.UniqueName):
+		return no("an active pod on this node uses the volume " + g.UniqueName)
+	case t.ActiveVolumes != nil:
+		evidence = append(evidence, "no active pod on this node uses the volume (from the API server)")
+	case !t.AssumeNoNewPods:
+		return no("which volumes the active pods use is unknown (no API server): a starting pod may have staged it")
+	default:
+		evidence = append(evidence, "assumed: no new pod starts on this node (--assume-no-new-pods)")
+	}
+	if leaked {
+		since, ok := t.UnusedSince[g.Path]
+		age := t.now().Sub(since)
+		if !ok || !since.Before(t.now()) || age < t.MinLeakAge {
+			return no("not yet seen unused in two scans at least " + t.MinLeakAge.String() + " apart (a starting pod's staging mount is briefly unused)")
+		}
+		evidence = append(evidence, "unused since "+since.UTC().Format(time.RFC3339)+" ("+age.Round(time.Second).String()+" ago)")
+	}
+	return Action{Action: NodeUnstage, Path: g.Path, PodUID: podUID,
+		Reason:   "NodeUnstageVolume through " + g.DriverName + ": no pod uses this staging mount, and the kubelet never unstages it",
+		Evidence: evidence,
+		CSI:      &CSICall{Driver: g.DriverName, VolumeID: g.VolumeHandle, Source: g.Mount.MajorMinor + ":" + g.Mount.Root}}
+}
+
+// podNaming returns a pod that is not Orphaned whose volume names the
+// staging path (its vol_data.json or recovered identity), or "".
+func podNaming(st *reconstruct.State, staging string) string {
+	orphaned := map[string]bool{}
+	for _, p := range st.Pods {
+		orphaned[p.UID] = p.Status == reconstruct.PodOrphaned
+	}
+	for _, v := range st.Volumes {
+		if v.DeviceMountPath == staging && !orphaned[v.PodUID] {
+			return v.PodUID
+		}
+	}
+	return ""
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// SubtreeUsers returns the mounts of table that use the filesystem subtree
+// mounted at path (dev, root): those of the same device with a root at or
+// below root, other than path itself and its propagated copies, which end
+// in the same path below the kubelet root rootDir (a driver's container,
+// or volrecon's own with the host at /host, sees them there). Callers pass
+// each mount namespace's table in turn.
+func SubtreeUsers(table *mountscan.Table, rootDir, path string, dev mountscan.DevID, root string) []mountscan.Mount {
+	rel := strings.TrimPrefix(path, strings.TrimSuffix(rootDir, "/"))
+	var users []mountscan.Mount
+	for _, m := range table.Mounts() {
+		switch {
+		case m.Dev != dev || !underRoot(m.Root, root):
+		case m.MountPoint == path || rel != path && strings.HasSuffix(m.MountPoint, rel):
+		default:
+			users = append(users, m)
+		}
+	}
+	return users
+}
+
+// stagingUsers is SubtreeUsers of the staging mount g.
+func stagingUsers(table *mountscan.Table, rootDir string, g reconstruct.GlobalMount) []mountscan.Mount {
+	if g.Mount == nil {
+		return nil
+	}
+	for _, m := range table.At(g.Path) {
+		if m.Dev.String() == g.Mount.MajorMinor {
+			return SubtreeUsers(table, rootDir, g.Path, m.Dev, g.Mount.Root)
+		}
+	}
+	// Not mounted there now: users of that device and root all the same.
+	for _, m := range table.Mounts() {
+		if m.Dev.String() == g.Mount.MajorMinor {
+			return SubtreeUsers(table, rootDir, g.Path, m.Dev, g.Mount.Root)
+		}
+	}
+	return nil
+}
+
+func underRoot(root, of string) bool {
+	return of == "/" || root == of || strings.HasPrefix(root, of+"/")
+}

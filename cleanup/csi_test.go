@@ -1,0 +1,461 @@
+package cleanup_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/volrecon/volrecon/cleanup"
+	"github.com/volrecon/volrecon/internal/csifake"
+	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/podsdir"
+	"github.com/volrecon/volrecon/reconstruct"
+)
+
+const (
+	csiDriver = "csi.example.com"
+	csiHandle = "vol-0001"
+	csiRoot   = "/var/lib/kubelet"
+	csiUID    = "cccccccc-cccc-4ccc-8ccc-cccccccccccc"
+	csiActive = "dddddddd-dddd-4ddd-8ddd-dddddddddddd"
+)
+
+// csiNode is a kubelet root under a short host root (sockets live there)
+// with one staged CSI volume, a fake mount table the fake driver changes as
+// a real one would, and the driver serving at its default socket.
+type csiNode struct {
+	t        *testing.T
+	hostRoot string
+	staging  string
+	driver   *csifake.Driver
+
+	mu     sync.Mutex
+	mounts map[string]string // mount point -> "dev root"
+}
+
+func newCSINode(t *testing.T) *csiNode {
+	n := &csiNode{t: t, hostRoot: csifake.ShortTempDir(t), mounts: map[string]string{}}
+	n.staging = filepath.Join(csiRoot, "plugins/kubernetes.io/csi", csiDriver, podsdir.StagingHash(csiHandle), "globalmount")
+	n.write(filepath.Join(filepath.Dir(n.staging), "vol_data.json"), `{"driverName":"`+csiDriver+`","volumeHandle":"`+csiHandle+`"}`)
+	n.mkdir(n.staging)
+	n.mount(n.staging)
+	n.mkdir(filepath.Join(csiRoot, "pods", csiActive, "containers"))
+	n.driver = &csifake.Driver{Name: csiDriver, StageUnstage: true, Act: func(c csifake.Call) error {
+		n.unmount(c.Path) // what the driver does
+		return nil
+	}}
+	n.driver.Serve(t, n.at(filepath.Join(csiRoot, "plugins", csiDriver, "csi.sock")))
+	return n
+}
+
+func (n *csiNode) at(p string) string { return filepath.Join(n.hostRoot, p) }
+
+func (n *csiNode) mkdir(p string) { require.NoError(n.t, os.MkdirAll(n.at(p), 0o750)) }
+
+func (n *csiNode) write(p, content string) {
+	n.mkdir(filepath.Dir(p))
+	require.NoError(n.t, os.WriteFile(n.at(p), []byte(content), 0o600))
+}
+
+// mount puts an entry of the staged volume's filesystem (259:3, root /) at p.
+func (n *csiNode) mount(p string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.mounts[p] = "259:3 /"
+}
+
+func (n *csiNode) unmount(p string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.mounts, p)
+}
+
+func (n *csiNode) mounted(p string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.mounts[p]
+	return ok
+}
+
+func (n *csiNode) table(context.Context) (*mountscan.Table, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	lines := []string{"1 0 259:1 / / rw - ext4 /dev/sda1 rw"}
+	for i, mp := range slices.Sorted(func(yield func(string) bool) {
+		for mp := range n.mounts {
+			if !yield(mp) {
+				return
+			}
+		}
+	}) {
+		lines = append(lines, strconv.Itoa(100+i)+" 1 "+n.mounts[mp]+" "+mp+" rw - ext4 /dev/nvme1n1 rw")
+	}
+	return mountscan.FromLines(lines...)
+}
+
+// publish makes a publish target of the volume for pod uid; withVolData
+// writes its pod-level vol_data.json, else it is missing.
+func (n *csiNode) publish(uid string, withVolData bool) string {
+	dir := filepath.Join(csiRoot, "pods", uid, "volumes/kubernetes.io~csi/pv1")
+	target := filepath.Join(dir, "mount")
+	n.mkdir(target)
+	if withVolData {
+		n.write(filepath.Join(dir, "vol_data.json"), `{"driverName":"`+csiDriver+`","volumeHandle":"`+csiHandle+`","specVolID":"pv1"}`)
+	}
+	n.mount(target)
+	return target
+}
+
+func (n *csiNode) node() cleanup.Node {
+	return cleanup.Node{HostRoot: n.hostRoot, ReadMountTable: n.table}
+}
+
+func (n *csiNode) scan() *reconstruct.State {
+	st, err := reconstruct.Scan(n.t.Context(), reconstruct.Options{HostRoot: n.hostRoot, ReadMountTable: n.table,
+		ActivePods: reconstruct.PodList{csiActive}})
+	require.NoError(n.t, err)
+	return st
+}
+
+func (n *csiNode) plan(t *cleanup.CSITeardown, unmount bool) *cleanup.ActionPlan {
+	return cleanup.Plan(n.t.Context(), n.scan(), cleanup.Options{Node: n.node(), Unmount: unmount, CSITeardown: t})
+}
+
+func (n *csiNode) apply(plan *cleanup.ActionPlan) []cleanup.ActionResult {
+	return cleanup.Execute(n.t.Context(), plan, cleanup.ExecOptions{Node: n.node(), Apply: true,
+		CSI: cleanup.CSIExec{Timeout: 5 * time.Second}})
+}
+
+// teardown is the evidence a caller gathers for a dead orphan and an
+// unused staging mount, with no new pods assumed.
+func (n *csiNode) teardown() *cleanup.CSITeardown {
+	return &cleanup.CSITeardown{
+		DeadPods:        map[string][]string{csiUID: {"no mount namespace holds a mount from the pod dir"}},
+		StagingUnused:   map[string][]string{n.staging: {"no other mount namespace mounts it"}},
+		AssumeNoNewPods: true,
+	}
+}
+
+func csiActionAt(plan *cleanup.ActionPlan, p string) (cleanup.Action, bool) {
+	i := slices.IndexFunc(plan.Actions, func(a cleanup.Action) bool { return a.Path == p })
+	if i < 0 {
+		return cleanup.Action{}, false
+	}
+	return plan.Actions[i], true
+}
+
+func csiKindAt(plan *cleanup.ActionPlan, p string) cleanup.ActionKind {
+	a, _ := csiActionAt(plan, p)
+	return a.Action
+}
+
+func csiResultAt(rs []cleanup.ActionResult, p string) cleanup.ActionResult {
+	for _, r := range rs {
+		if r.Path == p {
+			return r
+		}
+	}
+	return cleanup.ActionResult{}
+}
+
+func TestCSITeardownUnpublishesThenUnstagesARecoveredVolume(t *testing.T) {
+	n := newCSINode(t)
+	target := n.publish(csiUID, false)
+	plan := n.plan(n.teardown(), false)
+
+	unpublish, ok := csiActionAt(plan, target)
+	require.True(t, ok)
+	assert.Equal(t, cleanup.NodeUnpublish, unpublish.Action)
+	assert.Equal(t, &cleanup.CSICall{Driver: csiDriver, VolumeID: csiHandle, Recovered: true, Source: "259:3:/"}, unpublish.CSI)
+	assert.Contains(t, unpublish.Evidence, "no mount namespace holds a mount from the pod dir", "the caller's evidence of death is shown")
+	unstage, ok := csiActionAt(plan, n.staging)
+	require.True(t, ok)
+	assert.Equal(t, cleanup.NodeUnstage, unstage.Action)
+	assert.Equal(t, csiUID, unstage.PodUID, "a failed unpublish of the pod stops it")
+	at := func(p string) int {
+		return slices.IndexFunc(plan.Actions, func(a cleanup.Action) bool { return a.Path == p })
+	}
+	assert.Less(t, at(target), at(n.staging), "NodeUnpublish first")
+	assert.Equal(t, cleanup.Keep, csiKindAt(plan, filepath.Join(csiRoot, "pods", csiUID)), "the pod dir waits for the next run")
+
+	results := n.apply(plan)
+	assert.Equal(t, cleanup.Done, csiResultAt(results, target).Result, csiResultAt(results, target).Error)
+	assert.Equal(t, cleanup.Done, csiResultAt(results, n.staging).Result, csiResultAt(results, n.staging).Error)
+	assert.Equal(t, []csifake.Call{
+		{Method: "GetPluginInfo"},
+		{Method: "NodeUnpublishVolume", VolumeID: csiHandle, Path: target},
+		{Method: "GetPluginInfo"},
+		{Method: "NodeGetCapabilities"},
+		{Method: "NodeUnstageVolume", VolumeID: csiHandle, Path: n.staging},
+	}, n.driver.Calls())
+	assert.Equal(t, []cleanup.CSICallResult{{Call: "NodeUnpublishVolume", Result: "ok"}}, csiResultAt(results, target).CSICalls)
+	assert.Contains(t, csiResultAt(results, target).Changed[0], "unmounted")
+	assert.Contains(t, csiResultAt(results, n.staging).Changed[0], "unmounted")
+	assert.False(t, n.mounted(target))
+	assert.False(t, n.mounted(n.staging))
+
+	// The next run removes what is left of the pod.
+	results = n.apply(n.plan(n.teardown(), false))
+	for _, r := range results {
+		assert.NotEqual(t, cleanup.Failed, r.Result, "%s %s: %s", r.Action.Action, r.Path, r.Error)
+	}
+	_, err := os.Lstat(n.at(filepath.Join(csiRoot, "pods", csiUID)))
+	assert.ErrorIs(t, err, os.ErrNotExist, "the pod dir is gone once the driver tore its volume down")
+	assert.DirExists(t, n.at(n.staging), "staging dirs are never removed")
+}
+
+// Without CSITeardown, and with unmounting allowed, a CSI target and a
+// staging mount are never touched: the driver is not even called.
+func TestWithoutCSITeardownACSITargetIsNeverUnmounted(t *testing.T) {
+	n := newCSINode(t)
+	target := n.publish(csiUID, false)
+	plan := n.plan(nil, true)
+	assert.Equal(t, cleanup.NeedsDriver, csiKindAt(plan, target))
+	for _, a := range plan.Actions {
+		assert.NotContains(t, []cleanup.ActionKind{cleanup.Unmount, cleanup.NodeUnpublish, cleanup.NodeUnstage}, a.Action, a.Path)
+	}
+	n.apply(plan)
+	assert.True(t, n.mounted(target))
+	assert.True(t, n.mounted(n.staging))
+	assert.Empty(t, n.driver.Calls())
+}
+
+func TestNodeUnpublishNeedsItsConditions(t *testing.T) {
+	for name, c := range map[string]struct {
+		volData bool
+		change  func(*cleanup.CSITeardown)
+	}{
+		"no evidence of death":          {change: func(td *cleanup.CSITeardown) { td.DeadPods = nil }},
+		"empty evidence of death":       {change: func(td *cleanup.CSITeardown) { td.DeadPods[csiUID] = nil }},
+		"the kubelet can (vol_data ok)": {volData: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := newCSINode(t)
+			target := n.publish(csiUID, c.volData)
+			td := n.teardown()
+			if c.change != nil {
+				c.change(td)
+			}
+			plan := n.plan(td, false)
+			assert.Equal(t, cleanup.NeedsDriver, csiKindAt(plan, target))
+			assert.NotEqual(t, cleanup.NodeUnstage, csiKindAt(plan, n.staging))
+		})
+	}
+}
+
+func TestNodeUnstageNeedsItsConditions(t *testing.T) {
+	for name, c := range map[string]struct {
+		change func(*cleanup.CSITeardown)
+		why    string
+	}{
+		"an active pod uses the volume": {func(td *cleanup.CSITeardown) {
+			td.ActiveVolumes = []string{"kubernetes.io/csi/" + csiDriver + "^" + csiHandle}
+		}, "an active pod"},
+		"active volumes unknown": {func(td *cleanup.CSITeardown) { td.AssumeNoNewPods = false }, "unknown"},
+		"no namespace evidence":  {func(td *cleanup.CSITeardown) { td.StagingUnused = nil }, "mount namespace"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := newCSINode(t)
+			target := n.publish(csiUID, false)
+			td := n.teardown()
+			c.change(td)
+			plan := n.plan(td, false)
+			assert.Equal(t, cleanup.NodeUnpublish, csiKindAt(plan, target))
+			a, _ := csiActionAt(plan, n.staging)
+			assert.Equal(t, cleanup.NeedsDriver, a.Action)
+			assert.Contains(t, a.Reason, c.why)
+		})
+	}
+	t.Run("other volumes are active", func(t *testing.T) {
+		n := newCSINode(t)
+		n.publish(csiUID, false)
+		td := n.teardown()
+		td.AssumeNoNewPods, td.ActiveVolumes = false, []string{"kubernetes.io/csi/" + csiDriver + "^vol-other"}
+		assert.Equal(t, cleanup.NodeUnstage, csiKindAt(n.plan(td, false), n.staging))
+	})
+}
+
+// A leaked staging mount (no pod at all) is unstaged only once seen unused
+// in two scans MinLeakAge apart, and never while anything mounts it.
+func TestLeakedStagingIsUnstagedOnlyAfterTwoScans(t *testing.T) {
+	now := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
+	for name, c := range map[string]struct {
+		since  map[string]time.Duration // staging -> age
+		extra  string                   // another mount of the volume
+		want   cleanup.ActionKind
+		whyNot string
+	}{
+		"first seen now":       {since: map[string]time.Duration{"staging": 0}, want: cleanup.NeedsDriver, whyNot: "two scans"},
+		"never seen":           {want: cleanup.NeedsDriver, whyNot: "two scans"},
+		"seen too recently":    {since: map[string]time.Duration{"staging": time.Minute}, want: cleanup.NeedsDriver, whyNot: "two scans"},
+		"seen long enough ago": {since: map[string]time.Duration{"staging": 10 * time.Minute}, want: cleanup.NodeUnstage},
+		"a propagated copy is no user": {since: map[string]time.Duration{"staging": 10 * time.Minute},
+			extra: "/host" + "STAGING", want: cleanup.NodeUnstage},
+		"another mount of it": {since: map[string]time.Duration{"staging": 10 * time.Minute},
+			extra: "/mnt/elsewhere", want: cleanup.NeedsDriver, whyNot: "same filesystem subtree"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := newCSINode(t)
+			st := n.scan()
+			require.Len(t, st.Findings, 1)
+			require.Equal(t, reconstruct.LeakedGlobalMount, st.Findings[0].Kind)
+			if c.extra != "" {
+				n.mount(filepath.Clean(replaceStaging(c.extra, n.staging)))
+			}
+			td := n.teardown()
+			td.Now, td.MinLeakAge, td.UnusedSince = now, 5*time.Minute, map[string]time.Time{}
+			for range c.since {
+				td.UnusedSince[n.staging] = now.Add(-c.since["staging"])
+			}
+			plan := cleanup.Plan(t.Context(), st, cleanup.Options{Node: n.node(), CSITeardown: td})
+			a, ok := csiActionAt(plan, n.staging)
+			require.True(t, ok)
+			assert.Equal(t, c.want, a.Action, a.Reason)
+			assert.Contains(t, a.Reason, c.whyNot)
+			if c.want == cleanup.NodeUnstage {
+				assert.Empty(t, a.PodUID)
+				results := n.apply(plan)
+				assert.Equal(t, cleanup.Done, results[0].Result, results[0].Error)
+				assert.False(t, n.mounted(n.staging))
+			}
+		})
+	}
+}
+
+func replaceStaging(s, staging string) string {
+	if len(s) > 7 && s[len(s)-7:] == "STAGING" {
+		return s[:len(s)-7] + staging
+	}
+	return s
+}
+
+// A driver error fails the action with the driver's message; nothing else
+// is done for the volume: the staging mount is not unstaged.
+func TestADriverErrorLeavesEverythingAsItWas(t *testing.T) {
+	n := newCSINode(t)
+	target := n.publish(csiUID, false)
+	n.driver.Errs = map[string]error{"NodeUnpublishVolume": status.Error(codes.Internal, "umount: target is busy")}
+	results := n.apply(n.plan(n.teardown(), false))
+
+	r := csiResultAt(results, target)
+	assert.Equal(t, cleanup.Failed, r.Result)
+	assert.Contains(t, r.Error, "umount: target is busy")
+	assert.Equal(t, "error", r.CSICalls[0].Result)
+	assert.Contains(t, r.Changed[0], "nothing changed")
+	assert.Equal(t, cleanup.Skipped, csiResultAt(results, n.staging).Result)
+	assert.True(t, n.mounted(target))
+	assert.True(t, n.mounted(n.staging))
+	assert.NotContains(t, n.driver.Calls(), csifake.Call{Method: "NodeUnstageVolume", VolumeID: csiHandle, Path: n.staging})
+}
+
+func TestADriverThatIsNotRunningFailsClearly(t *testing.T) {
+	n := newCSINode(t)
+	target := n.publish(csiUID, false)
+	plan := n.plan(n.teardown(), false)
+	require.NoError(t, os.Remove(n.at(filepath.Join(csiRoot, "plugins", csiDriver, "csi.sock"))))
+	results := n.apply(plan)
+
+	r := csiResultAt(results, target)
+	assert.Equal(t, cleanup.Failed, r.Result)
+	assert.Contains(t, r.Error, "NodeUnpublishVolume not called")
+	assert.Contains(t, r.Error, csiDriver)
+	assert.Equal(t, []cleanup.CSICallResult{{Call: "NodeUnpublishVolume", Result: "unreachable", Error: r.CSICalls[0].Error}}, r.CSICalls)
+	assert.True(t, n.mounted(target))
+	assert.True(t, n.mounted(n.staging))
+}
+
+func TestADriverThatDoesNotStageIsNeverAskedToUnstage(t *testing.T) {
+	n := newCSINode(t)
+	target := n.publish(csiUID, false)
+	n.driver.StageUnstage = false
+	results := n.apply(n.plan(n.teardown(), false))
+	assert.Equal(t, cleanup.Done, csiResultAt(results, target).Result)
+	r := csiResultAt(results, n.staging)
+	assert.Equal(t, cleanup.Failed, r.Result)
+	assert.Contains(t, r.Error, "STAGE_UNSTAGE_VOLUME")
+	assert.True(t, n.mounted(n.staging))
+	for _, c := range n.driver.Calls() {
+		assert.NotEqual(t, "NodeUnstageVolume", c.Method)
+	}
+}
+
+// A target of the volume that appears after the plan keeps the staging mount.
+func TestNodeUnstageIsSkippedWhenATargetAppeared(t *testing.T) {
+	n := newCSINode(t)
+	n.publish(csiUID, false)
+	plan := n.plan(n.teardown(), false)
+	n.mount(filepath.Join(csiRoot, "pods", csiActive, "volumes/kubernetes.io~csi/pv1/mount"))
+	results := n.apply(plan)
+	r := csiResultAt(results, n.staging)
+	assert.Equal(t, cleanup.Keep, r.Action.Action)
+	assert.Contains(t, r.Reason, "still mounts the staging mount")
+	assert.True(t, n.mounted(n.staging))
+}
+
+func TestADriverThatAnswersOKButLeavesTheMountFails(t *testing.T) {
+	n := newCSINode(t)
+	target := n.publish(csiUID, false)
+	n.driver.Act = nil
+	results := n.apply(n.plan(n.teardown(), false))
+	r := csiResultAt(results, target)
+	assert.Equal(t, cleanup.Failed, r.Result)
+	assert.Contains(t, r.Error, "still mounted")
+	assert.Equal(t, cleanup.Skipped, csiResultAt(results, n.staging).Result)
+}
+
+func TestADryRunCallsNoDriver(t *testing.T) {
+	n := newCSINode(t)
+	target := n.publish(csiUID, false)
+	results := cleanup.Execute(t.Context(), n.plan(n.teardown(), false), cleanup.ExecOptions{Node: n.node()})
+	assert.Equal(t, cleanup.Skipped, csiResultAt(results, target).Result)
+	assert.Empty(t, n.driver.Calls())
+	assert.True(t, n.mounted(target))
+}
+
+// An executor given a hand-made action refuses what the planner never makes.
+func TestCSIActionsOutsideTheirPlacesAreRefused(t *testing.T) {
+	n := newCSINode(t)
+	plan := &cleanup.ActionPlan{SchemaVersion: reconstruct.SchemaVersion, PodsDir: csiRoot + "/pods", Actions: []cleanup.Action{
+		{Action: cleanup.NodeUnpublish, Path: "/etc", PodUID: csiUID, CSI: &cleanup.CSICall{Driver: csiDriver, VolumeID: csiHandle, Source: "259:3:/"}},
+		{Action: cleanup.NodeUnstage, Path: "/mnt/data", CSI: &cleanup.CSICall{Driver: csiDriver, VolumeID: csiHandle, Source: "259:3:/"}},
+		{Action: cleanup.NodeUnstage, Path: n.staging},
+	}}
+	for _, r := range n.apply(plan) {
+		assert.Equal(t, cleanup.Failed, r.Result, r.Path)
+	}
+	assert.Empty(t, n.driver.Calls())
+}
+
+// A staging mount of a pod that is starting (its vol_data.json written,
+// NodeStage done, NodePublish not yet) is never unstaged, however long it
+// has looked unused and whatever the caller assumes.
+func TestAStartingPodsStagingMountIsNeverUnstaged(t *testing.T) {
+	n := newCSINode(t)
+	dir := filepath.Join(csiRoot, "pods", csiActive, "volumes/kubernetes.io~csi/pv1")
+	n.mkdir(filepath.Join(dir, "mount"))
+	n.write(filepath.Join(dir, "vol_data.json"), `{"driverName":"`+csiDriver+`","volumeHandle":"`+csiHandle+`","specVolID":"pv1"}`)
+	st := n.scan()
+	require.Equal(t, reconstruct.LeakedGlobalMount, st.Findings[0].Kind, "the kubelet's view: a staging mount no pod mount uses")
+
+	td := n.teardown()
+	now := time.Now()
+	td.Now, td.MinLeakAge, td.UnusedSince = now, time.Minute, map[string]time.Time{n.staging: now.Add(-time.Hour)}
+	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Node: n.node(), CSITeardown: td})
+	a, ok := csiActionAt(plan, n.staging)
+	require.True(t, ok)
+	assert.Equal(t, cleanup.NeedsDriver, a.Action)
+	assert.Contains(t, a.Reason, "may be starting")
+	n.apply(plan)
+	assert.True(t, n.mounted(n.staging))
+	assert.Empty(t, n.driver.Calls())
+}

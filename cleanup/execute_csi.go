@@ -1,0 +1,183 @@
+package cleanup
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/volrecon/volrecon/csinode"
+	"github.com/volrecon/volrecon/mountscan"
+)
+
+// CSIExec configures the calls Execute makes to CSI drivers.
+type CSIExec struct {
+	// Timeout bounds each call (0 = csinode.DefaultTimeout).
+	Timeout time.Duration
+}
+
+// callName is the RPC an action kind makes.
+func callName(k ActionKind) string {
+	if k == NodeUnpublish {
+		return "NodeUnpublishVolume"
+	}
+	return "NodeUnstageVolume"
+}
+
+// runCSI carries out a NodeUnpublish or NodeUnstage action: it checks that
+// the mount planned is still the one at the path (and, to unstage, that no
+// target of the volume is left), finds and asks the driver once, then
+// re-reads the mount table and records what changed. A driver error is the
+// action's error; nothing else is done for it.
+func (e *executor) runCSI(a Action) ActionResult {
+	r := ActionResult{Action: a}
+	// Read afresh, before and after: the call is what changes the table.
+	table, err := e.opts.readTable(e.ctx)
+	if err != nil {
+		return e.csiKeep(a, fmt.Errorf("the mount table could not be read: %w", err))
+	}
+	if err := e.checkCSI(a, table); err != nil {
+		if errors.Is(err, errNodeChanged) {
+			return e.csiKeep(a, err)
+		}
+		return e.csiStop(a, Failed, err)
+	}
+	err = e.callDriver(a, &r)
+	after, readErr := e.opts.readTable(e.ctx)
+	if readErr != nil {
+		r.Changed = []string{"the mount table could not be read afterwards: " + readErr.Error()}
+	} else {
+		r.Changed = mountChange(a.Path, table, after)
+	}
+	if err == nil && readErr == nil && after.IsMountPoint(a.Path) {
+		err = fmt.Errorf("%s answered %s without error, yet %s is still mounted", a.CSI.Driver, callName(a.Action), a.Path)
+	}
+	if err != nil {
+		f := e.csiStop(a, Failed, err)
+		f.CSICalls, f.Changed = r.CSICalls, r.Changed
+		return f
+	}
+	r.Result = Done
+	return r
+}
+
+// csiStop is stop for a CSI action: a leaked staging mount belongs to no
+// pod, and its failure stops nothing else.
+func (e *executor) csiStop(a Action, result Result, err error) ActionResult {
+	if a.PodUID != "" {
+		return e.stop(a, result, err)
+	}
+	return ActionResult{Action: a, Result: result, Error: err.Error()}
+}
+
+// csiKeep is keep for a CSI action.
+func (e *executor) csiKeep(a Action, why error) ActionResult {
+	if a.PodUID != "" {
+		return e.keep(a, why)
+	}
+	r := ActionResult{Action: a, Result: Skipped, Error: why.Error()}
+	r.Action.Action = Keep
+	r.Reason = why.Error() + " (planned: " + string(a.Action) + ")"
+	return r
+}
+
+// checkCSI refuses an action whose request is not what the planner makes,
+// and skips one whose path changed since the plan.
+func (e *executor) checkCSI(a Action, table *mountscan.Table) error {
+	root := filepath.Dir(e.plan.PodsDir)
+	switch {
+	case a.CSI == nil || a.CSI.Driver == "" || a.CSI.VolumeID == "" || e.plan.PodsDir == "":
+		return fmt.Errorf("%s: the action names no driver, volume or pods dir", a.Path)
+	case filepath.Clean(a.Path) != a.Path:
+		return fmt.Errorf("%s: not a clean path: refused", a.Path)
+	case a.Action == NodeUnpublish && !isTargetPath(e.plan.PodsDir, a.PodUID, a.Path):
+		return fmt.Errorf("%s is not a CSI publish target of pod %s: refused", a.Path, a.PodUID)
+	case a.Action == NodeUnstage && !strings.HasPrefix(a.Path, filepath.Join(root, "plugins", "kubernetes.io", "csi")+"/"):
+		return fmt.Errorf("%s is not a CSI staging dir under %s: refused", a.Path, root)
+	}
+	stack := table.At(a.Path)
+	switch {
+	case len(stack) != 1:
+		return fmt.Errorf("%w: %s has %d mount-table entries, planned with 1", errNodeChanged, a.Path, len(stack))
+	case devKey(stack[0]) != a.CSI.Source:
+		return fmt.Errorf("%w: %s now mounts %s, planned with %s", errNodeChanged, a.Path, devKey(stack[0]), a.CSI.Source)
+	}
+	for _, m := range table.AtOrBelow(a.Path) {
+		if m.MountPoint != a.Path {
+			return fmt.Errorf("%w: %s is mounted below it", errNodeChanged, m.MountPoint)
+		}
+	}
+	if a.Action == NodeUnstage {
+		if users := SubtreeUsers(table, root, a.Path, stack[0].Dev, stack[0].Root); len(users) > 0 {
+			return fmt.Errorf("%w: %s still mounts the staging mount's filesystem subtree", errNodeChanged, users[0].MountPoint)
+		}
+	}
+	return nil
+}
+
+// isTargetPath: path is <pods>/<uid>/volumes/kubernetes.io~csi/<name>/mount.
+func isTargetPath(podsDir, uid, path string) bool {
+	rel, ok := strings.CutPrefix(path, filepath.Join(podsDir, uid, "volumes", "kubernetes.io~csi")+"/")
+	name, rest, _ := strings.Cut(rel, "/")
+	return ok && uid != "" && !strings.Contains(uid, "/") && name != "" && rest == "mount"
+}
+
+// callDriver finds the driver, asks its capabilities where NodeUnstage
+// depends on them, and makes the action's call, once, recording each call.
+func (e *executor) callDriver(a Action, r *ActionResult) error {
+	record := func(call string, err error) {
+		res := CSICallResult{Call: call, Result: "ok"}
+		var callErr *csinode.CallError
+		switch {
+		case errors.Is(err, csinode.ErrTimeout):
+			res.Result, res.Error = "timeout", err.Error()
+		case errors.As(err, &callErr):
+			res.Result, res.Error = "error", err.Error()
+		case err != nil:
+			res.Result, res.Error = "unreachable", err.Error()
+		}
+		r.CSICalls = append(r.CSICalls, res)
+	}
+	ctx := e.ctx
+	ep, err := csinode.Locate(ctx, a.CSI.Driver, csinode.LocateOptions{HostRoot: e.opts.HostRoot, RootDir: filepath.Dir(e.plan.PodsDir)})
+	var c *csinode.Client
+	if err == nil {
+		c, err = csinode.Dial(ctx, ep, csinode.Options{Timeout: e.opts.CSI.Timeout})
+	}
+	if err != nil {
+		record(callName(a.Action), err)
+		return fmt.Errorf("%s not called: %w", callName(a.Action), err)
+	}
+	defer c.Close()
+	if a.Action == NodeUnstage {
+		caps, err := c.Capabilities(ctx)
+		record("NodeGetCapabilities", err)
+		switch {
+		case err != nil:
+			return err
+		case !caps.StageUnstage:
+			return fmt.Errorf("NodeUnstageVolume not called: %w, yet %s is mounted: find out what mounted it", csinode.ErrNotStaging, a.Path)
+		}
+		err = c.NodeUnstageVolume(ctx, a.CSI.VolumeID, a.Path)
+		record("NodeUnstageVolume", err)
+		return err
+	}
+	err = c.NodeUnpublishVolume(ctx, a.CSI.VolumeID, a.Path)
+	record("NodeUnpublishVolume", err)
+	return err
+}
+
+// mountChange says how the entries at and below path differ between two
+// reads of the mount table.
+func mountChange(path string, before, after *mountscan.Table) []string {
+	b, a := before.AtOrBelow(path), after.AtOrBelow(path)
+	switch {
+	case len(b) > 0 && len(a) == 0:
+		return []string{path + " unmounted: the mount table has no entry at or below it any more"}
+	case len(a) == len(b):
+		return []string{"nothing changed at or below " + path + " (" + strconv.Itoa(len(a)) + " entries)"}
+	}
+	return []string{fmt.Sprintf("entries at or below %s: %d before, %d after", path, len(b), len(a))}
+}

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/volrecon/volrecon/cleanup"
+	"github.com/volrecon/volrecon/internal/csifake"
+	"github.com/volrecon/volrecon/podsdir"
+)
+
+const (
+	cliDriver = "csi.example.com"
+	cliHandle = "vol-0001"
+	cliOrphan = "eeeeeeee-eeee-4eee-8eee-eeeeeeeeeeee"
+	cliActive = "ffffffff-ffff-4fff-8fff-ffffffffffff"
+)
+
+// cliCSINode is a kubelet root under a short host root with one staged CSI
+// volume, a mountinfo file the fake driver edits as a real one would
+// unmount, and a fake /proc of one mount namespace whose table is that file.
+type cliCSINode struct {
+	t                   *testing.T
+	hostRoot, mountinfo string
+	staging, target     string
+	driver              *csifake.Driver
+	mu                  sync.Mutex
+	lines               map[string]string // mount point -> line
+}
+
+func newCLICSINode(t *testing.T, published bool) *cliCSINode {
+	n := &cliCSINode{t: t, hostRoot: csifake.ShortTempDir(t), lines: map[string]string{}}
+	n.mountinfo = filepath.Join(t.TempDir(), "mountinfo")
+	n.staging = filepath.Join("/var/lib/kubelet/plugins/kubernetes.io/csi", cliDriver, podsdir.StagingHash(cliHandle), "globalmount")
+	n.write(filepath.Join(filepath.Dir(n.staging), "vol_data.json"), `{"driverName":"`+cliDriver+`","volumeHandle":"`+cliHandle+`"}`)
+	n.mkdir(n.staging)
+	n.mkdir("/var/lib/kubelet/pods/" + cliActive + "/containers")
+	n.lines["/"] = "1 0 259:1 / / rw - ext4 /dev/sda1 rw"
+	n.lines[n.staging] = "100 1 259:3 / " + n.staging + " rw - ext4 /dev/nvme1n1 rw"
+	if published {
+		// The pod's vol_data.json is gone: only the staging dir names the volume.
+		n.target = "/var/lib/kubelet/pods/" + cliOrphan + "/volumes/kubernetes.io~csi/pv1/mount"
+		n.mkdir(n.target)
+		n.lines[n.target] = "101 1 259:3 / " + n.target + " rw - ext4 /dev/nvme1n1 rw"
+	}
+	n.flush()
+
+	proc := filepath.Join(n.hostRoot, "proc")
+	require.NoError(t, os.MkdirAll(filepath.Join(proc, "1", "ns"), 0o750))
+	require.NoError(t, os.Symlink("mnt:[4026531841]", filepath.Join(proc, "1", "ns", "mnt")))
+	require.NoError(t, os.Symlink(n.mountinfo, filepath.Join(proc, "1", "mountinfo")))
+
+	n.driver = &csifake.Driver{Name: cliDriver, StageUnstage: true, Act: func(c csifake.Call) error {
+		n.mu.Lock()
+		delete(n.lines, c.Path)
+		n.mu.Unlock()
+		n.flush()
+		return nil
+	}}
+	n.driver.Serve(t, filepath.Join(n.hostRoot, "/var/lib/kubelet/plugins", cliDriver, "csi.sock"))
+	return n
+}
+
+func (n *cliCSINode) mkdir(p string) {
+	require.NoError(n.t, os.MkdirAll(filepath.Join(n.hostRoot, p), 0o750))
+}
+
+func (n *cliCSINode) write(p, content string) {
+	n.mkdir(filepath.Dir(p))
+	require.NoError(n.t, os.WriteFile(filepath.Join(n.hostRoot, p), []byte(content), 0o600))
+}
+
+func (n *cliCSINode) flush() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var b strings.Builder
+	for _, mp := range []string{"/", n.staging, n.target} {
+		if l, ok := n.lines[mp]; ok && mp != "" {
+			b.WriteString(l + "\n")
+		}
+	}
+	require.NoError(n.t, os.WriteFile(n.mountinfo, []byte(b.String()), 0o600))
+}
+
+func (n *cliCSINode) mounted(p string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.lines[p]
+	return ok
+}
+
+func (n *cliCSINode) run(args ...string) (int, string, string) {
+	n.t.Helper()
+	return runCLI(n.t, cliActive+"\n", append([]string{args[0], "--host-root", n.hostRoot, "--mountinfo", n.mountinfo,
+		"--active-pods", "-", "--cri-endpoint", "none"}, args[1:]...)...)
+}
+
+func methods(d *csifake.Driver) []string {
+	var out []string
+	for _, c := range d.Calls() {
+		out = append(out, c.Method)
+	}
+	return out
+}
+
+func TestCleanupCSITeardownCallsTheDriver(t *testing.T) {
+	n := newCLICSINode(t, true)
+
+	code, out, errOut := n.run("plan", "--csi-teardown", "--assume-no-new-pods")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "NodeUnpublish")
+	assert.Contains(t, out, "csi: "+cliDriver+" volume "+cliHandle+"; evidence: ")
+	assert.Contains(t, out, "no mount namespace of the 1 on the node holds a mount from the pod dir")
+	assert.Contains(t, out, "1 NodeUnpublish, 1 NodeUnstage")
+	assert.Empty(t, n.driver.Calls(), "a plan calls no driver")
+
+	code, out, errOut = n.run("cleanup", "--apply", "--csi-teardown", "--assume-no-new-pods", "-o", "json")
+	require.Equal(t, exitOK, code, errOut+out)
+	var got struct{ Actions []cleanup.ActionResult }
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	var done []string
+	for _, r := range got.Actions {
+		if r.Action.Action == cleanup.NodeUnpublish || r.Action.Action == cleanup.NodeUnstage {
+			assert.Equal(t, cleanup.Done, r.Result, r.Error)
+			done = append(done, string(r.Action.Action)+" "+r.Path)
+		}
+	}
+	assert.Equal(t, []string{"NodeUnpublish " + n.target, "NodeUnstage " + n.staging}, done)
+	assert.Equal(t, []csifake.Call{
+		{Method: "GetPluginInfo"},
+		{Method: "NodeUnpublishVolume", VolumeID: cliHandle, Path: n.target},
+		{Method: "GetPluginInfo"},
+		{Method: "NodeGetCapabilities"},
+		{Method: "NodeUnstageVolume", VolumeID: cliHandle, Path: n.staging},
+	}, n.driver.Calls())
+	assert.False(t, n.mounted(n.target))
+	assert.False(t, n.mounted(n.staging))
+}
+
+// Without --csi-teardown a CSI target or staging path is never touched
+// (with --unmount: the library's tests, --unmount refuses --host-root), and
+// without --assume-no-new-pods nothing is unstaged.
+func TestCleanupWithoutCSITeardownNeverCallsOrUnmounts(t *testing.T) {
+	n := newCLICSINode(t, true)
+	code, out, errOut := n.run("cleanup", "--apply")
+	require.Equal(t, exitOK, code, errOut+out)
+	assert.Contains(t, out, "NeedsDriver")
+	assert.Empty(t, n.driver.Calls())
+	assert.True(t, n.mounted(n.target))
+
+	code, out, errOut = n.run("cleanup", "--apply", "--csi-teardown")
+	require.Equal(t, exitOK, code, errOut+out)
+	assert.Equal(t, []string{"GetPluginInfo", "NodeUnpublishVolume"}, methods(n.driver), "unpublished, never unstaged")
+	assert.True(t, n.mounted(n.staging))
+}
+
+// A leaked staging mount is unstaged on the second run at least
+// --min-leak-age after the first that saw it unused (--state-dir).
+func TestCleanupUnstagesALeakOnlyOnTheSecondRun(t *testing.T) {
+	n := newCLICSINode(t, false)
+	state := t.TempDir()
+	args := []string{"cleanup", "--apply", "--csi-teardown", "--assume-no-new-pods", "--state-dir", state, "--min-leak-age", "20ms"}
+
+	code, out, errOut := n.run(args...)
+	require.Equal(t, exitOK, code, errOut+out)
+	assert.Contains(t, out, "two scans")
+	assert.Empty(t, n.driver.Calls())
+	assert.FileExists(t, filepath.Join(state, leakStateFile))
+
+	time.Sleep(30 * time.Millisecond)
+	code, out, errOut = n.run(args...)
+	require.Equal(t, exitOK, code, errOut+out)
+	assert.Equal(t, []string{"GetPluginInfo", "NodeGetCapabilities", "NodeUnstageVolume"}, methods(n.driver))
+	assert.False(t, n.mounted(n.staging))
+
+	without := []string{"cleanup", "--apply", "--csi-teardown", "--assume-no-new-pods", "--min-leak-age", "0s"}
+	n2 := newCLICSINode(t, false)
+	code, _, _ = n2.run(without...)
+	require.Equal(t, exitOK, code)
+	code, out, _ = n2.run(without...)
+	require.Equal(t, exitOK, code)
+	assert.Contains(t, out, "two scans", "without --state-dir, never")
+	assert.Empty(t, n2.driver.Calls())
+}
+
+func TestCleanupWithADriverNotRunningFails(t *testing.T) {
+	n := newCLICSINode(t, true)
+	require.NoError(t, os.Remove(filepath.Join(n.hostRoot, "/var/lib/kubelet/plugins", cliDriver, "csi.sock")))
+	code, out, _ := n.run("cleanup", "--apply", "--csi-teardown", "--assume-no-new-pods")
+	assert.Equal(t, exitFailed, code)
+	assert.Contains(t, out, "NodeUnpublishVolume not called")
+	assert.Contains(t, out, "no endpoint of the CSI driver found")
+	assert.True(t, n.mounted(n.target))
+	assert.True(t, n.mounted(n.staging))
+}
+
+// Without evidence of life, no pod is dead on evidence: no NodeUnpublish.
+func TestWithoutEvidenceOfLifeNoNodeUnpublish(t *testing.T) {
+	n := newCLICSINode(t, true)
+	code, out, errOut := n.run("plan", "--csi-teardown", "--assume-no-new-pods", "--evidence-of-life=false")
+	require.Equal(t, exitOK, code)
+	assert.NotContains(t, out, "\nNodeUnpublish", "no NodeUnpublish action")
+	assert.Contains(t, errOut, "without evidence of life")
+}
+
+func TestCSIFlagsNeedCSITeardown(t *testing.T) {
+	code, _, errOut := runCLI(t, "", "plan", "--demo", "--state-dir", t.TempDir())
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, "--state-dir needs --csi-teardown")
+}
+
+// A container's mount namespace that still uses the pod or the volume
+// keeps everything: the pod is not dead on evidence, the staging mount not
+// unused.
+func TestAnotherNamespaceThatUsesThePodOrTheVolumeKeepsIt(t *testing.T) {
+	for name, line := range map[string]string{
+		"the volume at /data":    "200 1 259:3 / /data rw - ext4 /dev/nvme1n1 rw",
+		"the pod's hosts file":   "200 1 259:1 /var/lib/kubelet/pods/" + cliOrphan + "/etc-hosts /etc/hosts rw - ext4 /dev/sda1 rw",
+		"a subdir of the volume": "200 1 259:3 /app /srv rw - ext4 /dev/nvme1n1 rw",
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := newCLICSINode(t, true)
+			ns := filepath.Join(n.hostRoot, "proc", "2")
+			require.NoError(t, os.MkdirAll(filepath.Join(ns, "ns"), 0o750))
+			require.NoError(t, os.Symlink("mnt:[4026532000]", filepath.Join(ns, "ns", "mnt")))
+			require.NoError(t, os.WriteFile(filepath.Join(ns, "mountinfo"), []byte("1 0 0:50 / / rw - overlay overlay rw\n"+line+"\n"), 0o600))
+
+			code, out, errOut := n.run("cleanup", "--apply", "--csi-teardown", "--assume-no-new-pods")
+			require.Equal(t, exitOK, code, errOut+out)
+			assert.NotContains(t, out, "\nNodeUnpublish")
+			assert.Empty(t, n.driver.Calls())
+			assert.True(t, n.mounted(n.target))
+			assert.True(t, n.mounted(n.staging))
+		})
+	}
+}

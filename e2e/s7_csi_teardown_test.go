@@ -1,0 +1,187 @@
+package e2e
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/volrecon/volrecon/e2e/internal/cluster"
+)
+
+// Issue 14: volrecon tears down through the CSI driver what the kubelet
+// leaves for good. The driver's call log is the evidence.
+
+var teardownFlags = []string{"--apply", "--csi-teardown", "--assume-no-new-pods"}
+
+func stagingPathOf(t *testing.T, handle string) string {
+	return filepath.Join(needCluster(t).Layout.KubeletRoot(), "plugins/kubernetes.io/csi", cluster.CSIDriverName,
+		sha256Hex(handle), "globalmount")
+}
+
+func targetPathOf(t *testing.T, uid, pv string) string {
+	return filepath.Join(needCluster(t).Layout.KubeletRoot(), "pods", uid, "volumes/kubernetes.io~csi", pv, "mount")
+}
+
+func actionAt(p vrPlan, path string) (vrAction, bool) {
+	for _, a := range p.Actions {
+		if a.Path == path {
+			return a, true
+		}
+	}
+	return vrAction{}, false
+}
+
+func mounted(t *testing.T, p string) bool {
+	_, ok := mountSet(t)[p]
+	return ok
+}
+
+// teardownCSILeak (scenario 2, the first leak): the pod's vol_data.json was
+// deleted while the kubelet was down and the pod force-deleted; the
+// restarted kubelet left the publish target and the staging mount.
+// `cleanup --apply --csi-teardown` calls NodeUnpublish then NodeUnstage with
+// the identity volrecon recovered; the running kubelet then removes the pod
+// dir, and nothing of the volume is left mounted.
+func teardownCSILeak(t *testing.T, pods orphanPods, active *corev1.PodList) {
+	t.Helper()
+	uid := string(pods.leak.UID)
+	target, staging := targetPathOf(t, uid, leakPV), stagingPathOf(t, leakHandle)
+	require.True(t, mounted(t, target), "the kubelet left the publish target")
+	require.True(t, mounted(t, staging), "the kubelet left the staging mount")
+	since := time.Now()
+	pl, code := plan(t, active, teardownFlags...)
+	require.Equal(t, 0, code)
+	for _, want := range []struct{ kind, path string }{{"NodeUnpublish", target}, {"NodeUnstage", staging}} {
+		a, ok := actionAt(pl, want.path)
+		require.True(t, ok, "an action at %s", want.path)
+		assert.Equal(t, want.kind, a.Action, a.Reason)
+		assert.Equal(t, "Done", a.Result, a.Error)
+	}
+	calls := callsFor(csiCalls(t, since), leakHandle)
+	require.Len(t, calls, 2, "the driver's call log: %+v", calls)
+	assert.Equal(t, "NodeUnpublishVolume", calls[0].Method)
+	assert.Equal(t, target, calls[0].TargetPath)
+	assert.Equal(t, "NodeUnstageVolume", calls[1].Method)
+	assert.Equal(t, staging, calls[1].StagingTargetPath)
+	assert.False(t, mounted(t, target))
+	assert.False(t, mounted(t, staging))
+	took := waitPodDirGone(t, uid, 90*time.Second)
+	t.Logf("the kubelet removed the CSI leak's pod dir %s after volrecon's teardown", took.Round(time.Millisecond))
+	for m := range mountSet(t) {
+		assert.NotContains(t, m, leakHandleHash(), "nothing of the volume is left mounted")
+		assert.NotContains(t, m, uid)
+	}
+}
+
+// leakStaging reproduces the second leak with the driver's own calls: the
+// kubelet killed after NodeUnpublish (which also removes the volume dir)
+// and before NodeUnstage, the pod force-deleted; the restarted kubelet
+// removes the pod dir and never unstages. It returns the staging path.
+func leakStaging(t *testing.T, name string) string {
+	t.Helper()
+	pod := startCSIPod(t, name, false)
+	uid := string(pod.UID)
+	target, staging := targetPathOf(t, uid, fsPV), stagingPathOf(t, fsHandle)
+	require.True(t, mounted(t, staging))
+	stopKubelet(t, syscall.SIGKILL)
+	nodeUnpublish(t, fsHandle, target)
+	volDir := filepath.Dir(target)
+	require.NoError(t, os.Remove(filepath.Join(volDir, "vol_data.json")))
+	require.NoError(t, os.Remove(volDir))
+	forceDelete(t, pod.Name)
+	restartCurrentKubelet(t)
+	waitPodDirGone(t, uid, 90*time.Second)
+	require.True(t, mounted(t, staging), "the staging mount leaked (kubernetes#121937)")
+	return staging
+}
+
+// The second leak: a staging mount no pod uses is unstaged on the second
+// run at least --min-leak-age after the first saw it unused; with the
+// driver stopped nothing changes and the action fails clearly (d).
+func TestCSITeardownOfALeakedStagingMount(t *testing.T) {
+	c := needCluster(t)
+	cleanupPods(t)
+	runPod(t, keeperPod()) // the API's pod list is never empty
+	staging := leakStaging(t, "teardown-leak")
+	active := nodePods(t)
+	args := append(append([]string{}, teardownFlags...), "--state-dir", t.TempDir(), "--min-leak-age", "1s")
+
+	since := time.Now()
+	pl, _ := plan(t, active, args...)
+	a, ok := actionAt(pl, staging)
+	require.True(t, ok)
+	assert.Equal(t, "NeedsDriver", a.Action, "first seen unused now: %s", a.Reason)
+	assert.Contains(t, a.Reason, "two scans")
+	assert.Empty(t, callsFor(csiCalls(t, since), fsHandle))
+
+	// (d) The driver is not running: nothing changes, the action fails clearly.
+	require.NoError(t, c.StopCSIDriver())
+	driverStopped := true
+	t.Cleanup(func() {
+		if driverStopped {
+			_ = c.StartCSIDriver(ctxT(t))
+		}
+	})
+	time.Sleep(1500 * time.Millisecond)
+	pl, code := plan(t, active, args...)
+	assert.Equal(t, 3, code, "failed actions")
+	a, _ = actionAt(pl, staging)
+	assert.Equal(t, "NodeUnstage", a.Action)
+	assert.Equal(t, "Failed", a.Result)
+	assert.True(t, strings.Contains(a.Error, "not running") || strings.Contains(a.Error, "no endpoint of the CSI driver found"), a.Error)
+	assert.True(t, mounted(t, staging), "nothing changed")
+
+	require.NoError(t, c.StartCSIDriver(ctxT(t)))
+	driverStopped = false
+	since = time.Now()
+	pl, code = plan(t, active, args...)
+	require.Equal(t, 0, code)
+	a, _ = actionAt(pl, staging)
+	assert.Equal(t, "NodeUnstage", a.Action)
+	assert.Equal(t, "Done", a.Result, a.Error)
+	calls := callsFor(csiCalls(t, since), fsHandle)
+	require.Len(t, calls, 1, "%+v", calls)
+	assert.Equal(t, "NodeUnstageVolume", calls[0].Method)
+	assert.Equal(t, staging, calls[0].StagingTargetPath)
+	assert.False(t, mounted(t, staging), "the staging mount is gone")
+}
+
+// (c) A staging mount of a pod that is starting (staged, not yet published:
+// reproduced by unpublishing an active pod's volume by hand while the
+// kubelet is down) is never unstaged, however long it looks unused.
+func TestCSITeardownNeverUnstagesAStartingPod(t *testing.T) {
+	needCluster(t)
+	cleanupPods(t)
+	pod := startCSIPod(t, "teardown-starting", false)
+	target, staging := targetPathOf(t, string(pod.UID), fsPV), stagingPathOf(t, fsHandle)
+	stopKubelet(t, syscall.SIGTERM)
+	t.Cleanup(func() { restartCurrentKubelet(t) })
+	nodeUnpublish(t, fsHandle, target)
+	active := nodePods(t)
+	args := append(append([]string{}, teardownFlags...), "--state-dir", t.TempDir(), "--min-leak-age", "1s")
+
+	since := time.Now()
+	for range 2 {
+		pl, _ := plan(t, active, args...)
+		a, ok := actionAt(pl, staging)
+		require.True(t, ok)
+		assert.Equal(t, "NeedsDriver", a.Action, a.Reason)
+		time.Sleep(1500 * time.Millisecond)
+	}
+	assert.Empty(t, callsFor(csiCalls(t, since), fsHandle), "the driver was never asked")
+	assert.True(t, mounted(t, staging))
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
