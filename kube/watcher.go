@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -52,6 +54,7 @@ type Watcher struct {
 	timeout  time.Duration
 	health   *health
 	informer cache.SharedIndexInformer
+	drivers  cache.SharedIndexInformer // CSIDriver objects
 }
 
 // NewWatcher makes a Watcher; Run starts it.
@@ -68,6 +71,13 @@ func NewWatcher(client kubernetes.Interface, node string, opts WatcherOptions) *
 		health: &health{clock: clk, staleAfter: stale}}
 	w.informer = cache.NewSharedIndexInformer(w.listWatch(), &corev1.Pod{}, 0, cache.Indexers{})
 	_ = w.informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) { w.health.fail(err) })
+	drivers := client.StorageV1().CSIDrivers()
+	w.drivers = cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return drivers.List(ctx, o) },
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return drivers.Watch(ctx, o)
+		},
+	}, &storagev1.CSIDriver{}, 0, cache.Indexers{})
 	return w
 }
 
@@ -79,7 +89,26 @@ func (w *Watcher) Run(ctx context.Context) {
 			klog.FromContext(ctx).V(2).Info("Pod watch synced", "node", w.node)
 		}
 	}()
+	go w.drivers.Run(ctx.Done())
 	w.informer.Run(ctx.Done())
+}
+
+// AttachFreeDrivers returns the CSI drivers whose CSIDriver object says
+// attachRequired: false, from the watch of CSIDriver objects; none until
+// that watch has synced, so that every CSI volume counts as attachable, as
+// the kubelet counts it when it cannot read them.
+func (w *Watcher) AttachFreeDrivers() []string {
+	if !w.drivers.HasSynced() {
+		return nil
+	}
+	var names []string
+	for _, obj := range w.drivers.GetStore().List() {
+		if d, ok := obj.(*storagev1.CSIDriver); ok && attachFree(d) {
+			names = append(names, d.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // listWatch lists and watches the node's pods, noting every contact with

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -86,6 +87,15 @@ func (k *kubeFlags) startAPIWatch(ctx context.Context, interval time.Duration, e
 	}
 	klog.FromContext(ctx).V(2).Info("Watching the node's pods", "node", node, "events", events)
 	return w, nil
+}
+
+// attachFree returns the attach-free CSI drivers for the next scan: those
+// named by --attach-free-drivers and those the CSIDriver watch knows.
+func (w *apiWatch) attachFree(fromFlags []string) []string {
+	if w == nil {
+		return fromFlags
+	}
+	return append(slices.Clone(fromFlags), w.watcher.AttachFreeDrivers()...)
 }
 
 // afterScan publishes the findings of a scan as Events, when asked.

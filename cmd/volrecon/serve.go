@@ -69,6 +69,7 @@ func runServe(ctx context.Context, args []string, e env) error {
 		}
 		defer s.api.stop()
 		n.opts.ActivePods = s.api.watcher
+		s.attachFreeFlags = c.node.attachFreeDrivers
 	}
 	if *textfile != "" {
 		return s.writeTextfile(ctx, *textfile)
@@ -94,6 +95,9 @@ type server struct {
 	metrics  *metrics.Metrics
 	compat   *metrics.KubeletCompat // nil without --kubelet-compat-metrics
 	api      *apiWatch              // with --active-pods api
+	// attachFreeFlags: --attach-free-drivers; with --active-pods api each
+	// scan adds the drivers the CSIDriver watch knows to be attach-free.
+	attachFreeFlags []string
 
 	mu sync.Mutex
 	// report is the latest State as /report serves it, gzip-compressed:
@@ -132,6 +136,9 @@ func (s *server) observeCompat(st *reconstruct.State) {
 
 // scanOnce scans and records the outcome.
 func (s *server) scanOnce(ctx context.Context) {
+	if s.api != nil {
+		s.node.opts.AttachFreeDrivers = s.api.attachFree(s.attachFreeFlags)
+	}
 	start := time.Now()
 	st, err := s.node.scan(ctx)
 	s.metrics.ObserveScan(st, time.Since(start), err)
