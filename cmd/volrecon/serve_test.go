@@ -38,12 +38,21 @@ func demoNode(t *testing.T) (hostRoot, mountinfo string) {
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url) //nolint:noctx // a test against loopback
+	code, body, err := tryGet(url)
 	require.NoError(t, err)
+	return code, body
+}
+
+// tryGet is get for require.Eventually, whose condition runs in a goroutine
+// of its own that must not fail the test.
+func tryGet(url string) (int, string, error) {
+	resp, err := http.Get(url) //nolint:noctx // a test against loopback
+	if err != nil {
+		return 0, "", err
+	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, string(body)
+	return resp.StatusCode, string(body), err
 }
 
 // TestServe scrapes a real listener on loopback twice, across a change on
@@ -62,7 +71,8 @@ func TestServe(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.serve(ctx, ln) }()
 
-	require.Eventually(t, func() bool { code, _ := get(t, base+"/healthz"); return code == http.StatusOK }, 5*time.Second, 10*time.Millisecond)
+	// Generous deadlines: CI machines are loaded, and -race is slow.
+	require.Eventually(t, func() bool { code, _, _ := tryGet(base + "/healthz"); return code == http.StatusOK }, 60*time.Second, 10*time.Millisecond)
 	_, metricsText := get(t, base+"/metrics")
 	assert.Contains(t, metricsText, `volrecon_pods{status="Unknown"} 3`)
 	assert.Contains(t, metricsText, `volrecon_volumes_in_use 3`)
@@ -71,10 +81,10 @@ func TestServe(t *testing.T) {
 	newPod := filepath.Join(hostRoot, "/var/lib/kubelet/pods/99999999-9999-4999-8999-999999999999/volumes/kubernetes.io~empty-dir/tmp")
 	require.NoError(t, os.MkdirAll(newPod, 0o750))
 	require.Eventually(t, func() bool {
-		code, body := get(t, base+"/report")
+		code, body, _ := tryGet(base + "/report")
 		var st reconstruct.State
 		return code == http.StatusOK && json.Unmarshal([]byte(body), &st) == nil && len(st.Pods) == 4
-	}, 5*time.Second, 10*time.Millisecond)
+	}, 60*time.Second, 10*time.Millisecond)
 	_, metricsText = get(t, base+"/metrics")
 	assert.Contains(t, metricsText, `volrecon_pods{status="Unknown"} 4`)
 
