@@ -72,7 +72,7 @@ func (f *csiFlags) gather(ctx context.Context, st *reconstruct.State, n *node, s
 	td := &cleanup.CSITeardown{AssumeNoNewPods: f.assumeNoNewPods, MinLeakAge: f.minLeakAge, Now: now,
 		DeadPods: map[string][]string{}, StagingUnused: map[string][]string{}}
 	// The host's processes, under the host root as package liveness reads them.
-	nss, err := mountnamespaces.Read(ctx, filepath.Join(n.opts.HostRoot, "/proc"))
+	nss, err := mountnamespaces.Read(ctx, filepath.Join(n.opts.HostRoot, "/proc"), mountnamespaces.Options{})
 	if err != nil {
 		fmt.Fprintf(stderr, "volrecon: --csi-teardown: nothing is torn down: the mount namespaces could not all be read: %v\n", err)
 		return td, nil

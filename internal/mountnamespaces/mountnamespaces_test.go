@@ -45,7 +45,7 @@ func TestReadsEachNamespaceOnce(t *testing.T) {
 		want = 2
 	}
 
-	nss, err := mountnamespaces.Read(t.Context(), proc)
+	nss, err := mountnamespaces.Read(t.Context(), proc, mountnamespaces.Options{})
 	require.NoError(t, err)
 	require.Len(t, nss, want)
 	assert.Equal(t, self, nss[0].ID)
@@ -72,7 +72,7 @@ func TestAnUnreadableNamespaceIsAnError(t *testing.T) {
 	mk("2", "mnt:[1]", "")
 	require.NoError(t, os.MkdirAll(filepath.Join(proc, "3"), 0o750)) // exited: no ns link
 	require.NoError(t, os.MkdirAll(filepath.Join(proc, "self"), 0o750))
-	nss, err := mountnamespaces.Read(t.Context(), proc)
+	nss, err := mountnamespaces.Read(t.Context(), proc, mountnamespaces.Options{})
 	require.NoError(t, err)
 	require.Len(t, nss, 1)
 	assert.Equal(t, 1, nss[0].PID)
@@ -80,7 +80,7 @@ func TestAnUnreadableNamespaceIsAnError(t *testing.T) {
 	// A namespace id that cannot be read: its table is read all the same.
 	require.NoError(t, os.MkdirAll(filepath.Join(proc, "5", "ns", "mnt"), 0o750)) // readlink fails: EINVAL
 	require.NoError(t, os.WriteFile(filepath.Join(proc, "5", "mountinfo"), []byte("1 0 0:50 / / rw - overlay overlay rw\n"), 0o600))
-	nss, err = mountnamespaces.Read(t.Context(), proc)
+	nss, err = mountnamespaces.Read(t.Context(), proc, mountnamespaces.Options{})
 	require.NoError(t, err)
 	require.Len(t, nss, 2)
 	assert.Contains(t, nss[1].ID, "id unreadable")
@@ -88,7 +88,7 @@ func TestAnUnreadableNamespaceIsAnError(t *testing.T) {
 
 	mk("4", "mnt:[2]", "")
 	require.NoError(t, os.Mkdir(filepath.Join(proc, "4", "mountinfo"), 0o750)) // unreadable as a file
-	_, err = mountnamespaces.Read(t.Context(), proc)
+	_, err = mountnamespaces.Read(t.Context(), proc, mountnamespaces.Options{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "pid 4")
 }
