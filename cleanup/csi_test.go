@@ -2,6 +2,7 @@ package cleanup_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -261,8 +262,11 @@ func TestNodeUnstageNeedsItsConditions(t *testing.T) {
 		"an active pod uses the volume": {func(td *cleanup.CSITeardown) {
 			td.ActiveVolumes = []string{"kubernetes.io/csi/" + csiDriver + "^" + csiHandle}
 		}, "an active pod"},
-		"active volumes unknown": {func(td *cleanup.CSITeardown) { td.AssumeNoNewPods = false }, "unknown"},
-		"no namespace evidence":  {func(td *cleanup.CSITeardown) { td.StagingUnused = nil }, "mount namespace"},
+		"active volumes unknown": {func(td *cleanup.CSITeardown) { td.AssumeNoNewPods = false }, "unknown (no API server)"},
+		"the API server could not tell": {func(td *cleanup.CSITeardown) {
+			td.AssumeNoNewPods, td.ActiveVolumesError = false, errors.New("PersistentVolume pv-1: could not be read")
+		}, "unknown (from the API server: PersistentVolume pv-1: could not be read)"},
+		"no namespace evidence": {func(td *cleanup.CSITeardown) { td.StagingUnused = nil }, "mount namespace"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			n := newCSINode(t)

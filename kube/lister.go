@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,16 +24,48 @@ type Lister struct {
 	Client   kubernetes.Interface
 	NodeName string
 	Timeout  time.Duration // per request (0 = DefaultTimeout)
+
+	mu   sync.Mutex
+	last []*corev1.Pod // the pods of the last list that succeeded
 }
 
 // ActivePods lists the pods of the node and returns their keys (PodKeys).
 func (l *Lister) ActivePods(ctx context.Context) ([]string, error) {
-	pods, err := listNodePods(ctx, l.Client, l.NodeName, l.Timeout)
+	pods, err := l.list(ctx)
 	if err != nil {
 		return nil, err
 	}
 	klog.FromContext(ctx).V(4).Info("Listed the node's pods", "node", l.NodeName, "pods", len(pods))
 	return keysOf(pods), nil
+}
+
+// CSIVolumes returns the CSI volumes the node's pods use (see CSIVolumes),
+// for the pods of the last list ActivePods made, so that the pods a scan
+// judged by are those whose volumes count; it lists them when there was
+// none. The answer is as of that list: a pod bound to the node afterwards
+// is not in it.
+func (l *Lister) CSIVolumes(ctx context.Context) ([]string, error) {
+	l.mu.Lock()
+	pods := l.last
+	l.mu.Unlock()
+	if pods == nil {
+		var err error
+		if pods, err = l.list(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return CSIVolumes(ctx, l.Client, pods, l.Timeout)
+}
+
+func (l *Lister) list(ctx context.Context) ([]*corev1.Pod, error) {
+	pods, err := listNodePods(ctx, l.Client, l.NodeName, l.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.last = pods
+	l.mu.Unlock()
+	return pods, nil
 }
 
 // nodeSelector selects the pods bound to a node.
