@@ -43,16 +43,23 @@ func (l *Lister) ActivePods(ctx context.Context) ([]string, error) {
 // for the pods of the last list ActivePods made, so that the pods a scan
 // judged by are those whose volumes count; it lists them when there was
 // none. The answer is as of that list: a pod bound to the node afterwards
-// is not in it.
+// is not in it (CSIVolumesNow).
 func (l *Lister) CSIVolumes(ctx context.Context) ([]string, error) {
 	l.mu.Lock()
 	pods := l.last
 	l.mu.Unlock()
 	if pods == nil {
-		var err error
-		if pods, err = l.list(ctx); err != nil {
-			return nil, err
-		}
+		return l.CSIVolumesNow(ctx)
+	}
+	return CSIVolumes(ctx, l.Client, pods, l.Timeout)
+}
+
+// CSIVolumesNow lists the node's pods afresh (a quorum read) and returns
+// the CSI volumes they use: for checking again right before a NodeUnstage.
+func (l *Lister) CSIVolumesNow(ctx context.Context) ([]string, error) {
+	pods, err := l.list(ctx)
+	if err != nil {
+		return nil, err
 	}
 	return CSIVolumes(ctx, l.Client, pods, l.Timeout)
 }

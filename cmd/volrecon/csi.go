@@ -112,6 +112,18 @@ func activeVolumes(ctx context.Context, n *node, td *cleanup.CSITeardown, stderr
 	td.ActiveVolumes = names
 }
 
+// exec configures the executor's calls. When the plan knew from the API
+// server which volumes the pods use, each NodeUnstage asks it again right
+// before the call, with a fresh list of the node's pods: a pod bound to the
+// node since the scan, or earlier calls that took long, must not be missed.
+func (f *csiFlags) exec(n *node, td *cleanup.CSITeardown) cleanup.CSIExec {
+	x := cleanup.CSIExec{Timeout: f.timeout}
+	if lister, ok := n.opts.ActivePods.(*kube.Lister); ok && td != nil && td.ActiveVolumes != nil {
+		x.ActiveVolumes = lister.CSIVolumesNow
+	}
+	return x
+}
+
 // readTable reads the mount table as the scan did.
 func (n *node) readTable(ctx context.Context) (*mountscan.Table, error) {
 	if n.opts.ReadMountTable != nil {

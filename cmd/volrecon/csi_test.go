@@ -283,3 +283,36 @@ func TestActiveVolumesUnknownWhenAPVCannotBeRead(t *testing.T) {
 	assert.NoError(t, td.ActiveVolumesError, "nobody asked")
 	assert.Empty(t, stderr.String())
 }
+
+// Each NodeUnstage asks the API server again, with a fresh pod list, only
+// when the plan's answer came from it.
+func TestNodeUnstageAsksTheAPIServerAgainOnlyWhenThePlanDid(t *testing.T) {
+	client := fake.NewClientset()
+	lister := &kube.Lister{Client: client, NodeName: "node-a"}
+	f := &csiFlags{timeout: time.Minute}
+	for name, c := range map[string]struct {
+		source reconstruct.PodSource
+		td     *cleanup.CSITeardown
+		asks   bool
+	}{
+		"known from the API server":   {lister, &cleanup.CSITeardown{ActiveVolumes: []string{}}, true},
+		"unknown from the API server": {lister, &cleanup.CSITeardown{ActiveVolumesError: errors.New("x")}, false},
+		"no teardown":                 {lister, nil, false},
+		"a pod list from a file":      {reconstruct.PodList{cliActive}, &cleanup.CSITeardown{ActiveVolumes: []string{}}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := &node{}
+			n.opts.ActivePods = c.source
+			x := f.exec(n, c.td)
+			assert.Equal(t, time.Minute, x.Timeout)
+			require.Equal(t, c.asks, x.ActiveVolumes != nil)
+			if c.asks {
+				before := len(client.Actions())
+				names, err := x.ActiveVolumes(t.Context())
+				require.NoError(t, err)
+				assert.Empty(t, names)
+				assert.Len(t, client.Actions(), before+1, "a fresh list of the node's pods")
+			}
+		})
+	}
+}
