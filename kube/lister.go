@@ -64,15 +64,14 @@ func (l *Lister) CSIVolumesNow(ctx context.Context) ([]string, error) {
 	return CSIVolumes(ctx, l.Client, pods, l.Timeout)
 }
 
+// list lists the node's pods and keeps them for CSIVolumes; a list that
+// failed forgets the last one, which an older answer must not stand for.
 func (l *Lister) list(ctx context.Context) ([]*corev1.Pod, error) {
 	pods, err := listNodePods(ctx, l.Client, l.NodeName, l.Timeout)
-	if err != nil {
-		return nil, err
-	}
 	l.mu.Lock()
 	l.last = pods
 	l.mu.Unlock()
-	return pods, nil
+	return pods, err
 }
 
 // nodeSelector selects the pods bound to a node.

@@ -133,18 +133,25 @@ func TestCSIVolumesAreBoundedByTheTimeout(t *testing.T) {
 	assert.Less(t, time.Since(start), 5*time.Second)
 }
 
-// The Lister's pods that failed to list are never reused: CSIVolumes
+// A pod list that failed is never stood for by an older one: CSIVolumes
 // then lists again, and fails with the list's error.
-func TestListerCSIVolumesWithoutAPodList(t *testing.T) {
+func TestListerCSIVolumesAfterAFailedList(t *testing.T) {
 	client := fake.NewClientset()
+	down := false
 	client.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewServiceUnavailable("down")
+		if down {
+			return true, nil, apierrors.NewServiceUnavailable("down")
+		}
+		return false, nil, nil
 	})
 	l := &Lister{Client: client, NodeName: "node-a"}
 	_, err := l.ActivePods(t.Context())
+	require.NoError(t, err)
+	down = true
+	_, err = l.ActivePods(t.Context())
 	require.Error(t, err)
 	names, err := l.CSIVolumes(t.Context())
 	assert.Nil(t, names)
 	assert.True(t, apierrors.IsServiceUnavailable(err), "%v", err)
-	assert.Len(t, client.Actions(), 2, "listed again")
+	assert.Len(t, client.Actions(), 3, "listed again")
 }
