@@ -31,9 +31,13 @@ type CSITeardown struct {
 	StagingUnused map[string][]string
 	// ActiveVolumes are the unique names (kubernetes.io/csi/<driver>^<handle>)
 	// of the volumes the active pods of this node use, from the API server
-	// (pods → PVCs → PVs). Nil means unknown: then NodeUnstage needs
-	// AssumeNoNewPods.
+	// (pods → PVCs → PVs, kube.CSIVolumes). Nil means unknown: then
+	// NodeUnstage needs AssumeNoNewPods.
 	ActiveVolumes []string
+	// ActiveVolumesError says why ActiveVolumes is unknown when the caller
+	// asked and could not tell (which PVC or PV could not be read); it is
+	// named in the plan. Nil when nobody asked (no API server).
+	ActiveVolumesError error
 	// AssumeNoNewPods: the caller vouches that no pod will start on this
 	// node with a volume whose staging mount looks unused.
 	AssumeNoNewPods bool
@@ -245,9 +249,10 @@ func (t *CSITeardown) unstage(st *reconstruct.State, g reconstruct.GlobalMount, 
 	case t.ActiveVolumes != nil:
 		evidence = append(evidence, "no active pod on this node uses the volume (from the API server)")
 	case !t.AssumeNoNewPods:
-		return no("which volumes the active pods use is unknown (no API server): a starting pod may have staged it")
+		return no("which volumes the active pods use is unknown (" + t.whyVolumesUnknown() + "): a starting pod may have staged it")
 	default:
-		evidence = append(evidence, "assumed: no new pod starts on this node (--assume-no-new-pods)")
+		evidence = append(evidence, "which volumes the active pods use is unknown ("+t.whyVolumesUnknown()+")",
+			"assumed: no new pod starts on this node (--assume-no-new-pods)")
 	}
 	if leaked {
 		since, ok := t.UnusedSince[g.Path]
@@ -261,6 +266,13 @@ func (t *CSITeardown) unstage(st *reconstruct.State, g reconstruct.GlobalMount, 
 		Reason:   "NodeUnstageVolume through " + g.DriverName + ": no pod uses this staging mount, and the kubelet never unstages it",
 		Evidence: evidence,
 		CSI:      &CSICall{Driver: g.DriverName, VolumeID: g.VolumeHandle, Source: g.Mount.MajorMinor + ":" + g.Mount.Root}}
+}
+
+func (t *CSITeardown) whyVolumesUnknown() string {
+	if t.ActiveVolumesError != nil {
+		return "from the API server: " + t.ActiveVolumesError.Error()
+	}
+	return "no API server"
 }
 
 // podNaming returns a pod that is not Orphaned whose volume names the

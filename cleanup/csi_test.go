@@ -2,6 +2,7 @@ package cleanup_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -261,8 +262,11 @@ func TestNodeUnstageNeedsItsConditions(t *testing.T) {
 		"an active pod uses the volume": {func(td *cleanup.CSITeardown) {
 			td.ActiveVolumes = []string{"kubernetes.io/csi/" + csiDriver + "^" + csiHandle}
 		}, "an active pod"},
-		"active volumes unknown": {func(td *cleanup.CSITeardown) { td.AssumeNoNewPods = false }, "unknown"},
-		"no namespace evidence":  {func(td *cleanup.CSITeardown) { td.StagingUnused = nil }, "mount namespace"},
+		"active volumes unknown": {func(td *cleanup.CSITeardown) { td.AssumeNoNewPods = false }, "unknown (no API server)"},
+		"the API server could not tell": {func(td *cleanup.CSITeardown) {
+			td.AssumeNoNewPods, td.ActiveVolumesError = false, errors.New("PersistentVolume pv-1: could not be read")
+		}, "unknown (from the API server: PersistentVolume pv-1: could not be read)"},
+		"no namespace evidence": {func(td *cleanup.CSITeardown) { td.StagingUnused = nil }, "mount namespace"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			n := newCSINode(t)
@@ -458,4 +462,44 @@ func TestAStartingPodsStagingMountIsNeverUnstaged(t *testing.T) {
 	n.apply(plan)
 	assert.True(t, n.mounted(n.staging))
 	assert.Empty(t, n.driver.Calls())
+}
+
+// CSIExec.ActiveVolumes is asked again right before NodeUnstage: a pod
+// bound to the node since the plan, or no answer, keeps the staging mount;
+// NodeUnpublish does not ask.
+func TestNodeUnstageChecksTheActiveVolumesAgain(t *testing.T) {
+	inUse := "kubernetes.io/csi/" + csiDriver + "^" + csiHandle
+	for name, c := range map[string]struct {
+		names  []string
+		err    error
+		want   cleanup.Result
+		reason string
+	}{
+		"a pod uses it now":    {names: []string{inUse}, want: cleanup.Skipped, reason: "uses the volume " + inUse + " now"},
+		"no answer":            {err: errors.New("list the pods: timeout"), want: cleanup.Skipped, reason: "could not be checked again: list the pods: timeout"},
+		"other volumes in use": {names: []string{inUse + "-other"}, want: cleanup.Done},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := newCSINode(t)
+			target := n.publish(csiUID, false)
+			asked := 0
+			results := cleanup.Execute(t.Context(), n.plan(n.teardown(), false), cleanup.ExecOptions{Node: n.node(), Apply: true,
+				CSI: cleanup.CSIExec{Timeout: 5 * time.Second, ActiveVolumes: func(context.Context) ([]string, error) {
+					asked++
+					return c.names, c.err
+				}}})
+			assert.Equal(t, 1, asked, "asked once, for the NodeUnstage")
+			assert.Equal(t, cleanup.Done, csiResultAt(results, target).Result)
+			r := csiResultAt(results, n.staging)
+			assert.Equal(t, c.want, r.Result, r.Error)
+			assert.Equal(t, c.want == cleanup.Done, !n.mounted(n.staging))
+			if c.want != cleanup.Done {
+				assert.Equal(t, cleanup.Keep, r.Action.Action)
+				assert.Contains(t, r.Reason, c.reason)
+				for _, call := range n.driver.Calls() {
+					assert.NotEqual(t, "NodeUnstageVolume", call.Method, "the driver is not asked")
+				}
+			}
+		})
+	}
 }

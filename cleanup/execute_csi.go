@@ -1,21 +1,30 @@
 package cleanup
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/volrecon/volrecon/csinode"
 	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/podsdir"
 )
 
 // CSIExec configures the calls Execute makes to CSI drivers.
 type CSIExec struct {
 	// Timeout bounds each call (0 = csinode.DefaultTimeout).
 	Timeout time.Duration
+	// ActiveVolumes, when set, is asked again right before each NodeUnstage
+	// call (the plan's CSITeardown.ActiveVolumes came from an earlier
+	// answer; a pod may have been bound to the node since, and earlier
+	// calls may have taken minutes): a volume it names, or an error, skips
+	// the action as Keep.
+	ActiveVolumes func(ctx context.Context) ([]string, error)
 }
 
 // callName is the RPC an action kind makes.
@@ -43,6 +52,9 @@ func (e *executor) runCSI(a Action) ActionResult {
 			return e.csiKeep(a, err)
 		}
 		return e.csiStop(a, Failed, err)
+	}
+	if err := e.stillUnused(a); err != nil {
+		return e.csiKeep(a, err)
 	}
 	err = e.callDriver(a, &r)
 	after, readErr := e.opts.readTable(e.ctx)
@@ -114,6 +126,24 @@ func (e *executor) checkCSI(a Action, table *mountscan.Table) error {
 			return fmt.Errorf("%w: %s still mounts the staging mount's filesystem subtree", errNodeChanged, users[0].MountPoint)
 		}
 	}
+	return nil
+}
+
+// stillUnused asks CSIExec.ActiveVolumes, before a NodeUnstage, whether a
+// pod of the node uses the volume now.
+func (e *executor) stillUnused(a Action) error {
+	if a.Action != NodeUnstage || e.opts.CSI.ActiveVolumes == nil {
+		return nil
+	}
+	name := podsdir.CSIPluginName + "/" + a.CSI.Driver + "^" + a.CSI.VolumeID
+	names, err := e.opts.CSI.ActiveVolumes(e.ctx)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: which volumes the active pods use could not be checked again: %w", errNodeChanged, err)
+	case slices.Contains(names, name):
+		return fmt.Errorf("%w: an active pod on this node uses the volume %s now", errNodeChanged, name)
+	}
+	e.log.V(4).Info("No active pod uses the volume, checked again before NodeUnstage", "uniqueName", name)
 	return nil
 }
 

@@ -203,13 +203,15 @@ func TestDaemonSetObjects(t *testing.T) {
 	assert.True(t, *spec.AutomountServiceAccountToken, "--active-pods=api needs the token")
 }
 
-// The ServiceAccount may read pods and CSIDrivers, and nothing else.
+// The ServiceAccount may read pods and CSIDrivers, get PVCs and PVs (for
+// --csi-teardown), and nothing else.
 func TestDaemonSetRBACIsReadOnly(t *testing.T) {
 	m := loadManifests(t)
 	require.Len(t, m.roles, 1)
 	require.Len(t, m.bindings, 1)
 	assert.Equal(t, []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims", "persistentvolumes"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csidrivers"}, Verbs: []string{"get", "list", "watch"}},
 	}, m.roles[0].Rules)
 	assertBinds(t, m.bindings[0], m.roles[0], m.serviceAccount)

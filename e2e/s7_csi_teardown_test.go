@@ -3,6 +3,7 @@ package e2e
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/volrecon/volrecon/e2e/internal/cluster"
 )
@@ -153,6 +155,135 @@ func TestCSITeardownOfALeakedStagingMount(t *testing.T) {
 	assert.Equal(t, "NodeUnstageVolume", calls[0].Method)
 	assert.Equal(t, staging, calls[0].StagingTargetPath)
 	assert.False(t, mounted(t, staging), "the staging mount is gone")
+}
+
+// With --active-pods api and without --assume-no-new-pods, "no active pod
+// on this node uses the volume" comes from the pods' PVCs → PVs on the real
+// API server, read with the RBAC of deploy/: a pod bound to the node whose
+// PVC is bound to the leaked volume's PV keeps it staged (the kubelet is
+// down, so only the API says so), a pod whose PVC is not bound makes the
+// answer unknown, named; once neither pod exists the leaked staging mount
+// is unstaged through the driver.
+func TestCSITeardownAsksTheAPIServerWhichVolumesPodsUse(t *testing.T) {
+	c := needCluster(t)
+	cleanupPods(t)
+	kubeconfig := volreconKubeconfig(t, c)
+	runPod(t, keeperPod())
+	staging := leakStaging(t, "teardown-api-leak")
+	args := []string{"cleanup", "-o", "json", "--apply", "--csi-teardown", "--state-dir", t.TempDir(), "--min-leak-age", "1s",
+		"--active-pods", "api", "--kubeconfig", kubeconfig, "--node-name", cluster.NodeName}
+	unstage := func(what string) vrAction {
+		t.Helper()
+		out, _ := volrecon(t, nil, args...)
+		var p vrPlan
+		require.NoError(t, json.Unmarshal(out, &p), "%s", out)
+		a, ok := actionAt(p, staging)
+		require.True(t, ok, "%s: an action at the staging mount", what)
+		t.Logf("%s: %s %s: %s %v", what, a.Action, a.Result, a.Reason, a.Evidence)
+		return a
+	}
+
+	since := time.Now()
+	a := unstage("first run")
+	assert.Equal(t, "NeedsDriver", a.Action)
+	assert.Contains(t, a.Reason, "two scans", "the API's answer was known: only the second scan is missing")
+	time.Sleep(1500 * time.Millisecond)
+
+	// (b) A pod of the node uses the volume's PV through its PVC; with the
+	// kubelet down it never starts, so only the API server tells.
+	stopKubelet(t, syscall.SIGTERM)
+	t.Cleanup(func() { ensureKubelet(t) })
+	inUse := "an active pod on this node uses the volume " + csiUniqueName(fsHandle)
+	user := createPod(t, claimPod("teardown-api-user", fsPV))
+	a = unstage("a pod uses the PV")
+	assert.Equal(t, "NeedsDriver", a.Action)
+	assert.Contains(t, a.Reason, inUse)
+	// A pod that ended counts too: the kubelet tears its volumes down only
+	// after that, so they may still be staged.
+	user.Status.Phase = corev1.PodSucceeded
+	ended, err := client(t).CoreV1().Pods(ns).UpdateStatus(ctxT(t), user, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, corev1.PodSucceeded, ended.Status.Phase)
+	a = unstage("a pod that Succeeded uses the PV")
+	assert.Equal(t, "NeedsDriver", a.Action)
+	assert.Contains(t, a.Reason, inUse)
+	forceDelete(t, user.Name)
+
+	// A generic ephemeral volume, through its PVC <pod>-<volume>.
+	eph := createPod(t, ephemeralPod("teardown-api-eph"))
+	claimOf(t, "teardown-api-eph-fs", fsPV)
+	a = unstage("an ephemeral volume's PVC is bound to the PV")
+	assert.Equal(t, "NeedsDriver", a.Action)
+	assert.Contains(t, a.Reason, inUse)
+	forceDelete(t, eph.Name)
+
+	// A pod whose PVC is not bound yet: which volumes the pods use is
+	// unknown, and the plan names the PVC.
+	unboundPVC(t, "teardown-api-unbound")
+	pending := createPod(t, claimPod("teardown-api-pending", "teardown-api-unbound"))
+	a = unstage("a PVC not bound")
+	assert.Equal(t, "NeedsDriver", a.Action)
+	assert.Contains(t, a.Reason, "unknown (from the API server: pod default/teardown-api-pending volume fs: "+
+		"PersistentVolumeClaim default/teardown-api-unbound: is not bound")
+	forceDelete(t, pending.Name)
+	assert.Empty(t, callsFor(csiCalls(t, since), fsHandle), "the driver was never asked")
+	require.True(t, mounted(t, staging))
+
+	// (a) No pod uses it: unstaged, without --assume-no-new-pods.
+	restartCurrentKubelet(t)
+	since = time.Now()
+	a = unstage("no pod uses it")
+	assert.Equal(t, "NodeUnstage", a.Action, a.Reason)
+	assert.Equal(t, "Done", a.Result, a.Error)
+	assert.Contains(t, a.Evidence, "no active pod on this node uses the volume (from the API server)")
+	assert.NotContains(t, strings.Join(a.Evidence, "\n"), "assumed")
+	calls := callsFor(csiCalls(t, since), fsHandle)
+	require.Len(t, calls, 1, "%+v", calls)
+	assert.Equal(t, "NodeUnstageVolume", calls[0].Method)
+	assert.Equal(t, staging, calls[0].StagingTargetPath)
+	assert.False(t, mounted(t, staging), "the staging mount is gone")
+}
+
+// claimPod is a pod with one PVC volume "fs".
+func claimPod(name, claim string) *corev1.Pod {
+	return newPod(name, []corev1.Volume{{Name: "fs", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
+		[]corev1.VolumeMount{{Name: "fs", MountPath: "/fs"}})
+}
+
+// createPod creates a pod without waiting for it to run.
+func createPod(t *testing.T, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	created, err := client(t).CoreV1().Pods(ns).Create(ctxT(t), pod, metav1.CreateOptions{})
+	require.NoError(t, err, "create pod %s", pod.Name)
+	return created
+}
+
+// ephemeralPod is a pod with one generic ephemeral volume "fs".
+func ephemeralPod(name string) *corev1.Pod {
+	return newPod(name, []corev1.Volume{{Name: "fs", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{
+		VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{Spec: claimSpec("")}}}}},
+		[]corev1.VolumeMount{{Name: "fs", MountPath: "/fs"}})
+}
+
+// unboundPVC creates a PVC that nothing binds (there is no controller).
+func unboundPVC(t *testing.T, name string) { claimOf(t, name, "") }
+
+// claimOf creates a PVC naming the PV pv ("" for none); its status is not
+// set: volrecon follows spec.volumeName as the kubelet does.
+func claimOf(t *testing.T, name, pv string) {
+	t.Helper()
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: claimSpec(pv)}
+	_, err := client(t).CoreV1().PersistentVolumeClaims(ns).Create(ctxT(t), pvc, metav1.CreateOptions{})
+	require.NoError(t, err, "create PVC %s", name)
+}
+
+func claimSpec(pv string) corev1.PersistentVolumeClaimSpec {
+	empty := ""
+	return corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: &empty, VolumeName: pv,
+		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resourceQuantity("16Mi")}},
+	}
 }
 
 // (c) A staging mount of a pod that is starting (staged, not yet published:

@@ -182,6 +182,9 @@ func volreconKubeconfig(t *testing.T, c *cluster.Cluster) string {
 				role := &rbacv1.ClusterRole{}
 				require.NoError(t, yaml.UnmarshalStrict(doc, role))
 				_, err = cs.RbacV1().ClusterRoles().Create(ctxT(t), role, metav1.CreateOptions{})
+				if apierrors.IsAlreadyExists(err) { // from an earlier test: the manifest's rules, as they are now
+					err = updateClusterRole(t, role)
+				}
 			case "ClusterRoleBinding":
 				binding := &rbacv1.ClusterRoleBinding{}
 				require.NoError(t, yaml.UnmarshalStrict(doc, binding))
@@ -200,6 +203,17 @@ func volreconKubeconfig(t *testing.T, c *cluster.Cluster) string {
 		&authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &ttl}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	return writeTokenKubeconfig(t, c.RESTConfig.Host, filepath.Join(c.Layout.CertDir(), "ca.crt"), tok.Status.Token)
+}
+
+func updateClusterRole(t *testing.T, role *rbacv1.ClusterRole) error {
+	roles := client(t).RbacV1().ClusterRoles()
+	old, err := roles.Get(ctxT(t), role.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	old.Rules = role.Rules
+	_, err = roles.Update(ctxT(t), old, metav1.UpdateOptions{})
+	return err
 }
 
 func yamlDocs(t *testing.T, path string) [][]byte {

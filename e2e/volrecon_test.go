@@ -85,12 +85,13 @@ type vrPlan struct {
 }
 
 type vrAction struct {
-	Action string `json:"action"`
-	Path   string `json:"path"`
-	PodUID string `json:"podUID"`
-	Reason string `json:"reason"`
-	Result string `json:"result"`
-	Error  string `json:"error"`
+	Action   string   `json:"action"`
+	Path     string   `json:"path"`
+	PodUID   string   `json:"podUID"`
+	Reason   string   `json:"reason"`
+	Evidence []string `json:"evidence"`
+	Result   string   `json:"result"`
+	Error    string   `json:"error"`
 }
 
 func (s vrState) pod(uid string) (vrPod, bool) {

@@ -1,7 +1,8 @@
 // Package kube makes the Kubernetes API server a source of the desired
-// state for reconstruct: the pods bound to this node (reconstruct.PodSource)
-// and which CSI drivers need no attach. It also publishes findings as
-// Events on the Node.
+// state for reconstruct: the pods bound to this node (reconstruct.PodSource),
+// which CSI drivers need no attach, and which CSI volumes those pods use
+// (their PVCs → PVs, for cleanup's CSI teardown). It also publishes
+// findings as Events on the Node.
 //
 // Only a confirmed answer counts. A list that failed, timed out, was
 // refused (403) or comes from a watch that has gone quiet is an error, and

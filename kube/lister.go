@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,16 +24,54 @@ type Lister struct {
 	Client   kubernetes.Interface
 	NodeName string
 	Timeout  time.Duration // per request (0 = DefaultTimeout)
+
+	mu   sync.Mutex
+	last []*corev1.Pod // the pods of the last list that succeeded
 }
 
 // ActivePods lists the pods of the node and returns their keys (PodKeys).
 func (l *Lister) ActivePods(ctx context.Context) ([]string, error) {
-	pods, err := listNodePods(ctx, l.Client, l.NodeName, l.Timeout)
+	pods, err := l.list(ctx)
 	if err != nil {
 		return nil, err
 	}
 	klog.FromContext(ctx).V(4).Info("Listed the node's pods", "node", l.NodeName, "pods", len(pods))
 	return keysOf(pods), nil
+}
+
+// CSIVolumes returns the CSI volumes the node's pods use (see CSIVolumes),
+// for the pods of the last list ActivePods made, so that the pods a scan
+// judged by are those whose volumes count; it lists them when there was
+// none. The answer is as of that list: a pod bound to the node afterwards
+// is not in it (CSIVolumesNow).
+func (l *Lister) CSIVolumes(ctx context.Context) ([]string, error) {
+	l.mu.Lock()
+	pods := l.last
+	l.mu.Unlock()
+	if pods == nil {
+		return l.CSIVolumesNow(ctx)
+	}
+	return CSIVolumes(ctx, l.Client, pods, l.Timeout)
+}
+
+// CSIVolumesNow lists the node's pods afresh (a quorum read) and returns
+// the CSI volumes they use: for checking again right before a NodeUnstage.
+func (l *Lister) CSIVolumesNow(ctx context.Context) ([]string, error) {
+	pods, err := l.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return CSIVolumes(ctx, l.Client, pods, l.Timeout)
+}
+
+// list lists the node's pods and keeps them for CSIVolumes; a list that
+// failed forgets the last one, which an older answer must not stand for.
+func (l *Lister) list(ctx context.Context) ([]*corev1.Pod, error) {
+	pods, err := listNodePods(ctx, l.Client, l.NodeName, l.Timeout)
+	l.mu.Lock()
+	l.last = pods
+	l.mu.Unlock()
+	return pods, err
 }
 
 // nodeSelector selects the pods bound to a node.

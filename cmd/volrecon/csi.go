@@ -15,6 +15,7 @@ import (
 
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/internal/mountnamespaces"
+	"github.com/volrecon/volrecon/kube"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
@@ -35,7 +36,7 @@ func (f *csiFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.teardown, "csi-teardown", false, "plan NodeUnpublish and NodeUnstage through the CSI driver where the kubelet cannot\n"+
 		"(a publish target whose pod's vol_data.json is gone, a staging mount no pod uses); never by hand")
 	fs.BoolVar(&f.assumeNoNewPods, "assume-no-new-pods", false, "with --csi-teardown: vouch that no pod will start on this node with a volume "+
-		"whose staging mount looks unused\n(needed for NodeUnstage: volrecon cannot tell which volumes the active pods use)")
+		"whose staging mount looks unused\n(needed for NodeUnstage unless --active-pods api tells which volumes the active pods use, from their PVCs and PVs)")
 	fs.DurationVar(&f.minLeakAge, "min-leak-age", 10*time.Minute, "with --csi-teardown: how long a leaked staging mount must have been seen unused, "+
 		"in two runs, before NodeUnstage")
 	fs.StringVar(&f.stateDir, "state-dir", "", "with --csi-teardown: a dir of volrecon's own where it remembers when each staging mount was first seen unused")
@@ -89,7 +90,38 @@ func (f *csiFlags) gather(ctx context.Context, st *reconstruct.State, n *node, s
 	if err := f.trackLeaks(st, td, now); err != nil {
 		return nil, err
 	}
+	activeVolumes(ctx, n, td, stderr)
 	return td, nil
+}
+
+// activeVolumes asks the API server, with --active-pods api, which CSI
+// volumes the node's pods use (their PVCs → PVs), for the pods the scan
+// listed. When it cannot tell, the plan says why and NodeUnstage needs
+// --assume-no-new-pods, as without the API server.
+func activeVolumes(ctx context.Context, n *node, td *cleanup.CSITeardown, stderr io.Writer) {
+	lister, ok := n.opts.ActivePods.(*kube.Lister)
+	if !ok {
+		return
+	}
+	names, err := lister.CSIVolumes(ctx)
+	if err != nil {
+		td.ActiveVolumesError = err
+		fmt.Fprintf(stderr, "volrecon: --csi-teardown: which volumes the active pods use is unknown, no NodeUnstage without --assume-no-new-pods: %v\n", err)
+		return
+	}
+	td.ActiveVolumes = names
+}
+
+// exec configures the executor's calls. When the plan knew from the API
+// server which volumes the pods use, each NodeUnstage asks it again right
+// before the call, with a fresh list of the node's pods: a pod bound to the
+// node since the scan, or earlier calls that took long, must not be missed.
+func (f *csiFlags) exec(n *node, td *cleanup.CSITeardown) cleanup.CSIExec {
+	x := cleanup.CSIExec{Timeout: f.timeout}
+	if lister, ok := n.opts.ActivePods.(*kube.Lister); ok && td != nil && td.ActiveVolumes != nil {
+		x.ActiveVolumes = lister.CSIVolumesNow
+	}
+	return x
 }
 
 // readTable reads the mount table as the scan did.

@@ -79,7 +79,7 @@ func planOrCleanup(ctx context.Context, name, summary string, args []string, e e
 	if apply == nil {
 		return errors.Join(out.plan(plan, nil), mountTableError(st))
 	}
-	results := cleanup.Execute(ctx, plan, cleanup.ExecOptions{Node: n.cleanupNode(), Apply: *apply, CSI: cleanup.CSIExec{Timeout: csi.timeout}})
+	results := cleanup.Execute(ctx, plan, cleanup.ExecOptions{Node: n.cleanupNode(), Apply: *apply, CSI: csi.exec(n, teardown)})
 	if err := out.plan(plan, results); err != nil {
 		return err
 	}
