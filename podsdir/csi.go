@@ -59,6 +59,7 @@ func (s *scanner) scanFSStagingDir(dir string, layout Layout, driver, name strin
 		Path:   filepath.Join(dir, csiGlobalMountDir),
 	}
 	entries, _ := s.list(dir, "")
+	regular := false
 	for _, d := range entries {
 		switch d.Name() {
 		case csiGlobalMountDir:
@@ -67,11 +68,12 @@ func (s *scanner) scanFSStagingDir(dir string, layout Layout, driver, name strin
 			s.expectDir(sd.Path, "", sd.Type) // a staging target is a dir; anything else is reported
 		case volDataFile:
 			// Read below, also when the listing failed.
+			regular = entryType(d) == TypeFile
 		default:
 			s.problem(ProblemUnexpected, filepath.Join(dir, d.Name()), "", "unexpected %s in CSI staging dir", describeType(entryType(d)))
 		}
 	}
-	sd.VolData = s.readVolData(filepath.Join(dir, volDataFile), "")
+	sd.VolData = s.readVolData(filepath.Join(dir, volDataFile), "", regular)
 	s.inv.Staging = append(s.inv.Staging, sd)
 }
 
@@ -119,7 +121,7 @@ func (s *scanner) scanBlockDir(dir string) {
 		// volume's identity.
 		bs.VolData = VolData{State: VolDataMissing, Path: filepath.Join(bs.Dir, blockDataDir, volDataFile)}
 		if hasData[bs.SpecName] {
-			bs.VolData = s.readVolData(bs.VolData.Path, "")
+			bs.VolData = s.readVolData(bs.VolData.Path, "", false) // data/ is not listed
 		}
 		s.inv.BlockSpecs = append(s.inv.BlockSpecs, *bs)
 		if bs.Staging == nil && !hasData[bs.SpecName] {

@@ -62,6 +62,8 @@ type scanner struct {
 	// hungSeen holds the host paths of the blocked calls this scan has
 	// reported, so that what lies below one is not reported again.
 	hungSeen map[string]bool
+	// volDataBuf is the read buffer of the last vol_data.json, for the next.
+	volDataBuf []byte
 }
 
 func scan(ctx context.Context, opts Options, readDir func(string) ([]fs.DirEntry, error)) (*Inventory, error) {
@@ -247,15 +249,27 @@ func (s *scanner) resolve(p string) (resolved, error) {
 }
 
 // readVolData is Options.ReadVolData, bounded. One that hung is Corrupt
-// with a reason that says so, and a ProblemHung names the path.
-func (s *scanner) readVolData(p, podUID string) VolData {
+// with a reason that says so, and a ProblemHung names the path. regular:
+// the parent's listing showed a regular file (see Options.readVolData).
+func (s *scanner) readVolData(p, podUID string, regular bool) VolData {
 	hp := s.opts.HostPath(p)
-	vd, err := bounded.Call(s.ctx, hp, s.opts.Timeout, func() (VolData, error) { return s.opts.ReadVolData(p), nil })
+	type read struct {
+		vd  VolData
+		buf []byte
+	}
+	// A call abandoned on its deadline keeps the buffer it was given.
+	buf := s.volDataBuf
+	s.volDataBuf = nil
+	r, err := bounded.Call(s.ctx, hp, s.opts.Timeout, func() (read, error) {
+		vd, buf := s.opts.readVolData(p, regular, buf)
+		return read{vd, buf}, nil
+	})
 	if err != nil {
 		s.hung(p, podUID, err)
 		return corruptVolData(VolData{Path: p}, "not read: "+errText(err))
 	}
-	return vd
+	s.volDataBuf = r.buf
+	return r.vd
 }
 
 // hung records a ProblemHung when err says that a call on host path p
@@ -436,6 +450,7 @@ func (s *scanner) scanPodVolumes(pod *Pod, treeDir string, mode Mode) {
 // type only, never stat'ed or opened.
 func (s *scanner) scanCSIVolumeDir(v *Volume) {
 	children, _ := s.list(v.Path, v.PodUID)
+	regular := false
 	for _, c := range children {
 		switch c.Name() {
 		case csiMountDirName:
@@ -444,11 +459,12 @@ func (s *scanner) scanCSIVolumeDir(v *Volume) {
 			s.expectDir(e.Path, v.PodUID, e.Type) // a publish target is a dir; anything else is reported
 		case volDataFile:
 			// Read below, also when the listing failed.
+			regular = entryType(c) == TypeFile
 		default:
 			v.Extra = append(v.Extra, s.entry(v.Path, v.PodUID, c))
 		}
 	}
-	vd := s.readVolData(filepath.Join(v.Path, volDataFile), v.PodUID)
+	vd := s.readVolData(filepath.Join(v.Path, volDataFile), v.PodUID, regular)
 	v.VolData = &vd
 }
 
