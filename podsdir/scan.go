@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 
 	"k8s.io/klog/v2"
@@ -62,8 +61,8 @@ type scanner struct {
 	// hungSeen holds the host paths of the blocked calls this scan has
 	// reported, so that what lies below one is not reported again.
 	hungSeen map[string]bool
-	// volDataBuf is the read buffer of the last vol_data.json, for the next.
-	volDataBuf []byte
+	// walker, when set, makes the calls of a job of walk (bounded.Do).
+	walker *bounded.Walker
 }
 
 func scan(ctx context.Context, opts Options, readDir func(string) ([]fs.DirEntry, error)) (*Inventory, error) {
@@ -81,19 +80,11 @@ func scan(ctx context.Context, opts Options, readDir func(string) ([]fs.DirEntry
 	s.inv.PluginsDir, pluginsOK = s.resolveTopDir(pluginsDirName)
 	s.inv.CSIDir = filepath.Join(s.inv.PluginsDir, "kubernetes.io", "csi")
 
-	// The CSI dir is walked while the pod dirs are.
-	csi := s.fork()
-	var wg sync.WaitGroup
-	if pluginsOK {
-		wg.Go(csi.scanCSI)
-	}
-	var podsErr error
+	var pods []Pod
 	if podsOK {
-		podsErr = s.scanPods(ctx)
+		pods = s.listPods()
 	}
-	wg.Wait()
-	s.merge(csi)
-	if err := cmp.Or(podsErr, ctx.Err()); err != nil {
+	if err := cmp.Or(s.walk(ctx, pluginsOK, pods), ctx.Err()); err != nil {
 		return nil, err
 	}
 	s.sort()
@@ -162,7 +153,7 @@ func (s *scanner) resolveTopDir(name string) (string, bool) {
 // Avoiding that would need a raw getdents parser; we accept the risk.
 func (s *scanner) list(dir, podUID string) (entries []fs.DirEntry, ok bool) {
 	hp := s.opts.HostPath(dir)
-	entries, err := bounded.Call(s.ctx, hp, s.opts.Timeout, func() ([]fs.DirEntry, error) { return s.readDir(hp) })
+	entries, err := call(s, hp, func() ([]fs.DirEntry, error) { return s.readDir(hp) })
 	if err == nil {
 		return entries, true
 	}
@@ -183,7 +174,7 @@ func (s *scanner) list(dir, podUID string) (entries []fs.DirEntry, ok bool) {
 // cannot be mount points.
 func (s *scanner) lookupDir(p string) bool {
 	hp := s.opts.HostPath(p)
-	fi, err := bounded.Call(s.ctx, hp, s.opts.Timeout, func() (fs.FileInfo, error) { return os.Lstat(hp) })
+	fi, err := call(s, hp, func() (fs.FileInfo, error) { return os.Lstat(hp) })
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return false
@@ -233,7 +224,7 @@ func (s *scanner) entry(dir, podUID string, d fs.DirEntry) Entry {
 
 func (s *scanner) readlink(p, podUID string) string {
 	hp := s.opts.HostPath(p)
-	target, err := bounded.Call(s.ctx, hp, s.opts.Timeout, func() (string, error) { return os.Readlink(hp) })
+	target, err := call(s, hp, func() (string, error) { return os.Readlink(hp) })
 	if s.hung(p, podUID, err) {
 		return ""
 	}
@@ -245,7 +236,17 @@ func (s *scanner) readlink(p, podUID string) string {
 
 // resolve is Options.resolve, bounded as one call.
 func (s *scanner) resolve(p string) (resolved, error) {
-	return bounded.Call(s.ctx, s.opts.HostPath(p), s.opts.Timeout, func() (resolved, error) { return s.opts.resolve(p) })
+	return call(s, s.opts.HostPath(p), func() (resolved, error) { return s.opts.resolve(p) })
+}
+
+// call runs fn, which accesses host path hp, bounded by the deadline: on
+// the scanner's walker when it has one (bounded.Do), else in a goroutine
+// of its own (bounded.Call).
+func call[T any](s *scanner, hp string, fn func() (T, error)) (T, error) {
+	if s.walker != nil {
+		return bounded.Do(s.walker, hp, fn)
+	}
+	return bounded.Call(s.ctx, hp, s.opts.Timeout, fn)
 }
 
 // readVolData is Options.ReadVolData, bounded. One that hung is Corrupt
@@ -253,24 +254,23 @@ func (s *scanner) resolve(p string) (resolved, error) {
 // the parent's listing showed a regular file (see Options.readVolData).
 func (s *scanner) readVolData(p, podUID string, regular bool) VolData {
 	hp := s.opts.HostPath(p)
-	type read struct {
-		vd  VolData
-		buf []byte
-	}
-	// A call abandoned on its deadline keeps the buffer it was given.
-	buf := s.volDataBuf
-	s.volDataBuf = nil
-	r, err := bounded.Call(s.ctx, hp, s.opts.Timeout, func() (read, error) {
-		vd, buf := s.opts.readVolData(p, regular, buf)
-		return read{vd, buf}, nil
+	vd, err := call(s, hp, func() (VolData, error) {
+		// A call abandoned on its deadline keeps the buffer it took.
+		buf := volDataBufs.Get().(*[]byte)
+		vd, b := s.opts.readVolData(p, regular, *buf)
+		*buf = b
+		volDataBufs.Put(buf)
+		return vd, nil
 	})
 	if err != nil {
 		s.hung(p, podUID, err)
 		return corruptVolData(VolData{Path: p}, "not read: "+errText(err))
 	}
-	s.volDataBuf = r.buf
-	return r.vd
+	return vd
 }
+
+// volDataBufs holds the read buffers of vol_data.json files, for the next.
+var volDataBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // hung records a ProblemHung when err says that a call on host path p
 // hung (or was not made because a call above p still hangs), or that the
@@ -306,9 +306,9 @@ func (s *scanner) problem(kind ProblemKind, p, podUID, format string, args ...an
 	s.inv.Problems = append(s.inv.Problems, Problem{Kind: kind, Path: p, PodUID: podUID, Message: msg})
 }
 
-// scanPods scans every entry of the pods dir: the pod dirs in parallel
-// (see scanParallel), anything else right away.
-func (s *scanner) scanPods(ctx context.Context) error {
+// listPods lists the pods dir: the pod dirs to walk; any other entry is a
+// Problem.
+func (s *scanner) listPods() []Pod {
 	dir := s.inv.PodsDir
 	entries, _ := s.list(dir, "")
 	var pods []Pod
@@ -334,39 +334,47 @@ func (s *scanner) scanPods(ctx context.Context) error {
 			pods = append(pods, Pod{UID: uid, Path: p})
 		}
 	}
-	s.scanParallel(ctx, len(pods), func(sub *scanner, i int) { pods[i] = sub.scanPod(pods[i].UID, pods[i].Path) })
+	return pods
+}
+
+// walk walks the CSI dir (if csi) and every pod dir, each a job of
+// bounded.Run on opts.workers() walkers, whose calls are made on the walker
+// itself under one watchdog. Each run of a job has a scanner of its own,
+// kept only if the run finishes: a run abandoned in a hung call publishes
+// nothing, and its job starts again (see bounded.Run), where the hung path
+// is a ProblemHung at once. The scanners are merged into s in job order;
+// the final sort makes the outcome independent of the order. Listing is
+// mostly system-call time, so even on two cores a few walkers at once beat
+// one. It stops starting jobs once ctx is done.
+func (s *scanner) walk(ctx context.Context, csi bool, pods []Pod) error {
+	first := 0
+	if csi {
+		first = 1
+	}
+	runs := make([]*scanner, first+len(pods))
+	err := bounded.Run(ctx, len(runs), s.opts.workers(), s.opts.Timeout, func(w *bounded.Walker, i int) {
+		sub := s.fork(w)
+		if i < first {
+			sub.scanCSI()
+		} else {
+			pod := &pods[i-first]
+			*pod = sub.scanPod(pod.UID, pod.Path)
+		}
+		runs[i] = sub
+	})
+	for _, sub := range runs {
+		if sub != nil {
+			s.merge(sub)
+		}
+	}
 	s.inv.Pods = append(s.inv.Pods, pods...)
-	return ctx.Err()
+	return err
 }
 
-// scanParallel runs job(sub, i) for i in [0, n), on up to opts.workers()
-// goroutines, each with a scanner of its own (sub) whose findings are
-// merged into s at the end; the final sort makes the outcome independent
-// of the order. Listing is mostly system-call time, so even on two cores
-// a few walkers at once beat one. It stops starting jobs once ctx is done.
-func (s *scanner) scanParallel(ctx context.Context, n int, job func(sub *scanner, i int)) {
-	workers := min(n, s.opts.workers())
-	subs := make([]*scanner, workers)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := range subs {
-		subs[w] = s.fork()
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < n && ctx.Err() == nil; i = int(next.Add(1) - 1) {
-				job(subs[w], i)
-			}
-		})
-	}
-	wg.Wait()
-	for _, sub := range subs {
-		s.merge(sub)
-	}
-}
-
-// fork returns a scanner for another goroutine: same options, an
-// inventory of its own.
-func (s *scanner) fork() *scanner {
-	return &scanner{ctx: s.ctx, opts: s.opts, log: s.log, readDir: s.readDir, inv: &Inventory{
+// fork returns a scanner for one job of walk, on walker w: same options,
+// an inventory of its own.
+func (s *scanner) fork(w *bounded.Walker) *scanner {
+	return &scanner{ctx: s.ctx, opts: s.opts, log: s.log, readDir: s.readDir, walker: w, inv: &Inventory{
 		RootDir: s.inv.RootDir, ResolvedRootDir: s.inv.ResolvedRootDir, PodsDir: s.inv.PodsDir,
 		PluginsDir: s.inv.PluginsDir, CSIDir: s.inv.CSIDir,
 	}}
