@@ -48,10 +48,11 @@ func IsPodUID(name string) bool { return podUIDPattern.MatchString(name) }
 // everything else that is wrong becomes a Problem and the scan goes on.
 // A cancelled ctx stops the scan between pods and returns ctx.Err().
 func Scan(ctx context.Context, opts Options) (*Inventory, error) {
-	return scan(ctx, opts, os.ReadDir)
+	return scan(ctx, opts, nil)
 }
 
-// scanner holds the state of one Scan. readDir is os.ReadDir except in tests.
+// scanner holds the state of one Scan. readDir is nil (readDirents)
+// except in tests.
 type scanner struct {
 	ctx     context.Context
 	opts    Options
@@ -141,19 +142,26 @@ func (s *scanner) resolveTopDir(name string) (string, bool) {
 	return r.path, true
 }
 
-// list returns the entries of the directory at host path dir, sorted by
-// name, or nil. A read error becomes ProblemUnreadable; entries read before
-// the error are still returned. ok is false when an error occurred.
+// list returns the entries of the directory at host path dir, in no
+// particular order (the final sort decides), or nil. A read error becomes
+// ProblemUnreadable; entries read before the error are still returned. ok
+// is false when an error occurred.
 //
-// os.ReadDir takes each entry's type from readdir's d_type and does not
+// readDirents takes each entry's type from readdir's d_type and does not
 // stat children, so listing the parent of a possible mount point never
 // touches the mount. Exception: on a filesystem that reports DT_UNKNOWN
-// (rare for the kubelet's root: e.g. XFS without ftype), Go lstat's every
-// child while listing, and lstat of a hung NFS/FUSE mount's root can block.
-// Avoiding that would need a raw getdents parser; we accept the risk.
-func (s *scanner) list(dir, podUID string) (entries []fs.DirEntry, ok bool) {
+// (rare for the kubelet's root: e.g. XFS without ftype), the child is
+// lstat'ed to learn its type, and lstat of a hung NFS/FUSE mount's root can
+// block: the deadline of the listing bounds it; we accept that risk.
+func (s *scanner) list(dir, podUID string) (entries []dirent, ok bool) {
 	hp := s.opts.HostPath(dir)
-	entries, err := call(s, hp, func() ([]fs.DirEntry, error) { return s.readDir(hp) })
+	entries, err := call(s, hp, func() ([]dirent, error) {
+		if s.readDir != nil {
+			es, err := s.readDir(hp)
+			return direntsOf(es), err
+		}
+		return readDirents(hp)
+	})
 	if err == nil {
 		return entries, true
 	}
@@ -206,7 +214,7 @@ func (s *scanner) expectDir(p, podUID string, t EntryType) bool {
 func (s *scanner) eachSubdir(dir, podUID string, fn func(name, p string)) {
 	entries, _ := s.list(dir, podUID)
 	for _, d := range entries {
-		p := filepath.Join(dir, d.Name())
+		p := childPath(dir, d.name)
 		if s.expectDir(p, podUID, entryType(d)) {
 			fn(d.Name(), p)
 		}
@@ -214,8 +222,8 @@ func (s *scanner) eachSubdir(dir, podUID string, fn func(name, p string)) {
 }
 
 // entry describes child d of dir, reading a symlink's target without following it.
-func (s *scanner) entry(dir, podUID string, d fs.DirEntry) Entry {
-	e := Entry{Name: d.Name(), Path: filepath.Join(dir, d.Name()), Type: entryType(d)}
+func (s *scanner) entry(dir, podUID string, d dirent) Entry {
+	e := Entry{Name: d.Name(), Path: childPath(dir, d.name), Type: entryType(d)}
 	if e.Type == TypeSymlink {
 		e.LinkTarget = s.readlink(e.Path, podUID)
 	}
@@ -313,7 +321,7 @@ func (s *scanner) listPods() []Pod {
 	entries, _ := s.list(dir, "")
 	var pods []Pod
 	for _, d := range entries {
-		name, p, t := d.Name(), filepath.Join(dir, d.Name()), entryType(d)
+		name, p, t := d.Name(), childPath(dir, d.name), entryType(d)
 		uid := ""
 		if IsPodUID(name) {
 			uid = name
@@ -392,7 +400,7 @@ func (s *scanner) scanPod(uid, dir string) Pod {
 	pod := Pod{UID: uid, Path: dir}
 	entries, _ := s.list(dir, uid)
 	for _, d := range entries {
-		p, t := filepath.Join(dir, d.Name()), entryType(d)
+		p, t := childPath(dir, d.name), entryType(d)
 		switch d.Name() {
 		case podVolumesDirName:
 			if s.expectDir(p, uid, t) {
@@ -429,7 +437,7 @@ func (s *scanner) scanPodVolumes(pod *Pod, treeDir string, mode Mode) {
 				Plugin:        plugin,
 				EscapedPlugin: escaped,
 				Mode:          mode,
-				Path:          filepath.Join(pluginDir, vd.Name()),
+				Path:          childPath(pluginDir, vd.name),
 				Type:          entryType(vd),
 			}
 			if mode == Filesystem {
@@ -472,7 +480,7 @@ func (s *scanner) scanCSIVolumeDir(v *Volume) {
 			v.Extra = append(v.Extra, s.entry(v.Path, v.PodUID, c))
 		}
 	}
-	vd := s.readVolData(filepath.Join(v.Path, volDataFile), v.PodUID, regular)
+	vd := s.readVolData(childPath(v.Path, volDataFile), v.PodUID, regular)
 	v.VolData = &vd
 }
 
@@ -485,14 +493,14 @@ func (s *scanner) scanSubpaths(pod *Pod, dir string) {
 			indexes, _ := s.list(ctrDir, pod.UID)
 			for _, id := range indexes {
 				if entryType(id) == TypeSymlink {
-					s.problem(ProblemSymlink, filepath.Join(ctrDir, id.Name()), pod.UID, "symlink where a subpath bind target belongs, not followed")
+					s.problem(ProblemSymlink, childPath(ctrDir, id.name), pod.UID, "symlink where a subpath bind target belongs, not followed")
 				}
 				pod.Subpaths = append(pod.Subpaths, Subpath{
 					PodUID:    pod.UID,
 					Volume:    volume,
 					Container: container,
 					Index:     id.Name(),
-					Path:      filepath.Join(ctrDir, id.Name()),
+					Path:      childPath(ctrDir, id.name),
 					Type:      entryType(id),
 				})
 			}
@@ -544,7 +552,7 @@ func (s *scanner) logSummary() {
 }
 
 // entryType is the type of d as readdir reported it (never followed).
-func entryType(d fs.DirEntry) EntryType { return EntryTypeOf(d.Type()) }
+func entryType(d dirent) EntryType { return d.typ }
 
 // EntryTypeOf maps a file mode (from readdir or lstat) to an EntryType.
 func EntryTypeOf(m fs.FileMode) EntryType {
