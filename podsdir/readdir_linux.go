@@ -9,27 +9,36 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// readDirents lists the directory at host path hp with getdents64: the
-// names, unsorted, without "." and "..", and the types d_type gives. Like
-// os.ReadDir it stats no entry whose type the filesystem gives, so listing
-// the parent of a mount point never touches the mount; unlike it, it
-// allocates two objects per directory (the names share one string), not
-// two per entry, and takes no *os.File (no finalizer). An entry of type
-// DT_UNKNOWN (rare for the kubelet's root: e.g. XFS without ftype) is
-// lstat'ed relative to the open directory, as os.ReadDir lstat's it, and
-// skipped if it is gone meanwhile; lstat of a hung mount's root can block,
-// which the caller's deadline bounds. The last component is not followed
-// if it was swapped for a symlink.
-func readDirents(hp string) ([]dirent, error) {
-	var fd int
-	err := ignoringEINTR(func() (err error) {
-		fd, err = unix.Open(hp, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+// readDirents lists the directory at host path hp, opened as a says, with
+// getdents64: the names, unsorted, without "." and "..", and the types
+// d_type gives. Like os.ReadDir it stats no entry whose type the
+// filesystem gives, so listing the parent of a mount point never touches
+// the mount; unlike it, it allocates two objects per directory (the names
+// share one string), not two per entry, and takes no *os.File (no
+// finalizer). An entry of type DT_UNKNOWN (rare for the kubelet's root:
+// e.g. XFS without ftype) is lstat'ed relative to the open directory, as
+// os.ReadDir lstat's it, and skipped if it is gone meanwhile; lstat of a
+// hung mount's root can block, which the caller's deadline bounds. The
+// last component is not followed if it was swapped for a symlink. With
+// keep, the directory stays open and fd is returned (else -1).
+func readDirents(hp string, a at, keep bool) (fd int, entries []dirent, err error) {
+	err = ignoringEINTR(func() (err error) {
+		fd, err = unix.Openat(a.dirfd, a.name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		return err
 	})
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: hp, Err: err}
+		return -1, nil, &fs.PathError{Op: "open", Path: hp, Err: err}
 	}
-	defer unix.Close(fd)
+	entries, err = getdents(fd, hp)
+	if err != nil || !keep {
+		unix.Close(fd)
+		return -1, entries, err
+	}
+	return fd, entries, nil
+}
+
+// getdents reads the entries of the open directory fd (host path hp).
+func getdents(fd int, hp string) ([]dirent, error) {
 	sc := direntScratches.Get().(*direntScratch)
 	defer direntScratches.Put(sc)
 	sc.reset()

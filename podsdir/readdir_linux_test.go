@@ -15,6 +15,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// readDirentsPath lists the dir at host path hp by its whole path.
+func readDirentsPath(hp string) ([]dirent, error) {
+	_, es, err := readDirents(hp, at{unix.AT_FDCWD, hp}, false)
+	return es, err
+}
+
 func sortedDirents(ds []dirent) []dirent {
 	slices.SortFunc(ds, func(a, b dirent) int { return strings.Compare(a.name, b.name) })
 	return ds
@@ -29,7 +35,7 @@ func TestReadDirentsAgreesWithReadDir(t *testing.T) {
 	}
 	root := build(t, spec...)
 	dir := filepath.Join(root, "d")
-	got, err := readDirents(dir)
+	got, err := readDirentsPath(dir)
 	require.NoError(t, err)
 	es, err := os.ReadDir(dir)
 	require.NoError(t, err)
@@ -43,19 +49,19 @@ func TestReadDirentsAgreesWithReadDir(t *testing.T) {
 		"fifo": TypeOther, "sock": TypeOther}, map[string]EntryType{"sub": types["sub"], "file": types["file"],
 		"link": types["link"], "dangling": types["dangling"], "fifo": types["fifo"], "sock": types["sock"]})
 
-	empty, err := readDirents(filepath.Join(root, "d", "sub"))
+	empty, err := readDirentsPath(filepath.Join(root, "d", "sub"))
 	require.NoError(t, err)
 	assert.Empty(t, empty)
 }
 
 func TestReadDirentsErrors(t *testing.T) {
 	root := build(t, "d /d/sub", "l /link /d", "f /file x")
-	got, err := readDirents(filepath.Join(root, "link"))
+	got, err := readDirentsPath(filepath.Join(root, "link"))
 	assert.ErrorIs(t, err, syscall.ENOTDIR, "a symlink swapped in is not followed (O_NOFOLLOW with O_DIRECTORY)")
 	assert.Empty(t, got)
-	_, err = readDirents(filepath.Join(root, "file"))
+	_, err = readDirentsPath(filepath.Join(root, "file"))
 	assert.ErrorIs(t, err, syscall.ENOTDIR)
-	_, err = readDirents(filepath.Join(root, "missing"))
+	_, err = readDirentsPath(filepath.Join(root, "missing"))
 	assert.ErrorIs(t, err, os.ErrNotExist)
 	var pe *os.PathError
 	require.ErrorAs(t, err, &pe)

@@ -64,6 +64,8 @@ type scanner struct {
 	hungSeen map[string]bool
 	// walker, when set, makes the calls of a job of walk (bounded.Do).
 	walker *bounded.Walker
+	// dirs are the dirs a job keeps open for the calls below them.
+	dirs dirStack
 }
 
 func scan(ctx context.Context, opts Options, readDir func(string) ([]fs.DirEntry, error)) (*Inventory, error) {
@@ -155,14 +157,24 @@ func (s *scanner) resolveTopDir(name string) (string, bool) {
 // block: the deadline of the listing bounds it; we accept that risk.
 func (s *scanner) list(dir, podUID string) (entries []dirent, ok bool) {
 	hp := s.opts.HostPath(dir)
-	entries, err := call(s, hp, func() ([]dirent, error) {
+	a := s.enter(hp)
+	type listing struct {
+		fd      int
+		entries []dirent
+	}
+	// A job keeps the dir open for what lies below it (see dirStack).
+	keep := s.walker != nil
+	l, err := call(s, hp, func() (listing, error) {
 		if s.readDir != nil {
 			es, err := s.readDir(hp)
-			return direntsOf(es), err
+			return listing{-1, direntsOf(es)}, err
 		}
-		return readDirents(hp)
+		fd, entries, err := readDirents(hp, a, keep)
+		return listing{fd, entries}, err
 	})
+	entries = l.entries
 	if err == nil {
+		s.dirs.push(hp, l.fd)
 		return entries, true
 	}
 	if s.hung(dir, podUID, err) {
@@ -262,10 +274,11 @@ func call[T any](s *scanner, hp string, fn func() (T, error)) (T, error) {
 // the parent's listing showed a regular file (see Options.readVolData).
 func (s *scanner) readVolData(p, podUID string, regular bool) VolData {
 	hp := s.opts.HostPath(p)
+	a := s.enter(hp)
 	vd, err := call(s, hp, func() (VolData, error) {
 		// A call abandoned on its deadline keeps the buffer it took.
 		buf := volDataBufs.Get().(*[]byte)
-		vd, b := s.opts.readVolData(p, regular, *buf)
+		vd, b := s.opts.readVolData(p, a, regular, *buf)
 		*buf = b
 		volDataBufs.Put(buf)
 		return vd, nil
@@ -368,6 +381,7 @@ func (s *scanner) walk(ctx context.Context, csi bool, pods []Pod) error {
 			pod := &pods[i-first]
 			*pod = sub.scanPod(pod.UID, pod.Path)
 		}
+		sub.closeDirs()
 		runs[i] = sub
 	})
 	for _, sub := range runs {

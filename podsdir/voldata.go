@@ -33,23 +33,22 @@ const volDataFile = "vol_data.json"
 // Unlike the kubelet it reports a known key with a non-string value
 // (including null) as Corrupt.
 func (o Options) ReadVolData(p string) VolData {
-	vd, _ := o.readVolData(p, false, nil)
+	vd, _ := o.readVolData(p, at{unix.AT_FDCWD, o.HostPath(p)}, false, nil)
 	return vd
 }
 
-// readVolData is ReadVolData with buf as the read buffer (grown as needed
-// and returned for the next call; the VolData shares no memory with it).
-// regular says that the parent's listing (readdir's d_type) showed a
-// regular file: then the lstat before the open is skipped, since the open
-// and the fstat after it guard against a file swapped meanwhile exactly as
-// they do after an lstat.
-func (o Options) readVolData(p string, regular bool, buf []byte) (VolData, []byte) {
+// readVolData is ReadVolData of the file at a (host path p), with buf as
+// the read buffer (grown as needed and returned for the next call; the
+// VolData shares no memory with it). regular says that the parent's
+// listing (readdir's d_type) showed a regular file: then the lstat before
+// the open is skipped, since the open and the fstat after it guard against
+// a file swapped meanwhile exactly as they do after an lstat.
+func (o Options) readVolData(p string, a at, regular bool, buf []byte) (VolData, []byte) {
 	vd := VolData{Path: p}
-	hp := o.HostPath(p)
 	if !regular {
 		// Lstat first so that a device node or FIFO is never opened.
 		var st unix.Stat_t
-		if err := ignoringEINTR(func() error { return unix.Lstat(hp, &st) }); err != nil {
+		if err := ignoringEINTR(func() error { return unix.Fstatat(a.dirfd, a.name, &st, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
 			return volDataOpenError(vd, err), buf
 		}
 		if reason := notRegularReason(fileModeType(uint32(st.Mode))); reason != "" {
@@ -62,7 +61,7 @@ func (o Options) readVolData(p string, regular bool, buf []byte) (VolData, []byt
 	// (refused for a regular file) and a finalizer per file.
 	var fd int
 	err := ignoringEINTR(func() (err error) {
-		fd, err = unix.Open(hp, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		fd, err = unix.Openat(a.dirfd, a.name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		return err
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 func TestReadVolData(t *testing.T) {
@@ -256,19 +257,19 @@ func TestReadVolDataReusesTheBuffer(t *testing.T) {
 	o := Options{HostRoot: root}
 	var buf []byte
 	var vd VolData
-	vd, buf = o.readVolData("/big.json", true, buf)
+	vd, buf = o.readVolData("/big.json", at{unix.AT_FDCWD, root + "/big.json"}, true, buf)
 	assert.Equal(t, strings.Repeat("h", 3000), vd.VolumeHandle)
 	require.GreaterOrEqual(t, cap(buf), len(big))
 	grown := &buf[:1][0]
-	vd, buf = o.readVolData("/small.json", true, buf)
+	vd, buf = o.readVolData("/small.json", at{unix.AT_FDCWD, root + "/small.json"}, true, buf)
 	assert.Equal(t, VolData{Path: "/small.json", State: VolDataOK, DriverName: "e", VolumeHandle: "i"}, vd)
 	assert.Same(t, grown, &buf[:1][0], "the buffer is reused")
-	vd, buf = o.readVolData("/empty.json", true, buf)
+	vd, buf = o.readVolData("/empty.json", at{unix.AT_FDCWD, root + "/empty.json"}, true, buf)
 	assert.Equal(t, "empty file", vd.Reason)
 	// Listed as a regular file, swapped for a FIFO or a symlink since: the
 	// open neither blocks nor follows, and the fstat tells.
-	vd, buf = o.readVolData("/fifo.json", true, buf)
+	vd, buf = o.readVolData("/fifo.json", at{unix.AT_FDCWD, root + "/fifo.json"}, true, buf)
 	assert.Equal(t, "is a special file (socket, device or FIFO), not a regular file", vd.Reason)
-	vd, _ = o.readVolData("/link.json", true, buf)
+	vd, _ = o.readVolData("/link.json", at{unix.AT_FDCWD, root + "/link.json"}, true, buf)
 	assert.Equal(t, "is a symlink, not followed", vd.Reason)
 }
