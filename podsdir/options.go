@@ -23,7 +23,7 @@ type Options struct {
 	MaxVolDataSize int64  // 0 (or negative) means DefaultMaxVolDataSize
 	// Timeout bounds each filesystem call of Scan (a readdir, an lstat, a
 	// readlink, the read of one vol_data.json; 0 = 5s). A call that
-	// misses it is abandoned (within 9/8 of it, see bounded.Run), its path
+	// misses it is abandoned (within 17/16 of it, see bounded.Run), its path
 	// is a ProblemHung, and nothing at or below that path is touched again
 	// in the process.
 	Timeout time.Duration

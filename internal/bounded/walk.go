@@ -9,17 +9,18 @@ import (
 )
 
 // Walker is one goroutine of Run. Its calls (Do) run on it directly: a
-// call costs two uncontended locks and a clock read, where Call costs a
-// goroutine, a channel and a timer. One watchdog per Run looks at the
-// calls in progress instead. Lock order: group.mu before Walker.mu.
+// call costs two uncontended locks, where Call costs a goroutine, a
+// channel and a timer. One watchdog per Run looks at the calls in progress
+// instead. Lock order: group.mu before Walker.mu.
 type Walker struct {
 	g *group
 
 	mu        sync.Mutex
-	path      string    // of the call in progress
-	since     time.Time // when it began; zero: no call in progress
-	job       int       // the job the walker runs
-	abandoned bool      // given up by the watchdog: the walker never returns into its job
+	path      string // of the call in progress
+	busy      bool   // a call is in progress
+	since     int64  // the watchdog's tick when it began (no clock read per call)
+	job       int    // the job the walker runs
+	abandoned bool   // given up by the watchdog: the walker never returns into its job
 }
 
 // group is the state of one Run.
@@ -36,8 +37,14 @@ type group struct {
 	live    []*Walker
 	done    chan struct{} // closed when no live walker is left
 
-	stopped atomic.Bool // ctx is done: no call begins any more
+	stopped atomic.Bool  // ctx is done: no call begins any more
+	ticks   atomic.Int64 // the watchdog's ticks so far
 }
+
+// watchTicks is how many ticks of the watchdog a deadline lasts: a call is
+// abandoned at the first tick at least timeout after it began, which is
+// within timeout*(watchTicks+1)/watchTicks of its start.
+const watchTicks = 16
 
 // Run runs job(w, i) for every i in [0, n) on up to workers goroutines,
 // the walkers, and returns once every job has returned; or, when ctx is
@@ -54,9 +61,10 @@ type group struct {
 // runtime.Goexit (deferred calls run). So a job must publish what it found
 // only at its end, and expect to be started more than once.
 //
-// The watchdog looks every timeout/8, so a call is abandoned after
-// timeout to 9/8 timeout. When ctx is done it abandons every call in
-// progress at once, without marking their paths hung for good, as Call does.
+// The watchdog looks every timeout/16, so a call is abandoned after
+// timeout to 17/16 timeout (more when the watchdog's ticks come late, on a
+// loaded machine). When ctx is done it abandons every call in progress at
+// once, without marking their paths hung for good, as Call does.
 func Run(ctx context.Context, n, workers int, timeout time.Duration, job func(w *Walker, i int)) error {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -109,7 +117,7 @@ func (w *Walker) begin(path string) error {
 	if w.g.stopped.Load() || w.g.ctx.Err() != nil {
 		return w.g.ctx.Err()
 	}
-	w.path, w.since = path, time.Now()
+	w.path, w.busy, w.since = path, true, w.g.ticks.Load()
 	return nil
 }
 
@@ -117,7 +125,7 @@ func (w *Walker) begin(path string) error {
 func (w *Walker) end() {
 	w.mu.Lock()
 	abandoned, path := w.abandoned, w.path
-	w.since = time.Time{}
+	w.busy = false
 	w.mu.Unlock()
 	if abandoned {
 		release(path)
@@ -189,10 +197,10 @@ func (g *group) forgetLocked(w *Walker) {
 	}
 }
 
-// watch abandons the calls past their deadline, every timeout/8, and all
+// watch abandons the calls past their deadline, every timeout/16, and all
 // calls in progress once ctx is done, until stop is closed.
 func (g *group) watch(stop <-chan struct{}) {
-	t := time.NewTicker(max(g.timeout/8, time.Millisecond))
+	t := time.NewTicker(max(g.timeout/watchTicks, time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
@@ -201,21 +209,22 @@ func (g *group) watch(stop <-chan struct{}) {
 		case <-g.ctx.Done():
 			g.stopAll()
 			return
-		case now := <-t.C:
-			g.abandonOverdue(now)
+		case <-t.C:
+			g.abandonOverdue(g.ticks.Add(1))
 		}
 	}
 }
 
-// abandonOverdue gives up every walker whose call began timeout or more
-// before now: its path is hung for good, its job is started again on a
-// new walker.
-func (g *group) abandonOverdue(now time.Time) {
+// abandonOverdue gives up every walker whose call began at least timeout
+// before this tick (a call that began at tick k began after it, so it is
+// overdue from tick k+watchTicks+1 on): its path is hung for good, its job
+// is started again on a new walker.
+func (g *group) abandonOverdue(tick int64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, w := range append([]*Walker(nil), g.live...) {
 		w.mu.Lock()
-		overdue := !w.since.IsZero() && now.Sub(w.since) >= g.timeout
+		overdue := w.busy && tick-w.since > watchTicks
 		if overdue {
 			w.abandoned = true
 			hold(w.path, g.timeout, true)
@@ -237,7 +246,7 @@ func (g *group) stopAll() {
 	defer g.mu.Unlock()
 	for _, w := range append([]*Walker(nil), g.live...) {
 		w.mu.Lock()
-		busy := !w.since.IsZero()
+		busy := w.busy
 		if busy {
 			w.abandoned = true
 			hold(w.path, g.timeout, false)
