@@ -56,6 +56,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./mountscan
 	$(GO) test -run '^$$' -fuzz '^FuzzUnescape$$' -fuzztime $(FUZZTIME) ./mountscan
 	$(GO) test -run '^$$' -fuzz '^FuzzReadVolData$$' -fuzztime $(FUZZTIME) ./podsdir
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodePlainVolData$$' -fuzztime $(FUZZTIME) ./podsdir
 	$(GO) test -run '^$$' -fuzz '^FuzzScanTree$$' -fuzztime $(FUZZTIME) ./cleanup
 
 ## e2e: the end-to-end suite against a real kubelet, API server, containerd and

@@ -56,9 +56,10 @@ func (s *scanner) scanFSStagingDir(dir string, layout Layout, driver, name strin
 		Driver: driver,
 		Name:   name,
 		Dir:    dir,
-		Path:   filepath.Join(dir, csiGlobalMountDir),
+		Path:   childPath(dir, csiGlobalMountDir),
 	}
 	entries, _ := s.list(dir, "")
+	regular := false
 	for _, d := range entries {
 		switch d.Name() {
 		case csiGlobalMountDir:
@@ -67,11 +68,12 @@ func (s *scanner) scanFSStagingDir(dir string, layout Layout, driver, name strin
 			s.expectDir(sd.Path, "", sd.Type) // a staging target is a dir; anything else is reported
 		case volDataFile:
 			// Read below, also when the listing failed.
+			regular = entryType(d) == TypeFile
 		default:
-			s.problem(ProblemUnexpected, filepath.Join(dir, d.Name()), "", "unexpected %s in CSI staging dir", describeType(entryType(d)))
+			s.problem(ProblemUnexpected, childPath(dir, d.name), "", "unexpected %s in CSI staging dir", describeType(entryType(d)))
 		}
 	}
-	sd.VolData = s.readVolData(filepath.Join(dir, volDataFile), "")
+	sd.VolData = s.readVolData(childPath(dir, volDataFile), "", regular)
 	s.inv.Staging = append(s.inv.Staging, sd)
 }
 
@@ -95,7 +97,7 @@ func (s *scanner) scanBlockDir(dir string) {
 		if bs, ok := specs[name]; ok {
 			return bs
 		}
-		bs := &BlockSpec{SpecName: name, Dir: filepath.Join(dir, name)}
+		bs := &BlockSpec{SpecName: name, Dir: childPath(dir, name)}
 		specs[name] = bs
 		return bs
 	}
@@ -119,7 +121,7 @@ func (s *scanner) scanBlockDir(dir string) {
 		// volume's identity.
 		bs.VolData = VolData{State: VolDataMissing, Path: filepath.Join(bs.Dir, blockDataDir, volDataFile)}
 		if hasData[bs.SpecName] {
-			bs.VolData = s.readVolData(bs.VolData.Path, "")
+			bs.VolData = s.readVolData(bs.VolData.Path, "", false) // data/ is not listed
 		}
 		s.inv.BlockSpecs = append(s.inv.BlockSpecs, *bs)
 		if bs.Staging == nil && !hasData[bs.SpecName] {
@@ -151,7 +153,7 @@ func (s *scanner) scanBlockPublish(dir string, spec func(string) *BlockSpec) {
 			bs.LegacyPublish = &e
 			continue
 		}
-		p := filepath.Join(dir, c.Name())
+		p := childPath(dir, c.name)
 		files, _ := s.list(p, "")
 		for _, f := range files {
 			bs.Publish = append(bs.Publish, s.entry(p, "", f))
@@ -164,7 +166,7 @@ func (s *scanner) scanBlockPublish(dir string, spec func(string) *BlockSpec) {
 func (s *scanner) scanBlockSpecDir(bs *BlockSpec) (hasData bool) {
 	children, _ := s.list(bs.Dir, "")
 	for _, c := range children {
-		p := filepath.Join(bs.Dir, c.Name())
+		p := childPath(bs.Dir, c.name)
 		switch c.Name() {
 		case blockMapDir:
 			if !s.expectDir(p, "", entryType(c)) {

@@ -31,7 +31,13 @@
 //     readdir's d_type. A hung NFS or FUSE mount therefore cannot block a
 //     scan (but see the DT_UNKNOWN note on scanner.list). CSI Filesystem
 //     volume dirs are listed, as they are not mount points (their child
-//     "mount" is); vol_data.json files are lstat'ed and read.
+//     "mount" is); vol_data.json files are read (lstat'ed first unless
+//     their dir's listing showed a regular file; the fstat after the
+//     O_NOFOLLOW|O_NONBLOCK open checks again either way).
+//   - Every filesystem call is bounded by Options.Timeout: the pod dirs and
+//     the CSI dir are walked as jobs of internal/bounded.Run, whose calls
+//     run on the walker under one watchdog; a job whose call hangs is
+//     walked again on another walker, past the hung path.
 //   - Pod dirs must be named like a pod UID: an 8-4-4-4-12 hex UUID in
 //     either case, or 32 hex digits (static pods). Other names are
 //     ProblemInvalidPodUID, and scanned all the same (the kubelet

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 
 	"k8s.io/klog/v2"
@@ -49,10 +48,11 @@ func IsPodUID(name string) bool { return podUIDPattern.MatchString(name) }
 // everything else that is wrong becomes a Problem and the scan goes on.
 // A cancelled ctx stops the scan between pods and returns ctx.Err().
 func Scan(ctx context.Context, opts Options) (*Inventory, error) {
-	return scan(ctx, opts, os.ReadDir)
+	return scan(ctx, opts, nil)
 }
 
-// scanner holds the state of one Scan. readDir is os.ReadDir except in tests.
+// scanner holds the state of one Scan. readDir is nil (readDirents)
+// except in tests.
 type scanner struct {
 	ctx     context.Context
 	opts    Options
@@ -62,6 +62,10 @@ type scanner struct {
 	// hungSeen holds the host paths of the blocked calls this scan has
 	// reported, so that what lies below one is not reported again.
 	hungSeen map[string]bool
+	// walker, when set, makes the calls of a job of walk (bounded.Do).
+	walker *bounded.Walker
+	// dirs are the dirs a job keeps open for the calls below them.
+	dirs dirStack
 }
 
 func scan(ctx context.Context, opts Options, readDir func(string) ([]fs.DirEntry, error)) (*Inventory, error) {
@@ -79,19 +83,11 @@ func scan(ctx context.Context, opts Options, readDir func(string) ([]fs.DirEntry
 	s.inv.PluginsDir, pluginsOK = s.resolveTopDir(pluginsDirName)
 	s.inv.CSIDir = filepath.Join(s.inv.PluginsDir, "kubernetes.io", "csi")
 
-	// The CSI dir is walked while the pod dirs are.
-	csi := s.fork()
-	var wg sync.WaitGroup
-	if pluginsOK {
-		wg.Go(csi.scanCSI)
-	}
-	var podsErr error
+	var pods []Pod
 	if podsOK {
-		podsErr = s.scanPods(ctx)
+		pods = s.listPods()
 	}
-	wg.Wait()
-	s.merge(csi)
-	if err := cmp.Or(podsErr, ctx.Err()); err != nil {
+	if err := cmp.Or(s.walk(ctx, pluginsOK, pods), ctx.Err()); err != nil {
 		return nil, err
 	}
 	s.sort()
@@ -148,20 +144,37 @@ func (s *scanner) resolveTopDir(name string) (string, bool) {
 	return r.path, true
 }
 
-// list returns the entries of the directory at host path dir, sorted by
-// name, or nil. A read error becomes ProblemUnreadable; entries read before
-// the error are still returned. ok is false when an error occurred.
+// list returns the entries of the directory at host path dir, in no
+// particular order (the final sort decides), or nil. A read error becomes
+// ProblemUnreadable; entries read before the error are still returned. ok
+// is false when an error occurred.
 //
-// os.ReadDir takes each entry's type from readdir's d_type and does not
+// readDirents takes each entry's type from readdir's d_type and does not
 // stat children, so listing the parent of a possible mount point never
 // touches the mount. Exception: on a filesystem that reports DT_UNKNOWN
-// (rare for the kubelet's root: e.g. XFS without ftype), Go lstat's every
-// child while listing, and lstat of a hung NFS/FUSE mount's root can block.
-// Avoiding that would need a raw getdents parser; we accept the risk.
-func (s *scanner) list(dir, podUID string) (entries []fs.DirEntry, ok bool) {
+// (rare for the kubelet's root: e.g. XFS without ftype), the child is
+// lstat'ed to learn its type, and lstat of a hung NFS/FUSE mount's root can
+// block: the deadline of the listing bounds it; we accept that risk.
+func (s *scanner) list(dir, podUID string) (entries []dirent, ok bool) {
 	hp := s.opts.HostPath(dir)
-	entries, err := bounded.Call(s.ctx, hp, s.opts.Timeout, func() ([]fs.DirEntry, error) { return s.readDir(hp) })
+	a := s.enter(hp)
+	type listing struct {
+		fd      int
+		entries []dirent
+	}
+	// A job keeps the dir open for what lies below it (see dirStack).
+	keep := s.walker != nil
+	l, err := call(s, hp, func() (listing, error) {
+		if s.readDir != nil {
+			es, err := s.readDir(hp)
+			return listing{-1, direntsOf(es)}, err
+		}
+		fd, entries, err := readDirents(hp, a, keep)
+		return listing{fd, entries}, err
+	})
+	entries = l.entries
 	if err == nil {
+		s.dirs.push(hp, l.fd)
 		return entries, true
 	}
 	if s.hung(dir, podUID, err) {
@@ -181,7 +194,7 @@ func (s *scanner) list(dir, podUID string) (entries []fs.DirEntry, ok bool) {
 // cannot be mount points.
 func (s *scanner) lookupDir(p string) bool {
 	hp := s.opts.HostPath(p)
-	fi, err := bounded.Call(s.ctx, hp, s.opts.Timeout, func() (fs.FileInfo, error) { return os.Lstat(hp) })
+	fi, err := call(s, hp, func() (fs.FileInfo, error) { return os.Lstat(hp) })
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return false
@@ -213,7 +226,7 @@ func (s *scanner) expectDir(p, podUID string, t EntryType) bool {
 func (s *scanner) eachSubdir(dir, podUID string, fn func(name, p string)) {
 	entries, _ := s.list(dir, podUID)
 	for _, d := range entries {
-		p := filepath.Join(dir, d.Name())
+		p := childPath(dir, d.name)
 		if s.expectDir(p, podUID, entryType(d)) {
 			fn(d.Name(), p)
 		}
@@ -221,8 +234,8 @@ func (s *scanner) eachSubdir(dir, podUID string, fn func(name, p string)) {
 }
 
 // entry describes child d of dir, reading a symlink's target without following it.
-func (s *scanner) entry(dir, podUID string, d fs.DirEntry) Entry {
-	e := Entry{Name: d.Name(), Path: filepath.Join(dir, d.Name()), Type: entryType(d)}
+func (s *scanner) entry(dir, podUID string, d dirent) Entry {
+	e := Entry{Name: d.Name(), Path: childPath(dir, d.name), Type: entryType(d)}
 	if e.Type == TypeSymlink {
 		e.LinkTarget = s.readlink(e.Path, podUID)
 	}
@@ -231,7 +244,7 @@ func (s *scanner) entry(dir, podUID string, d fs.DirEntry) Entry {
 
 func (s *scanner) readlink(p, podUID string) string {
 	hp := s.opts.HostPath(p)
-	target, err := bounded.Call(s.ctx, hp, s.opts.Timeout, func() (string, error) { return os.Readlink(hp) })
+	target, err := call(s, hp, func() (string, error) { return os.Readlink(hp) })
 	if s.hung(p, podUID, err) {
 		return ""
 	}
@@ -243,20 +256,42 @@ func (s *scanner) readlink(p, podUID string) string {
 
 // resolve is Options.resolve, bounded as one call.
 func (s *scanner) resolve(p string) (resolved, error) {
-	return bounded.Call(s.ctx, s.opts.HostPath(p), s.opts.Timeout, func() (resolved, error) { return s.opts.resolve(p) })
+	return call(s, s.opts.HostPath(p), func() (resolved, error) { return s.opts.resolve(p) })
+}
+
+// call runs fn, which accesses host path hp, bounded by the deadline: on
+// the scanner's walker when it has one (bounded.Do), else in a goroutine
+// of its own (bounded.Call).
+func call[T any](s *scanner, hp string, fn func() (T, error)) (T, error) {
+	if s.walker != nil {
+		return bounded.Do(s.walker, hp, fn)
+	}
+	return bounded.Call(s.ctx, hp, s.opts.Timeout, fn)
 }
 
 // readVolData is Options.ReadVolData, bounded. One that hung is Corrupt
-// with a reason that says so, and a ProblemHung names the path.
-func (s *scanner) readVolData(p, podUID string) VolData {
+// with a reason that says so, and a ProblemHung names the path. regular:
+// the parent's listing showed a regular file (see Options.readVolData).
+func (s *scanner) readVolData(p, podUID string, regular bool) VolData {
 	hp := s.opts.HostPath(p)
-	vd, err := bounded.Call(s.ctx, hp, s.opts.Timeout, func() (VolData, error) { return s.opts.ReadVolData(p), nil })
+	a := s.enter(hp)
+	vd, err := call(s, hp, func() (VolData, error) {
+		// A call abandoned on its deadline keeps the buffer it took.
+		buf := volDataBufs.Get().(*[]byte)
+		vd, b := s.opts.readVolData(p, a, regular, *buf)
+		*buf = b
+		volDataBufs.Put(buf)
+		return vd, nil
+	})
 	if err != nil {
 		s.hung(p, podUID, err)
 		return corruptVolData(VolData{Path: p}, "not read: "+errText(err))
 	}
 	return vd
 }
+
+// volDataBufs holds the read buffers of vol_data.json files, for the next.
+var volDataBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // hung records a ProblemHung when err says that a call on host path p
 // hung (or was not made because a call above p still hangs), or that the
@@ -292,14 +327,14 @@ func (s *scanner) problem(kind ProblemKind, p, podUID, format string, args ...an
 	s.inv.Problems = append(s.inv.Problems, Problem{Kind: kind, Path: p, PodUID: podUID, Message: msg})
 }
 
-// scanPods scans every entry of the pods dir: the pod dirs in parallel
-// (see scanParallel), anything else right away.
-func (s *scanner) scanPods(ctx context.Context) error {
+// listPods lists the pods dir: the pod dirs to walk; any other entry is a
+// Problem.
+func (s *scanner) listPods() []Pod {
 	dir := s.inv.PodsDir
 	entries, _ := s.list(dir, "")
 	var pods []Pod
 	for _, d := range entries {
-		name, p, t := d.Name(), filepath.Join(dir, d.Name()), entryType(d)
+		name, p, t := d.Name(), childPath(dir, d.name), entryType(d)
 		uid := ""
 		if IsPodUID(name) {
 			uid = name
@@ -320,39 +355,48 @@ func (s *scanner) scanPods(ctx context.Context) error {
 			pods = append(pods, Pod{UID: uid, Path: p})
 		}
 	}
-	s.scanParallel(ctx, len(pods), func(sub *scanner, i int) { pods[i] = sub.scanPod(pods[i].UID, pods[i].Path) })
+	return pods
+}
+
+// walk walks the CSI dir (if csi) and every pod dir, each a job of
+// bounded.Run on opts.workers() walkers, whose calls are made on the walker
+// itself under one watchdog. Each run of a job has a scanner of its own,
+// kept only if the run finishes: a run abandoned in a hung call publishes
+// nothing, and its job starts again (see bounded.Run), where the hung path
+// is a ProblemHung at once. The scanners are merged into s in job order;
+// the final sort makes the outcome independent of the order. Listing is
+// mostly system-call time, so even on two cores a few walkers at once beat
+// one. It stops starting jobs once ctx is done.
+func (s *scanner) walk(ctx context.Context, csi bool, pods []Pod) error {
+	first := 0
+	if csi {
+		first = 1
+	}
+	runs := make([]*scanner, first+len(pods))
+	err := bounded.Run(ctx, len(runs), s.opts.workers(), s.opts.Timeout, func(w *bounded.Walker, i int) {
+		sub := s.fork(w)
+		if i < first {
+			sub.scanCSI()
+		} else {
+			pod := &pods[i-first]
+			*pod = sub.scanPod(pod.UID, pod.Path)
+		}
+		sub.closeDirs()
+		runs[i] = sub
+	})
+	for _, sub := range runs {
+		if sub != nil {
+			s.merge(sub)
+		}
+	}
 	s.inv.Pods = append(s.inv.Pods, pods...)
-	return ctx.Err()
+	return err
 }
 
-// scanParallel runs job(sub, i) for i in [0, n), on up to opts.workers()
-// goroutines, each with a scanner of its own (sub) whose findings are
-// merged into s at the end; the final sort makes the outcome independent
-// of the order. Listing is mostly system-call time, so even on two cores
-// a few walkers at once beat one. It stops starting jobs once ctx is done.
-func (s *scanner) scanParallel(ctx context.Context, n int, job func(sub *scanner, i int)) {
-	workers := min(n, s.opts.workers())
-	subs := make([]*scanner, workers)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := range subs {
-		subs[w] = s.fork()
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < n && ctx.Err() == nil; i = int(next.Add(1) - 1) {
-				job(subs[w], i)
-			}
-		})
-	}
-	wg.Wait()
-	for _, sub := range subs {
-		s.merge(sub)
-	}
-}
-
-// fork returns a scanner for another goroutine: same options, an
-// inventory of its own.
-func (s *scanner) fork() *scanner {
-	return &scanner{ctx: s.ctx, opts: s.opts, log: s.log, readDir: s.readDir, inv: &Inventory{
+// fork returns a scanner for one job of walk, on walker w: same options,
+// an inventory of its own.
+func (s *scanner) fork(w *bounded.Walker) *scanner {
+	return &scanner{ctx: s.ctx, opts: s.opts, log: s.log, readDir: s.readDir, walker: w, inv: &Inventory{
 		RootDir: s.inv.RootDir, ResolvedRootDir: s.inv.ResolvedRootDir, PodsDir: s.inv.PodsDir,
 		PluginsDir: s.inv.PluginsDir, CSIDir: s.inv.CSIDir,
 	}}
@@ -370,7 +414,7 @@ func (s *scanner) scanPod(uid, dir string) Pod {
 	pod := Pod{UID: uid, Path: dir}
 	entries, _ := s.list(dir, uid)
 	for _, d := range entries {
-		p, t := filepath.Join(dir, d.Name()), entryType(d)
+		p, t := childPath(dir, d.name), entryType(d)
 		switch d.Name() {
 		case podVolumesDirName:
 			if s.expectDir(p, uid, t) {
@@ -407,7 +451,7 @@ func (s *scanner) scanPodVolumes(pod *Pod, treeDir string, mode Mode) {
 				Plugin:        plugin,
 				EscapedPlugin: escaped,
 				Mode:          mode,
-				Path:          filepath.Join(pluginDir, vd.Name()),
+				Path:          childPath(pluginDir, vd.name),
 				Type:          entryType(vd),
 			}
 			if mode == Filesystem {
@@ -436,6 +480,7 @@ func (s *scanner) scanPodVolumes(pod *Pod, treeDir string, mode Mode) {
 // type only, never stat'ed or opened.
 func (s *scanner) scanCSIVolumeDir(v *Volume) {
 	children, _ := s.list(v.Path, v.PodUID)
+	regular := false
 	for _, c := range children {
 		switch c.Name() {
 		case csiMountDirName:
@@ -444,11 +489,12 @@ func (s *scanner) scanCSIVolumeDir(v *Volume) {
 			s.expectDir(e.Path, v.PodUID, e.Type) // a publish target is a dir; anything else is reported
 		case volDataFile:
 			// Read below, also when the listing failed.
+			regular = entryType(c) == TypeFile
 		default:
 			v.Extra = append(v.Extra, s.entry(v.Path, v.PodUID, c))
 		}
 	}
-	vd := s.readVolData(filepath.Join(v.Path, volDataFile), v.PodUID)
+	vd := s.readVolData(childPath(v.Path, volDataFile), v.PodUID, regular)
 	v.VolData = &vd
 }
 
@@ -461,14 +507,14 @@ func (s *scanner) scanSubpaths(pod *Pod, dir string) {
 			indexes, _ := s.list(ctrDir, pod.UID)
 			for _, id := range indexes {
 				if entryType(id) == TypeSymlink {
-					s.problem(ProblemSymlink, filepath.Join(ctrDir, id.Name()), pod.UID, "symlink where a subpath bind target belongs, not followed")
+					s.problem(ProblemSymlink, childPath(ctrDir, id.name), pod.UID, "symlink where a subpath bind target belongs, not followed")
 				}
 				pod.Subpaths = append(pod.Subpaths, Subpath{
 					PodUID:    pod.UID,
 					Volume:    volume,
 					Container: container,
 					Index:     id.Name(),
-					Path:      filepath.Join(ctrDir, id.Name()),
+					Path:      childPath(ctrDir, id.name),
 					Type:      entryType(id),
 				})
 			}
@@ -520,7 +566,7 @@ func (s *scanner) logSummary() {
 }
 
 // entryType is the type of d as readdir reported it (never followed).
-func entryType(d fs.DirEntry) EntryType { return EntryTypeOf(d.Type()) }
+func entryType(d dirent) EntryType { return d.typ }
 
 // EntryTypeOf maps a file mode (from readdir or lstat) to an EntryType.
 func EntryTypeOf(m fs.FileMode) EntryType {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 func TestReadVolData(t *testing.T) {
@@ -203,4 +204,72 @@ func TestPlainJSONString(t *testing.T) {
 		plain := !strings.ContainsAny(in[1:max(1, len(in)-1)], "\\\"é\t")
 		assert.Equal(t, plain && err == nil, ok, in)
 	}
+}
+
+// plainVolDataInputs are contents on either side of what the one-pass
+// decoder takes.
+var plainVolDataInputs = []string{
+	podVolData, stagingVolData, `{}`, ` { } `, `{"driverName":"d","volumeHandle":"h"}trailing`,
+	"{\n  \"driverName\" : \"d\",\r\n\t\"volumeHandle\":\"h\"\n}\n", `{"driverName":"a","driverName":""}`,
+	`{"driverName":"d","volumeHandle":"h","unknown":"x"}`, `{"Drivername":"d"}`,
+	// Not plain: the full decoder decides.
+	`{"driverName":"d","volumeHandle":"h","n":1}`, `{"driverName":"d\n"}`, `{"driverName":"d\u0041"}`, `{"driverName":"é"}`,
+	`{"driverName":"d",}`, `{"driverName":"d"`, `{"driverName":"d" "x"}`, `{"driverName":"d"]`, `{"driverName":"d",`,
+	`{"driverName"}`, `{"driverName":}`, `{,}`, `{"a":"b"} {`, "\xef\xbb\xbf{}", `[{}]`, `{"a":{"b":"c"}}`, `{"driverName":null}`,
+	`{"driverName":"x","driverName":7}`, `{"driverName":7,"driverName":"x"}`, `{"k\"":"v"}`, ``, ` `, `{`, `{"`,
+}
+
+// The one-pass decoder reads what it takes exactly as encoding/json does,
+// and takes the shape the kubelet writes.
+func TestDecodePlainVolDataAgrees(t *testing.T) {
+	for _, in := range plainVolDataInputs {
+		checkPlainVolData(t, []byte(in))
+	}
+	for _, in := range []string{podVolData, stagingVolData, `{}`, `{"driverName":"a","driverName":""}`, `{"a":"b"} {`} {
+		assert.True(t, decodePlainVolData(&VolData{}, []byte(in)), "plain: %q", in)
+	}
+	for _, in := range []string{`{"n":1}`, `{"driverName":"d",}`, `{"driverName":"é"}`, `{"a":"b"`, `[]`} {
+		assert.False(t, decodePlainVolData(&VolData{}, []byte(in)), "not plain: %q", in)
+	}
+}
+
+func FuzzDecodePlainVolData(f *testing.F) {
+	for _, in := range plainVolDataInputs {
+		f.Add([]byte(in))
+	}
+	f.Fuzz(checkPlainVolData)
+}
+
+func checkPlainVolData(t *testing.T, data []byte) {
+	full := decodeVolData(VolData{Path: "/p"}, data)
+	got := parseVolData(VolData{Path: "/p"}, data)
+	if got != full {
+		t.Fatalf("%q: one pass %+v, encoding/json %+v", data, got, full)
+	}
+}
+
+// The buffer handed to readVolData is reused, grown when a file needs it;
+// what it read is the file's, never what an earlier file left there.
+func TestReadVolDataReusesTheBuffer(t *testing.T) {
+	big := `{"driverName":"d","volumeHandle":"` + strings.Repeat("h", 3000) + `"}`
+	root := build(t, "f /big.json "+big, "f /small.json "+`{"driverName":"e","volumeHandle":"i"}`,
+		"f /empty.json ", "p /fifo.json", "l /link.json /small.json")
+	o := Options{HostRoot: root}
+	var buf []byte
+	var vd VolData
+	vd, buf = o.readVolData("/big.json", at{unix.AT_FDCWD, root + "/big.json"}, true, buf)
+	assert.Equal(t, strings.Repeat("h", 3000), vd.VolumeHandle)
+	require.GreaterOrEqual(t, cap(buf), len(big))
+	grown := &buf[:1][0]
+	vd, buf = o.readVolData("/small.json", at{unix.AT_FDCWD, root + "/small.json"}, true, buf)
+	assert.Equal(t, VolData{Path: "/small.json", State: VolDataOK, DriverName: "e", VolumeHandle: "i"}, vd)
+	assert.Same(t, grown, &buf[:1][0], "the buffer is reused")
+	vd, buf = o.readVolData("/empty.json", at{unix.AT_FDCWD, root + "/empty.json"}, true, buf)
+	assert.Equal(t, "empty file", vd.Reason)
+	// Listed as a regular file, swapped for a FIFO or a symlink since: the
+	// open neither blocks nor follows, and the fstat tells.
+	vd, buf = o.readVolData("/fifo.json", at{unix.AT_FDCWD, root + "/fifo.json"}, true, buf)
+	assert.Equal(t, "is a special file (socket, device or FIFO), not a regular file", vd.Reason)
+	vd, _ = o.readVolData("/link.json", at{unix.AT_FDCWD, root + "/link.json"}, true, buf)
+	assert.Equal(t, "is a symlink, not followed", vd.Reason)
 }

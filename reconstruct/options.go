@@ -66,9 +66,9 @@ type Options struct {
 	MaxVolDataSize int64
 	// FSTimeout bounds each filesystem call of the disk scan (a readdir,
 	// lstat or readlink, the read of one vol_data.json; 0 =
-	// DefaultProbeTimeout). A call that misses it is a HungMount: its pod
-	// stays Unknown, its volume Uncertain, and nothing at or below the path
-	// is touched again while the call is blocked.
+	// DefaultProbeTimeout). A call that misses it (by up to a sixteenth of
+	// it) is a HungMount: its pod stays Unknown, its volume Uncertain, and
+	// nothing at or below the path is touched again in the process.
 	FSTimeout time.Duration
 
 	// Probe stats every mounted path, each with ProbeTimeout, to find broken

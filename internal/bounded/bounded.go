@@ -10,6 +10,11 @@
 // once may hang again, and a process such as serve would otherwise pile up
 // blocked threads on it; restart the process to look again. The registry is
 // process-wide because the blocked threads are.
+//
+// Call pays a goroutine, a channel and a timer per call. A walk of many
+// paths uses Run instead: its calls (Do) run on the walking goroutine
+// itself, watched by one watchdog per Run, and a walker stuck in a call is
+// given up while its work goes on elsewhere.
 package bounded
 
 import (

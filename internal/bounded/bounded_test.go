@@ -22,9 +22,10 @@ func TestCallReturnsTheResult(t *testing.T) {
 // A call that hangs is abandoned; the path and what lies below it are then
 // hung without another call, until the blocked call returns.
 func TestCallHungPathIsNotTouchedAgain(t *testing.T) {
+	mnt := uniquePath("/hung/mnt") // hung for the process: a fresh one per run (-count)
 	unblock := make(chan struct{})
 	returned := make(chan struct{})
-	_, err := Call(t.Context(), "/hung/mnt", 20*time.Millisecond, func() (int, error) {
+	_, err := Call(t.Context(), mnt, 20*time.Millisecond, func() (int, error) {
 		<-unblock
 		defer close(returned)
 		return 1, nil
@@ -32,17 +33,17 @@ func TestCallHungPathIsNotTouchedAgain(t *testing.T) {
 	var he *HungError
 	require.ErrorAs(t, err, &he)
 	assert.ErrorIs(t, err, ErrHung)
-	assert.Equal(t, "/hung/mnt", he.Path)
-	assert.Equal(t, "/hung/mnt: did not return within 20ms (hung mount?)", err.Error())
+	assert.Equal(t, mnt, he.Path)
+	assert.Equal(t, mnt+": did not return within 20ms (hung mount?)", err.Error())
 
-	for _, p := range []string{"/hung/mnt", "/hung/mnt/dir/vol_data.json"} {
+	for _, p := range []string{mnt, mnt + "/dir/vol_data.json"} {
 		ran := false
 		_, err = Call(t.Context(), p, time.Minute, func() (int, error) { ran = true; return 0, nil })
 		require.ErrorAs(t, err, &he, p)
-		assert.Equal(t, "/hung/mnt", he.Blocker, p)
+		assert.Equal(t, mnt, he.Blocker, p)
 		assert.False(t, ran, "nothing more is sent into a hung mount: %s", p)
 	}
-	for _, p := range []string{"/hung", "/hung/mnt2", "/other"} {
+	for _, p := range []string{"/hung", mnt + "-sibling", "/other"} {
 		_, err = Call(t.Context(), p, time.Minute, func() (int, error) { return 0, nil })
 		assert.NoError(t, err, "%s is not below the hung path", p)
 	}
@@ -51,7 +52,7 @@ func TestCallHungPathIsNotTouchedAgain(t *testing.T) {
 	<-returned
 	time.Sleep(10 * time.Millisecond) // the abandoned goroutine has released it
 	ran := false
-	_, err = Call(t.Context(), "/hung/mnt", time.Minute, func() (int, error) { ran = true; return 2, nil })
+	_, err = Call(t.Context(), mnt, time.Minute, func() (int, error) { ran = true; return 2, nil })
 	require.ErrorAs(t, err, &he, "a path that hung once stays hung for the process")
 	assert.False(t, ran, "never touched again in this process")
 }
