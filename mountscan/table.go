@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 )
 
 // Table is an indexed mount table. It is immutable after construction and
@@ -18,6 +19,40 @@ type Table struct {
 	// built on first use: only SameSubtree and Refs need it.
 	subtreeOnce sync.Once
 	bySubtree   []int
+
+	// skipped counts the entries a scoped read left out (see Scope).
+	skipped int
+	// text are the blocks of memory that the strings of parsed entries
+	// view, sorted by address (see Holds).
+	text []textBlock
+}
+
+// textBlock is the address range of one block of a table's text. It holds
+// no pointer: the entries' strings keep the blocks alive.
+type textBlock struct{ lo, hi uintptr }
+
+func blockOf(b []byte) textBlock {
+	if cap(b) == 0 {
+		return textBlock{}
+	}
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return textBlock{lo, lo + uintptr(cap(b))}
+}
+
+// Holds reports whether s views the text the table was parsed from: a
+// string taken from a parsed entry shares that text, and holding it keeps
+// the whole block alive. A caller that keeps such strings long (a State
+// between scans) copies the ones Holds reports.
+func (t *Table) Holds(s string) bool {
+	if len(s) == 0 || len(t.text) == 0 {
+		return false
+	}
+	p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+	i, found := slices.BinarySearchFunc(t.text, p, func(b textBlock, p uintptr) int { return cmp.Compare(b.lo, p) })
+	if !found {
+		i--
+	}
+	return i >= 0 && p < t.text[i].hi
 }
 
 // NewTable indexes mounts that were already parsed, kept in the given order.
@@ -51,6 +86,10 @@ func (t *Table) collect(entries []pathEntry) []Mount {
 
 // Len returns the number of entries.
 func (t *Table) Len() int { return len(t.mounts) }
+
+// Skipped returns how many entries of the file a scoped read (see Scope)
+// left out: Len()+Skipped() is the number of entries in the file.
+func (t *Table) Skipped() int { return t.skipped }
 
 // Mounts returns all entries in file order. The caller must not modify it.
 func (t *Table) Mounts() []Mount { return t.mounts }

@@ -20,6 +20,9 @@ func (b *builder) buildGlobalMounts() {
 		g := b.globalMount(sd)
 		b.globals[g.Path] = g
 	}
+	if b.release {
+		b.inv.Staging = nil // no later step reads the staging dirs
+	}
 	b.addTableOnlyGlobalMounts()
 }
 

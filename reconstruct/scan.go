@@ -29,7 +29,9 @@ func Scan(ctx context.Context, opts Options) (*State, error) {
 		table.close()
 		return nil, fmt.Errorf("reconstruct: %w", err)
 	}
-	st, err := build(ctx, opts, inv, table.get)
+	st, err := build(ctx, opts, inv, func(ctx context.Context, scope *mountscan.Scope) (*mountscan.Table, error) {
+		return table.get(ctx, scope, inv)
+	}, true)
 	if err != nil {
 		return nil, fmt.Errorf("reconstruct: %w", err)
 	}
@@ -49,13 +51,15 @@ func Scan(ctx context.Context, opts Options) (*State, error) {
 // themselves may too.
 func Build(ctx context.Context, opts Options, inv *podsdir.Inventory) (*State, error) {
 	opts = opts.withDefaults()
-	return build(ctx, opts, inv, opts.readMountTable)
+	return build(ctx, opts, inv, opts.readMountTable, false)
 }
 
 // build is Build with the mount table from readTable, called after the
-// inventory was taken.
-func build(ctx context.Context, opts Options, inv *podsdir.Inventory, readTable func(context.Context) (*mountscan.Table, error)) (*State, error) {
-	table, tableErr := readTable(ctx)
+// inventory was taken, with the scope of the entries the join asks about.
+// With owned (Scan's own inventory, which nobody else sees) the join lets
+// each part of inv go once it has used it.
+func build(ctx context.Context, opts Options, inv *podsdir.Inventory, readTable func(context.Context, *mountscan.Scope) (*mountscan.Table, error), owned bool) (*State, error) {
+	table, tableErr := readTable(ctx, tableScope(inventoryDirs(inv), opts.RootDirAliases))
 	if tableErr == nil {
 		// A table handed in (ReadMountTable) is held to what a live one is.
 		if err := mountscan.CheckLive(table); err != nil {
@@ -70,6 +74,7 @@ func build(ctx context.Context, opts Options, inv *podsdir.Inventory, readTable 
 		table:     table,
 		globals:   map[string]*GlobalMount{},
 		published: map[string]bool{},
+		release:   owned,
 	}
 	b.consistent = tableErr == nil && table != nil
 	b.st = &State{
@@ -159,11 +164,15 @@ type builder struct {
 	rootFSOK, rootFSDone bool
 	// blockSpecs indexes inv.BlockSpecs by spec name, built on first use.
 	blockSpecs map[string]*podsdir.BlockSpec
+	// release: inv is the builder's own, and a part of it that no later
+	// step reads is dropped once used (the pods with their volumes, the
+	// staging dirs), so that it is not live while the State grows.
+	release bool
 }
 
 func (b *builder) noteMountTable(tableErr error) {
 	if b.consistent {
-		b.st.MountTable.Entries = b.table.Len()
+		b.st.MountTable.Entries = b.table.Len() + b.table.Skipped()
 		b.noteLimitation()
 		return
 	}
@@ -295,7 +304,7 @@ func (b *builder) buildPods() {
 	}
 	b.st.Pods = slices.Grow(b.st.Pods, len(b.inv.Pods)) // nil stays nil: no pods
 	b.st.Volumes = slices.Grow(b.st.Volumes, n)
-	for _, p := range b.inv.Pods {
+	for i, p := range b.inv.Pods {
 		pod := Pod{UID: p.UID, Path: p.Path, Status: PodUnknown, VolumeCount: len(p.Volumes)}
 		if b.consistent {
 			pod.MountPoints = b.podMountPoints(p.Path)
@@ -304,6 +313,12 @@ func (b *builder) buildPods() {
 		for _, v := range p.Volumes {
 			b.st.Volumes = append(b.st.Volumes, b.volume(v))
 		}
+		if b.release {
+			b.inv.Pods[i] = podsdir.Pod{} // no later step reads the pods
+		}
+	}
+	if b.release {
+		b.inv.Pods = nil
 	}
 }
 
