@@ -34,6 +34,18 @@ func inScope(ms []Mount, s *Scope) []Mount {
 	return out
 }
 
+// mountPointsOf lists the mount points of entries, each once where its
+// entries follow each other.
+func mountPointsOf(ms []Mount) []string {
+	var out []string
+	for _, m := range ms {
+		if len(out) == 0 || out[len(out)-1] != m.MountPoint {
+			out = append(out, m.MountPoint)
+		}
+	}
+	return out
+}
+
 // TestScopedAnswersAsWhole: within its scope a scoped table answers every
 // query as the whole table does, and it holds nothing outside it.
 func TestScopedAnswersAsWhole(t *testing.T) {
@@ -61,7 +73,9 @@ func TestScopedAnswersAsWhole(t *testing.T) {
 		assert.Equal(t, whole.IsMountPoint(q), scoped.IsMountPoint(q), "IsMountPoint %s", q)
 		if scope.Covers(q) {
 			assert.Equal(t, whole.AtOrBelow(q), scoped.AtOrBelow(q), "AtOrBelow %s", q)
+			assert.Equal(t, whole.MountPointsAtOrBelow(q), scoped.MountPointsAtOrBelow(q), "MountPointsAtOrBelow %s", q)
 		}
+		assert.Equal(t, mountPointsOf(whole.AtOrBelow(q)), whole.MountPointsAtOrBelow(q), "MountPointsAtOrBelow %s", q)
 		wm, wok := whole.Containing(q)
 		sm, sok := scoped.Containing(q)
 		assert.Equal(t, wok, sok, "Containing %s", q)

@@ -43,16 +43,26 @@ func blockOf(b []byte) textBlock {
 // string taken from a parsed entry shares that text, and holding it keeps
 // the whole block alive. A caller that keeps such strings long (a State
 // between scans) copies the ones Holds reports.
-func (t *Table) Holds(s string) bool {
-	if len(s) == 0 || len(t.text) == 0 {
+func (t *Table) Holds(s string) bool { return t.Text().Holds(s) }
+
+// Text is the address ranges of a table's text, for Holds. It keeps none
+// of it alive: a caller can let the table go and still ask.
+type Text struct{ blocks []textBlock }
+
+// Text returns the ranges of the table's text.
+func (t *Table) Text() Text { return Text{t.text} }
+
+// Holds is Table.Holds.
+func (x Text) Holds(s string) bool {
+	if len(s) == 0 || len(x.blocks) == 0 {
 		return false
 	}
 	p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
-	i, found := slices.BinarySearchFunc(t.text, p, func(b textBlock, p uintptr) int { return cmp.Compare(b.lo, p) })
+	i, found := slices.BinarySearchFunc(x.blocks, p, func(b textBlock, p uintptr) int { return cmp.Compare(b.lo, p) })
 	if !found {
 		i--
 	}
-	return i >= 0 && p < t.text[i].hi
+	return i >= 0 && p < x.blocks[i].hi
 }
 
 // NewTable indexes mounts that were already parsed, kept in the given order.
@@ -111,6 +121,20 @@ func (t *Table) IsMountPoint(path string) bool {
 // comes before its contents), then by file order.
 func (t *Table) AtOrBelow(path string) []Mount {
 	return t.collect(t.byPath.atOrBelow(queryKey(path)))
+}
+
+// MountPointsAtOrBelow returns the mount points of AtOrBelow(path), in its
+// order, each once where its entries follow each other (stacked mounts),
+// without copying the entries: a caller that needs only the paths under a
+// dir of thousands of mounts allocates a string slice, not the entries.
+func (t *Table) MountPointsAtOrBelow(path string) []string {
+	var out []string
+	for _, e := range t.byPath.atOrBelow(queryKey(path)) {
+		if mp := t.mounts[e.idx].MountPoint; len(out) == 0 || out[len(out)-1] != mp {
+			out = append(out, mp)
+		}
+	}
+	return out
 }
 
 // Containing returns the entry for the filesystem that holds path: among the

@@ -17,33 +17,46 @@ import (
 // from the table too.
 //
 // The State's other strings (from the inventory, or built by the join) are
-// its own already and stay as they are, but for the reasons: the join
-// builds one per volume, and a few texts repeat over thousands of volumes,
-// so equal reasons share one string. Interning every string instead would
-// need a map of every distinct one (~10 MB at 10,000 volumes) at the very
-// moment the State, the table and what is left of the inventory are live.
+// its own already and stay as they are, but for the fields of internedFields:
+// the join builds them per volume (a reason, a checked path) or takes
+// them from the inventory, where the same text is another string (the
+// driver, node and plugin of every volume, a path that is also a mount
+// point): equal ones share one string, ~2 MB of 12 at 10,000 volumes.
+// Interning every string instead would need a map of every distinct one
+// (~10 MB at 10,000 volumes).
 func (b *builder) detach() {
-	if b.table == nil {
-		return
-	}
-	d := detacher{table: b.table, interned: map[string]string{}}
+	d := detacher{text: b.text, interned: map[string]string{}}
 	d.value(reflect.ValueOf(b.st).Elem(), false)
 }
 
+// dropTable lets the table and the indexes built on it go before the
+// State is sorted and detached, keeping only where the table's text lies:
+// the strings the State took from it keep only their blocks of it alive.
+func (b *builder) dropTable() {
+	if b.table != nil {
+		b.text = b.table.Text()
+	}
+	b.table, b.mounts, b.subtrees, b.rootFS = nil, nil, nil, mountscan.Mount{}
+}
+
 type detacher struct {
-	table    *mountscan.Table
+	text     mountscan.Text
 	interned map[string]string
 }
 
-// reasonField is the field whose equal values detach makes share a string.
-const reasonField = "Reason"
+// internedFields are the string fields (and string slices) whose equal
+// values detach makes share one string.
+var internedFields = map[string]bool{
+	"Reason": true, "Path": true, "CheckedPath": true, "Plugin": true, "DriverName": true, "NodeName": true,
+	"SpecVolID": true, "VolumeHandle": true, "SpecName": true, "Name": true, "UniqueName": true, "VolumesInUse": true,
+}
 
-func (d *detacher) value(v reflect.Value, reason bool) {
+func (d *detacher) value(v reflect.Value, intern bool) {
 	switch v.Kind() {
 	case reflect.String:
 		s := v.String()
-		held := d.table.Holds(s)
-		if !v.CanSet() || s == "" || !held && !reason {
+		held := d.text.Holds(s)
+		if !v.CanSet() || s == "" || !held && !intern {
 			return
 		}
 		c, ok := d.interned[s]
@@ -59,7 +72,7 @@ func (d *detacher) value(v reflect.Value, reason bool) {
 		t := v.Type()
 		for i := range v.NumField() {
 			if f := t.Field(i); f.IsExported() {
-				d.value(v.Field(i), f.Name == reasonField)
+				d.value(v.Field(i), internedFields[f.Name])
 			}
 		}
 	case reflect.Pointer:
@@ -67,8 +80,9 @@ func (d *detacher) value(v reflect.Value, reason bool) {
 			d.value(v.Elem(), false)
 		}
 	case reflect.Slice:
+		elemIntern := intern && v.Type().Elem().Kind() == reflect.String
 		for i := range v.Len() {
-			d.value(v.Index(i), false)
+			d.value(v.Index(i), elemIntern)
 		}
 	}
 }

@@ -169,7 +169,9 @@ func (e *earlyTable) get(ctx context.Context, scope *mountscan.Scope, inv *podsd
 		e.table = nil // let it go before the next read
 		return e.w.ReadScoped(ctx, e.opts.MaxReadAttempts, scope)
 	}
-	return e.table, nil
+	table := e.table
+	e.table = nil // the join lets it go before it ends
+	return table, nil
 }
 
 // close waits for the read and closes the watched file.

@@ -114,8 +114,9 @@ var buildSteps = []struct {
 	{"orphans, once statuses and mounts are known", always((*builder).noteOrphans)},
 	{"loop devices on block map files, once pod statuses are known", always((*builder).scanLoopDevices)},
 	{"volumesInUse, from the final volume states", always((*builder).collectVolumesInUse)},
+	{"let the mount table go: no later step asks it", always((*builder).dropTable)},
 	{"sort every list", always(func(b *builder) { b.st.sort() })},
-	{"let the mount table go: the State's strings become its own", always((*builder).detach)},
+	{"the State's strings become its own", always((*builder).detach)},
 }
 
 func always(step func(*builder)) func(*builder) error {
@@ -164,6 +165,9 @@ type builder struct {
 	rootFSOK, rootFSDone bool
 	// blockSpecs indexes inv.BlockSpecs by spec name, built on first use.
 	blockSpecs map[string]*podsdir.BlockSpec
+	// text is what remains of the table once it is let go (dropTable):
+	// where its text lies, for detach.
+	text mountscan.Text
 	// release: inv is the builder's own, and a part of it that no later
 	// step reads is dropped once used (the pods with their volumes, the
 	// staging dirs), so that it is not live while the State grows.
@@ -249,9 +253,9 @@ func AliasPaths(resolvedRoot string, aliases []string, path string) []string {
 // below its alias paths: a volume a driver mounted under an alias of the
 // root is the pod's mount as much as one under the root.
 func (b *builder) podMountPoints(dir string) []string {
-	mps := uniqueMountPoints(b.table.AtOrBelow(dir))
+	mps := b.table.MountPointsAtOrBelow(dir)
 	for _, alias := range AliasPaths(b.inv.ResolvedRootDir, b.opts.RootDirAliases, dir) {
-		mps = append(mps, uniqueMountPoints(b.table.AtOrBelow(alias))...)
+		mps = append(mps, b.table.MountPointsAtOrBelow(alias)...)
 	}
 	slices.Sort(mps)
 	return slices.Compact(mps)
@@ -320,16 +324,6 @@ func (b *builder) buildPods() {
 	if b.release {
 		b.inv.Pods = nil
 	}
-}
-
-func uniqueMountPoints(mounts []mountscan.Mount) []string {
-	var out []string
-	for _, m := range mounts {
-		if len(out) == 0 || out[len(out)-1] != m.MountPoint {
-			out = append(out, m.MountPoint)
-		}
-	}
-	return out
 }
 
 // podUIDFromPath returns the pod UID of a path under the pods dir.

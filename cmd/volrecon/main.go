@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"syscall"
 )
@@ -27,6 +28,9 @@ const (
 const defaultMemoryLimit = 48 << 20
 
 func main() {
+	// Nothing reads heap profiles here (serve exposes no pprof): the
+	// sampling's buckets would cost ~1.4 MiB of a scan's peak for nothing.
+	runtime.MemProfileRate = 0
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
