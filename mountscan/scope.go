@@ -306,7 +306,13 @@ func (p *scopedParser) table(name string, attempts int) (*Table, error) {
 	if p.err != nil {
 		return nil, &ReadError{Path: name, Attempts: attempts, Err: p.err}
 	}
-	t := newTable(slices.Clip(p.mounts), p.index)
+	mounts := p.mounts
+	if cap(mounts)-len(mounts) > len(mounts)/8 {
+		// The slice grew by appending: its spare room would live as long as
+		// the table, whose other parts are sized exactly.
+		mounts = slices.Clone(mounts)
+	}
+	t := newTable(slices.Clip(mounts), p.index)
 	t.skipped = p.skipped
 	t.text = slices.SortedFunc(slices.Values(p.blocks), func(a, b textBlock) int { return cmp.Compare(a.lo, b.lo) })
 	if err := CheckLive(t); err != nil {
