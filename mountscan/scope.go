@@ -193,13 +193,19 @@ func (p *scopedParser) readFrom(f *os.File) error {
 	if err := checkRegular(f); err != nil {
 		return err
 	}
-	buf := make([]byte, scopedChunk)
+	return p.read(f, scopedChunk)
+}
+
+// read reads r to EOF, chunk bytes at a time (more for a longer line), and
+// parses every whole line.
+func (p *scopedParser) read(r io.Reader, chunk int) error {
+	buf := make([]byte, chunk)
 	filled := 0 // buf[:filled] holds the start of an unfinished line
 	for {
 		if filled == len(buf) { // one line fills the buffer: make room
 			buf = slices.Grow(buf[:filled], len(buf))[:2*len(buf)]
 		}
-		n, err := f.Read(buf[filled:])
+		n, err := r.Read(buf[filled:])
 		if n > 0 {
 			p.size += n
 			if p.size > MaxTableSize {
