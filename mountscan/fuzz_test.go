@@ -1,6 +1,7 @@
 package mountscan
 
 import (
+	"bytes"
 	"reflect"
 	"strings"
 	"testing"
@@ -42,6 +43,9 @@ func FuzzParse(f *testing.F) {
 			if _, ok := err.(*ParseError); !ok {
 				t.Fatalf("error is %T, want *ParseError", err)
 			}
+			if _, serr := scopedParse(data, "/"); bytes.HasSuffix(data, []byte("\n")) && (serr == nil || serr.Error() != err.Error()) {
+				t.Fatalf("scoped parse: %v, whole: %v", serr, err)
+			}
 			return
 		}
 		lines := strings.Split(string(data), "\n")
@@ -75,6 +79,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("String is not stable: %q, then %q", line, line2)
 			}
 		}
+		checkScoped(t, data, tab)
 		// The indexes must be usable on whatever parsed.
 		for _, m := range tab.Mounts() {
 			if !tab.IsMountPoint(m.MountPoint) && strings.HasPrefix(m.MountPoint, "/") {
@@ -156,5 +161,46 @@ func TestMountStringHasNoOptions(t *testing.T) {
 	}
 	if want := "/mnt/share (cifs from //srv/share, dev 0:50, root /, id 40)"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
+	}
+}
+
+// scopedParse parses data as a scoped read does, in chunks of 7 bytes (a
+// longer line grows the buffer), so that lines straddle reads.
+func scopedParse(data []byte, dirs ...string) (*scopedParser, error) {
+	p := newScopedParser(NewScope(dirs...), false)
+	if err := p.read(bytes.NewReader(bytes.Clone(data)), 7); err != nil {
+		return nil, err
+	}
+	p.finish()
+	return p, p.err
+}
+
+// checkScoped: a scoped parse of what ParseBytes accepted keeps exactly
+// the entries in scope, equal to the whole parse's, whatever the chunks.
+func checkScoped(t *testing.T, data []byte, whole *Table) {
+	t.Helper()
+	for _, dir := range []string{"/", "/var/lib/kubelet", "/mnt/my share"} {
+		p, err := scopedParse(data, dir)
+		if len(data) > 0 && data[len(data)-1] != '\n' {
+			if err == nil {
+				t.Fatalf("scoped parse of a table without its last newline: no error")
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("scoped parse within %s: %v", dir, err)
+		}
+		var want []Mount
+		for _, m := range whole.Mounts() {
+			if p.scope.keeps(treeKey(m.MountPoint)) {
+				want = append(want, m)
+			}
+		}
+		if !reflect.DeepEqual(want, p.mounts) && (len(want) > 0 || len(p.mounts) > 0) {
+			t.Fatalf("scoped parse within %s:\n%#v\nwant\n%#v", dir, p.mounts, want)
+		}
+		if p.skipped+len(p.mounts) != whole.Len() {
+			t.Fatalf("scoped parse within %s: %d kept + %d skipped, whole %d", dir, len(p.mounts), p.skipped, whole.Len())
+		}
 	}
 }

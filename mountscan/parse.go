@@ -71,6 +71,7 @@ func trimmed(b []byte) []byte {
 // lines can exceed 64 KiB). A typical line costs no allocation of its own:
 // its strings are views of buf and its optional fields go to a shared pool.
 func parseOwned(buf []byte) (*Table, error) {
+	text := blockOf(buf)
 	n := bytes.Count(buf, []byte{'\n'}) + 1 // at least the number of lines
 	p := parser{
 		mounts: make([]Mount, 0, n),
@@ -92,7 +93,9 @@ func parseOwned(buf []byte) (*Table, error) {
 			return nil, err
 		}
 	}
-	return newTable(p.mounts, p.index), nil
+	t := newTable(p.mounts, p.index)
+	t.text = []textBlock{text}
+	return t, nil
 }
 
 // parser fills the mounts and the unsorted path index of one table.
@@ -279,6 +282,11 @@ func (sp *stringPool) take(n int) []string {
 	sp.free = sp.free[n:]
 	return w
 }
+
+// mark and release give back what take handed out since mark, for a line
+// that is not kept.
+func (sp *stringPool) mark() []string     { return sp.free }
+func (sp *stringPool) release(m []string) { sp.free = m }
 
 // lineParser is the reference parser: it parses one line at a time, field by
 // field, and names the first field that is wrong. parseOwned uses it for the

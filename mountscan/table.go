@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 )
 
 // Table is an indexed mount table. It is immutable after construction and
@@ -18,6 +19,50 @@ type Table struct {
 	// built on first use: only SameSubtree and Refs need it.
 	subtreeOnce sync.Once
 	bySubtree   []int
+
+	// skipped counts the entries a scoped read left out (see Scope).
+	skipped int
+	// text are the blocks of memory that the strings of parsed entries
+	// view, sorted by address (see Holds).
+	text []textBlock
+}
+
+// textBlock is the address range of one block of a table's text. It holds
+// no pointer: the entries' strings keep the blocks alive.
+type textBlock struct{ lo, hi uintptr }
+
+func blockOf(b []byte) textBlock {
+	if cap(b) == 0 {
+		return textBlock{}
+	}
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return textBlock{lo, lo + uintptr(cap(b))}
+}
+
+// Holds reports whether s views the text the table was parsed from: a
+// string taken from a parsed entry shares that text, and holding it keeps
+// the whole block alive. A caller that keeps such strings long (a State
+// between scans) copies the ones Holds reports.
+func (t *Table) Holds(s string) bool { return t.Text().Holds(s) }
+
+// Text is the address ranges of a table's text, for Holds. It keeps none
+// of it alive: a caller can let the table go and still ask.
+type Text struct{ blocks []textBlock }
+
+// Text returns the ranges of the table's text.
+func (t *Table) Text() Text { return Text{t.text} }
+
+// Holds is Table.Holds.
+func (x Text) Holds(s string) bool {
+	if len(s) == 0 || len(x.blocks) == 0 {
+		return false
+	}
+	p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+	i, found := slices.BinarySearchFunc(x.blocks, p, func(b textBlock, p uintptr) int { return cmp.Compare(b.lo, p) })
+	if !found {
+		i--
+	}
+	return i >= 0 && p < x.blocks[i].hi
 }
 
 // NewTable indexes mounts that were already parsed, kept in the given order.
@@ -52,6 +97,10 @@ func (t *Table) collect(entries []pathEntry) []Mount {
 // Len returns the number of entries.
 func (t *Table) Len() int { return len(t.mounts) }
 
+// Skipped returns how many entries of the file a scoped read (see Scope)
+// left out: Len()+Skipped() is the number of entries in the file.
+func (t *Table) Skipped() int { return t.skipped }
+
 // Mounts returns all entries in file order. The caller must not modify it.
 func (t *Table) Mounts() []Mount { return t.mounts }
 
@@ -72,6 +121,20 @@ func (t *Table) IsMountPoint(path string) bool {
 // comes before its contents), then by file order.
 func (t *Table) AtOrBelow(path string) []Mount {
 	return t.collect(t.byPath.atOrBelow(queryKey(path)))
+}
+
+// MountPointsAtOrBelow returns the mount points of AtOrBelow(path), in its
+// order, each once where its entries follow each other (stacked mounts),
+// without copying the entries: a caller that needs only the paths under a
+// dir of thousands of mounts allocates a string slice, not the entries.
+func (t *Table) MountPointsAtOrBelow(path string) []string {
+	var out []string
+	for _, e := range t.byPath.atOrBelow(queryKey(path)) {
+		if mp := t.mounts[e.idx].MountPoint; len(out) == 0 || out[len(out)-1] != mp {
+			out = append(out, mp)
+		}
+	}
+	return out
 }
 
 // Containing returns the entry for the filesystem that holds path: among the

@@ -60,14 +60,16 @@ func (w *Watcher) Read(ctx context.Context, maxAttempts int) (*Table, error) {
 		w.size = len(b) + readSlack
 		return b, false, err
 	}
-	unchanged := func() (bool, error) {
-		changed, err := w.Changed()
-		return !changed, err
-	}
 	if _, err := w.Changed(); err != nil { // only changes from now on count
 		return nil, &ReadError{Path: w.path, Attempts: 0, Err: err}
 	}
-	return readConsistent(ctx, w.path, read, unchanged, true, maxAttempts)
+	return readConsistent(ctx, w.path, read, w.unchanged, true, maxAttempts)
+}
+
+// unchanged is the negation of Changed, as the consistent reads ask it.
+func (w *Watcher) unchanged() (bool, error) {
+	changed, err := w.Changed()
+	return !changed, err
 }
 
 // Close closes the watched file.

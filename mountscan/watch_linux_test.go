@@ -145,3 +145,37 @@ func TestWatcherChangedAfterTheRuntimeRan(t *testing.T) {
 		assert.True(t, changed, "mount %d is a change", i)
 	}
 }
+
+// TestReadFileScopedLive: a scoped live read is one read when nothing
+// changes, reads again after a change flagged between its read and its
+// poll (returning the second read, with the new mount), and never passes
+// churn for a whole table.
+func TestReadFileScopedLive(t *testing.T) {
+	if !mountns.Enter(t) {
+		return
+	}
+	dir := t.TempDir()
+	scope := NewScope(dir)
+	reads := countReads(t)
+	tab, err := ReadFileScoped(t.Context(), DefaultPath, 0, scope)
+	require.NoError(t, err)
+	assert.Equal(t, 1, *reads)
+	assert.True(t, tab.IsMountPoint("/"))
+
+	target := filepath.Join(dir, "appeared")
+	reads = countReads(t, func() { mountns.Mount(t, "volrecon-watch", target, "tmpfs", 0, "size=1m") })
+	tab, err = ReadFileScoped(t.Context(), DefaultPath, 0, scope)
+	require.NoError(t, err)
+	assert.Equal(t, 2, *reads, "the change was flagged, so the table was read again")
+	require.Len(t, tab.At(target), 1, "the table returned is the one read after the change")
+	assert.Equal(t, "volrecon-watch", tab.At(target)[0].Source)
+
+	hooks := make([]func(), 4)
+	for i := range hooks {
+		hooks[i] = func() { mountns.Mount(t, "tmpfs", filepath.Join(dir, string(rune('a'+i))), "tmpfs", 0, "size=1m") }
+	}
+	reads = countReads(t, hooks...)
+	_, err = ReadFileScoped(t.Context(), DefaultPath, 4, scope)
+	require.ErrorIs(t, err, ErrInconsistent)
+	assert.Equal(t, 4, *reads)
+}

@@ -53,7 +53,7 @@ func (b *builder) probeTargets() []string {
 		}
 	}
 	if b.consistent && b.inv.PodsDir != "" {
-		for _, mp := range uniqueMountPoints(b.table.AtOrBelow(b.inv.PodsDir)) {
+		for _, mp := range b.table.MountPointsAtOrBelow(b.inv.PodsDir) {
 			if mp != b.inv.PodsDir {
 				paths = append(paths, mp)
 			}
@@ -113,7 +113,7 @@ func (b *builder) noteStackedMounts() {
 		if dir == "" {
 			continue
 		}
-		for _, mp := range uniqueMountPoints(b.table.AtOrBelow(dir)) {
+		for _, mp := range b.table.MountPointsAtOrBelow(dir) {
 			stack := b.mounts.at(mp)
 			if len(stack) < 2 || mp == dir { // a self-bound pods dir is not a volume
 				continue

@@ -65,3 +65,43 @@ func scanFixture(t *testing.T, f *fixture.Fixture) (*reconstruct.State, []byte) 
 	}
 	return st, fixture.MarshalGolden(t, st)
 }
+
+// TestFixturesScopedTable: Scan reads a table file within the kubelet's
+// dirs only (mountscan.Scope). Every fixture with one mount table gives,
+// read that way from a file, the very State of its golden, which was
+// recorded from the whole table.
+func TestFixturesScopedTable(t *testing.T) {
+	files, err := filepath.Glob("../testdata/*.txtar")
+	require.NoError(t, err)
+	scanned := 0
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		require.NoError(t, err)
+		f, err := fixture.Parse(data)
+		require.NoError(t, err)
+		if len(f.MountInfoReads()) != 1 {
+			continue // a sequence of reads: only ReadMountTable replays it
+		}
+		scanned++
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txtar"), func(t *testing.T) {
+			logger, _ := ktesting.NewTestContext(t)
+			ctx := klog.NewContext(t.Context(), logger)
+			hostRoot := t.TempDir()
+			require.NoError(t, f.Materialize(hostRoot))
+			opts, err := f.ScanOptions(hostRoot)
+			require.NoError(t, err)
+			table := filepath.Join(t.TempDir(), "mountinfo")
+			require.NoError(t, os.WriteFile(table, f.MountInfoReads()[0], 0o600))
+			opts.ReadMountTable, opts.MountInfoPath = nil, table
+			var got []byte
+			if st, err := reconstruct.Scan(ctx, opts); err != nil {
+				got = fixture.MarshalGolden(t, map[string]string{"error": err.Error()})
+			} else {
+				got = fixture.MarshalGolden(t, st)
+			}
+			got = bytes.ReplaceAll(got, []byte(table), []byte(fixture.DemoPath))
+			f.CheckGolden(t, fixture.SectionGolden, got, false)
+		})
+	}
+	require.Greater(t, scanned, 20, "most fixtures have one table")
+}

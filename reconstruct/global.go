@@ -20,6 +20,9 @@ func (b *builder) buildGlobalMounts() {
 		g := b.globalMount(sd)
 		b.globals[g.Path] = g
 	}
+	if b.release {
+		b.inv.Staging = nil // no later step reads the staging dirs
+	}
 	b.addTableOnlyGlobalMounts()
 }
 
@@ -121,7 +124,7 @@ func (b *builder) addTableOnlyGlobalMounts() {
 	if !b.consistent || b.inv.CSIDir == "" {
 		return
 	}
-	for _, mp := range uniqueMountPoints(b.table.AtOrBelow(b.inv.CSIDir)) {
+	for _, mp := range b.table.MountPointsAtOrBelow(b.inv.CSIDir) {
 		if b.globals[mp] != nil {
 			continue
 		}

@@ -27,27 +27,26 @@ type localMounts struct {
 }
 
 func newLocalMounts(table *mountscan.Table, dirs ...string) *localMounts {
-	x := &localMounts{table: table, byPath: map[string][]mountscan.Mount{}}
+	// Sized once: on a scoped table nearly every entry is in the map, and
+	// growing it would leave its old tables as garbage at the scan's peak.
+	x := &localMounts{table: table, byPath: make(map[string][]mountscan.Mount, table.Len())}
 	for _, d := range dirs {
-		if d == "" || !filepath.IsAbs(d) {
-			continue
+		if d != "" && filepath.IsAbs(d) && !x.covers(filepath.Clean(d)) {
+			x.roots = append(x.roots, filepath.Clean(d))
 		}
-		d = filepath.Clean(d)
-		if x.covers(d) {
-			continue
-		}
-		x.roots = append(x.roots, d)
-		// AtOrBelow sorts by cleaned mount point, then file order: the
-		// entries of one mount point are a contiguous run.
-		mounts := table.AtOrBelow(d)
-		for i := 0; i < len(mounts); {
-			p := clean(mounts[i].MountPoint)
-			j := i + 1
-			for j < len(mounts) && (mounts[j].MountPoint == mounts[i].MountPoint || clean(mounts[j].MountPoint) == p) {
-				j++
+	}
+	// A mount point's entries, bottom first, are its entries in file
+	// order. Most mount points have one: its stack is a view of the
+	// table's own entry, not a copy; appending a second one to that
+	// capped view copies the stack.
+	mounts := table.Mounts()
+	for i := range mounts {
+		if p := clean(mounts[i].MountPoint); x.covers(p) {
+			if stack, ok := x.byPath[p]; ok {
+				x.byPath[p] = append(stack, mounts[i])
+			} else {
+				x.byPath[p] = mounts[i : i+1 : i+1]
 			}
-			x.byPath[p] = mounts[i:j:j]
-			i = j
 		}
 	}
 	return x

@@ -108,17 +108,20 @@ func (o Options) podsdirOptions() podsdir.Options {
 	return podsdir.Options{RootDir: o.RootDir, HostRoot: o.HostRoot, MaxVolDataSize: o.MaxVolDataSize, Timeout: o.FSTimeout}
 }
 
-func (o Options) readMountTable(ctx context.Context) (*mountscan.Table, error) {
+// readMountTable reads the mount table within scope (see tableScope), or
+// takes it from ReadMountTable, whole.
+func (o Options) readMountTable(ctx context.Context, scope *mountscan.Scope) (*mountscan.Table, error) {
 	if o.ReadMountTable != nil {
 		return o.ReadMountTable(ctx)
 	}
-	return mountscan.ReadFile(ctx, o.MountInfoPath, o.MaxReadAttempts)
+	return mountscan.ReadFileScoped(ctx, o.MountInfoPath, o.MaxReadAttempts, scope)
 }
 
 // earlyTable is a mount table read while the inventory is taken.
 type earlyTable struct {
 	opts  Options
 	w     *mountscan.Watcher // nil: read the table when asked
+	scope *mountscan.Scope   // of the read under way: the dirs as resolved before the inventory
 	done  chan struct{}
 	table *mountscan.Table
 	err   error
@@ -126,7 +129,8 @@ type earlyTable struct {
 
 // readMountTableDuring starts reading the live mount table now, while the
 // caller takes the inventory, when the kernel can say whether it changed
-// meanwhile (mountscan.Watch). Otherwise, or with ReadMountTable set, the
+// meanwhile (mountscan.Watch). It keeps the entries under the kubelet's
+// dirs as they resolve now. Otherwise, or with ReadMountTable set, the
 // table is read when asked for, as Build does.
 func (o Options) readMountTableDuring(ctx context.Context) *earlyTable {
 	e := &earlyTable{opts: o}
@@ -138,20 +142,22 @@ func (o Options) readMountTableDuring(ctx context.Context) *earlyTable {
 		return e
 	}
 	e.w, e.done = w, make(chan struct{})
+	e.scope = tableScope(o.podsdirOptions().KubeletDirs(ctx), o.RootDirAliases)
 	go func() {
 		defer close(e.done)
-		e.table, e.err = w.Read(ctx, o.MaxReadAttempts)
+		e.table, e.err = w.ReadScoped(ctx, o.MaxReadAttempts, e.scope)
 	}()
 	return e
 }
 
 // get returns the table as it is after the inventory: the one read during
-// it if nothing changed since that read began, else a fresh read. So the
+// it if nothing changed since that read began and its scope covers the
+// dirs the inventory resolved, else a fresh read within scope. So the
 // rule of Build holds: every mount made before the table's moment has its
 // dir listed.
-func (e *earlyTable) get(ctx context.Context) (*mountscan.Table, error) {
+func (e *earlyTable) get(ctx context.Context, scope *mountscan.Scope, inv *podsdir.Inventory) (*mountscan.Table, error) {
 	if e.w == nil {
-		return e.opts.readMountTable(ctx)
+		return e.opts.readMountTable(ctx, scope)
 	}
 	defer e.close()
 	<-e.done
@@ -159,11 +165,13 @@ func (e *earlyTable) get(ctx context.Context) (*mountscan.Table, error) {
 		return nil, e.err
 	}
 	changed, err := e.w.Changed()
-	if err != nil || changed {
+	if err != nil || changed || !covers(e.scope, inv, e.opts.RootDirAliases) {
 		e.table = nil // let it go before the next read
-		return e.w.Read(ctx, e.opts.MaxReadAttempts)
+		return e.w.ReadScoped(ctx, e.opts.MaxReadAttempts, scope)
 	}
-	return e.table, nil
+	table := e.table
+	e.table = nil // the join lets it go before it ends
+	return table, nil
 }
 
 // close waits for the read and closes the watched file.

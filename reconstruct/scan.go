@@ -29,7 +29,9 @@ func Scan(ctx context.Context, opts Options) (*State, error) {
 		table.close()
 		return nil, fmt.Errorf("reconstruct: %w", err)
 	}
-	st, err := build(ctx, opts, inv, table.get)
+	st, err := build(ctx, opts, inv, func(ctx context.Context, scope *mountscan.Scope) (*mountscan.Table, error) {
+		return table.get(ctx, scope, inv)
+	}, true)
 	if err != nil {
 		return nil, fmt.Errorf("reconstruct: %w", err)
 	}
@@ -49,13 +51,15 @@ func Scan(ctx context.Context, opts Options) (*State, error) {
 // themselves may too.
 func Build(ctx context.Context, opts Options, inv *podsdir.Inventory) (*State, error) {
 	opts = opts.withDefaults()
-	return build(ctx, opts, inv, opts.readMountTable)
+	return build(ctx, opts, inv, opts.readMountTable, false)
 }
 
 // build is Build with the mount table from readTable, called after the
-// inventory was taken.
-func build(ctx context.Context, opts Options, inv *podsdir.Inventory, readTable func(context.Context) (*mountscan.Table, error)) (*State, error) {
-	table, tableErr := readTable(ctx)
+// inventory was taken, with the scope of the entries the join asks about.
+// With owned (Scan's own inventory, which nobody else sees) the join lets
+// each part of inv go once it has used it.
+func build(ctx context.Context, opts Options, inv *podsdir.Inventory, readTable func(context.Context, *mountscan.Scope) (*mountscan.Table, error), owned bool) (*State, error) {
+	table, tableErr := readTable(ctx, tableScope(inventoryDirs(inv), opts.RootDirAliases))
 	if tableErr == nil {
 		// A table handed in (ReadMountTable) is held to what a live one is.
 		if err := mountscan.CheckLive(table); err != nil {
@@ -70,6 +74,7 @@ func build(ctx context.Context, opts Options, inv *podsdir.Inventory, readTable 
 		table:     table,
 		globals:   map[string]*GlobalMount{},
 		published: map[string]bool{},
+		release:   owned,
 	}
 	b.consistent = tableErr == nil && table != nil
 	b.st = &State{
@@ -109,8 +114,9 @@ var buildSteps = []struct {
 	{"orphans, once statuses and mounts are known", always((*builder).noteOrphans)},
 	{"loop devices on block map files, once pod statuses are known", always((*builder).scanLoopDevices)},
 	{"volumesInUse, from the final volume states", always((*builder).collectVolumesInUse)},
+	{"let the mount table go: no later step asks it", always((*builder).dropTable)},
 	{"sort every list", always(func(b *builder) { b.st.sort() })},
-	{"let the mount table go: the State's strings become its own", always((*builder).detach)},
+	{"the State's strings become its own", always((*builder).detach)},
 }
 
 func always(step func(*builder)) func(*builder) error {
@@ -159,11 +165,18 @@ type builder struct {
 	rootFSOK, rootFSDone bool
 	// blockSpecs indexes inv.BlockSpecs by spec name, built on first use.
 	blockSpecs map[string]*podsdir.BlockSpec
+	// text is what remains of the table once it is let go (dropTable):
+	// where its text lies, for detach.
+	text mountscan.Text
+	// release: inv is the builder's own, and a part of it that no later
+	// step reads is dropped once used (the pods with their volumes, the
+	// staging dirs), so that it is not live while the State grows.
+	release bool
 }
 
 func (b *builder) noteMountTable(tableErr error) {
 	if b.consistent {
-		b.st.MountTable.Entries = b.table.Len()
+		b.st.MountTable.Entries = b.table.Len() + b.table.Skipped()
 		b.noteLimitation()
 		return
 	}
@@ -240,9 +253,9 @@ func AliasPaths(resolvedRoot string, aliases []string, path string) []string {
 // below its alias paths: a volume a driver mounted under an alias of the
 // root is the pod's mount as much as one under the root.
 func (b *builder) podMountPoints(dir string) []string {
-	mps := uniqueMountPoints(b.table.AtOrBelow(dir))
+	mps := b.table.MountPointsAtOrBelow(dir)
 	for _, alias := range AliasPaths(b.inv.ResolvedRootDir, b.opts.RootDirAliases, dir) {
-		mps = append(mps, uniqueMountPoints(b.table.AtOrBelow(alias))...)
+		mps = append(mps, b.table.MountPointsAtOrBelow(alias)...)
 	}
 	slices.Sort(mps)
 	return slices.Compact(mps)
@@ -295,7 +308,7 @@ func (b *builder) buildPods() {
 	}
 	b.st.Pods = slices.Grow(b.st.Pods, len(b.inv.Pods)) // nil stays nil: no pods
 	b.st.Volumes = slices.Grow(b.st.Volumes, n)
-	for _, p := range b.inv.Pods {
+	for i, p := range b.inv.Pods {
 		pod := Pod{UID: p.UID, Path: p.Path, Status: PodUnknown, VolumeCount: len(p.Volumes)}
 		if b.consistent {
 			pod.MountPoints = b.podMountPoints(p.Path)
@@ -304,17 +317,13 @@ func (b *builder) buildPods() {
 		for _, v := range p.Volumes {
 			b.st.Volumes = append(b.st.Volumes, b.volume(v))
 		}
-	}
-}
-
-func uniqueMountPoints(mounts []mountscan.Mount) []string {
-	var out []string
-	for _, m := range mounts {
-		if len(out) == 0 || out[len(out)-1] != m.MountPoint {
-			out = append(out, m.MountPoint)
+		if b.release {
+			b.inv.Pods[i] = podsdir.Pod{} // no later step reads the pods
 		}
 	}
-	return out
+	if b.release {
+		b.inv.Pods = nil
+	}
 }
 
 // podUIDFromPath returns the pod UID of a path under the pods dir.

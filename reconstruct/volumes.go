@@ -114,7 +114,7 @@ func (b *builder) mountsBelow(p string) int {
 		return 0
 	}
 	n := 0
-	for _, mp := range uniqueMountPoints(b.table.AtOrBelow(p)) {
+	for _, mp := range b.table.MountPointsAtOrBelow(p) {
 		if mp != p {
 			n++
 		}

@@ -169,7 +169,13 @@ func encodeReport(st *reconstruct.State) ([]byte, error) {
 	if err := zw.Close(); err != nil {
 		return nil, fmt.Errorf("encode the report: %w", err)
 	}
-	return buf.Bytes(), nil
+	// The buffer grew by doubling: up to half of it is room that serve
+	// would otherwise hold until the next scan, through that scan's peak.
+	report := buf.Bytes()
+	if cap(report)-len(report) > len(report)/8 {
+		report = bytes.Clone(report)
+	}
+	return report, nil
 }
 
 func (s *server) writeTextfile(ctx context.Context, path string) error {

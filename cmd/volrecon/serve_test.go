@@ -238,3 +238,23 @@ func latestState(t *testing.T, s *server) *reconstruct.State {
 	require.NoError(t, json.NewDecoder(zr).Decode(&st))
 	return &st
 }
+
+// TestEncodeReportSizedExactly: the stored report decompresses to the JSON
+// of the State, and holds little more room than its bytes: serve keeps it
+// through the next scan.
+func TestEncodeReportSizedExactly(t *testing.T) {
+	st := &reconstruct.State{SchemaVersion: reconstruct.SchemaVersion, RootDir: "/var/lib/kubelet"}
+	for i := range 5000 {
+		st.Pods = append(st.Pods, reconstruct.Pod{UID: strconv.Itoa(i * 7919), Path: "/var/lib/kubelet/pods/" + strconv.Itoa(i), Status: reconstruct.PodUnknown})
+	}
+	report, err := encodeReport(st)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, cap(report), len(report)+len(report)/8)
+	zr, err := gzip.NewReader(bytes.NewReader(report))
+	require.NoError(t, err)
+	got, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	var want bytes.Buffer
+	require.NoError(t, writeJSON(&want, st))
+	assert.Equal(t, want.String(), string(got))
+}

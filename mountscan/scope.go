@@ -1,0 +1,328 @@
+package mountscan
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"unsafe"
+)
+
+// Scope is the part of the mount tree a caller asks about: the dirs given
+// and everything below them. A table read within a scope (ReadFileScoped,
+// Watcher.ReadScoped) keeps only the entries mounted at or below one of the
+// dirs, or at a directory above one of them. On a busy node most of the
+// table is container rootfs, shm and cgroup entries elsewhere, whose
+// overlay super options alone can be most of its text; a scoped table
+// holds none of it.
+//
+// For a path p at or below one of the dirs, a scoped table answers At,
+// IsMountPoint, AtOrBelow and Containing exactly as the whole table does,
+// and Refs and SameSubtree list exactly the entries that lie in the scope.
+// Mounts and Len see only the kept entries; Skipped counts the others.
+type Scope struct {
+	dirs []string // tree keys of the dirs
+}
+
+// NewScope returns the scope of the given absolute dirs; empty and
+// relative ones are ignored.
+func NewScope(dirs ...string) *Scope {
+	s := &Scope{}
+	for _, d := range dirs {
+		if filepath.IsAbs(d) {
+			s.dirs = append(s.dirs, treeKey(d))
+		}
+	}
+	return s
+}
+
+// Covers reports whether path lies at or below one of the scope's dirs, so
+// that a scoped table answers for it.
+func (s *Scope) Covers(path string) bool {
+	k := queryKey(path)
+	for _, d := range s.dirs {
+		if isAtOrBelow(k, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// keeps reports whether an entry with tree key k belongs in a scoped
+// table: at or below a dir, or above one (the dirs' ancestors are what
+// Containing walks up through). The root mount is always kept: without it
+// no table passes for a live one (CheckLive).
+func (s *Scope) keeps(k string) bool {
+	if k == "/" {
+		return true
+	}
+	for _, d := range s.dirs {
+		if isAtOrBelow(k, d) || isAtOrBelow(d, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// ReadFileScoped is ReadFile keeping only the entries in scope (see
+// Scope). The table is parsed as it is read, a chunk at a time, so the
+// text of the whole table is never held: a kept entry's strings are
+// copied. Where the kernel cannot flag changes, consecutive reads are
+// compared by their SHA-256 digests instead of byte by byte.
+func ReadFileScoped(ctx context.Context, path string, maxAttempts int, scope *Scope) (*Table, error) {
+	w, err := Watch(path)
+	if err == nil {
+		defer w.Close()
+		return w.ReadScoped(ctx, maxAttempts, scope)
+	}
+	if !errors.Is(err, ErrNotWatchable) {
+		return nil, &ReadError{Path: path, Attempts: 1, Err: err}
+	}
+	read := func(p *scopedParser) error {
+		f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return p.readFrom(f)
+	}
+	return readScoped(ctx, path, read, nil, scope, maxAttempts)
+}
+
+// ReadScoped is Read keeping only the entries in scope, as ReadFileScoped.
+func (w *Watcher) ReadScoped(ctx context.Context, maxAttempts int, scope *Scope) (*Table, error) {
+	read := func(p *scopedParser) error {
+		if _, err := w.f.Seek(0, 0); err != nil {
+			return err
+		}
+		return p.readFrom(w.f)
+	}
+	if _, err := w.Changed(); err != nil { // only changes from now on count
+		return nil, &ReadError{Path: w.path, Attempts: 0, Err: err}
+	}
+	return readScoped(ctx, w.path, read, w.unchanged, scope, maxAttempts)
+}
+
+// readScoped is readConsistent for scoped tables: it stops at the first
+// read after which unchanged (when not nil) reports no change since it
+// began, or at the first read whose digest equals its predecessor's. A read
+// is parsed only when its table may be returned: always with unchanged,
+// else when the read before it was not parsed (its digest alone decides).
+func readScoped(ctx context.Context, name string, read func(*scopedParser) error, unchanged func() (bool, error), scope *Scope, maxAttempts int) (*Table, error) {
+	if maxAttempts <= 1 {
+		maxAttempts = DefaultMaxAttempts
+	}
+	var prev *scopedParser // the previous read
+	for attempt := 1; attempt <= maxAttempts; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return nil, &ReadError{Path: name, Attempts: attempt - 1, Err: err}
+		}
+		parse := unchanged != nil || prev == nil || prev.digestOnly
+		cur := newScopedParser(scope, !parse)
+		if err := read(cur); err != nil {
+			return nil, &ReadError{Path: name, Attempts: attempt, Err: err}
+		}
+		cur.finish()
+		if testHookAfterRead != nil {
+			testHookAfterRead()
+		}
+		if unchanged != nil {
+			ok, err := unchanged()
+			if err != nil {
+				return nil, &ReadError{Path: name, Attempts: attempt, Err: err}
+			}
+			if ok {
+				return cur.table(name, attempt)
+			}
+		}
+		if prev != nil && prev.digest == cur.digest {
+			if cur.digestOnly {
+				return prev.table(name, attempt)
+			}
+			return cur.table(name, attempt)
+		}
+		prev = cur
+	}
+	return nil, &ReadError{Path: name, Attempts: maxAttempts, Err: ErrInconsistent}
+}
+
+// scopedParser parses one read of a table, a chunk at a time, into the
+// entries in scope, and digests all of it.
+type scopedParser struct {
+	parser
+	scope      *Scope
+	digestOnly bool // only digest: the read decides nothing but equality
+	sum        hash.Hash
+	digest     [sha256.Size]byte
+	arena      []byte      // room for the text of kept lines; never grown in place
+	blocks     []textBlock // every arena block
+	lineNo     int
+	skipped    int
+	size       int  // bytes read
+	lastNL     bool // the last byte read was a newline
+	// err is what is wrong with the text read (a malformed or cut line):
+	// the read's outcome, reported only if the read is the one agreed on,
+	// as ReadFile parses only that one.
+	err error
+}
+
+// scopedChunk is the size of one read; a longer line grows the buffer.
+const scopedChunk = 256 << 10
+
+// arenaChunk is the size of one block of kept text.
+const arenaChunk = 64 << 10
+
+func newScopedParser(scope *Scope, digestOnly bool) *scopedParser {
+	p := &scopedParser{scope: scope, digestOnly: digestOnly, sum: sha256.New()}
+	p.parser = parser{index: newPathIndex(0), pool: stringPool{chunk: 256}}
+	p.slow.pool = &p.pool
+	return p
+}
+
+// readFrom reads f to EOF and parses every whole line. Only a regular file
+// is read, at most MaxTableSize bytes, as readFrom does.
+func (p *scopedParser) readFrom(f *os.File) error {
+	if err := checkRegular(f); err != nil {
+		return err
+	}
+	return p.read(f, scopedChunk)
+}
+
+// read reads r to EOF, chunk bytes at a time (more for a longer line), and
+// parses every whole line.
+func (p *scopedParser) read(r io.Reader, chunk int) error {
+	buf := make([]byte, chunk)
+	filled := 0 // buf[:filled] holds the start of an unfinished line
+	for {
+		if filled == len(buf) { // one line fills the buffer: make room
+			buf = slices.Grow(buf[:filled], len(buf))[:2*len(buf)]
+		}
+		n, err := r.Read(buf[filled:])
+		if n > 0 {
+			p.size += n
+			if p.size > MaxTableSize {
+				return fmt.Errorf("%w (%d bytes)", ErrTooLarge, MaxTableSize)
+			}
+			p.sum.Write(buf[filled : filled+n])
+			p.lastNL = buf[filled+n-1] == '\n'
+			filled += n
+			rest := p.lines(buf[:filled])
+			filled = copy(buf, rest)
+		}
+		if err == io.EOF {
+			return nil // a last line without its newline: finish refuses it
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// lines parses the whole lines of b and returns what follows the last
+// newline.
+func (p *scopedParser) lines(b []byte) []byte {
+	for {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return b
+		}
+		p.line(b[:i])
+		b = b[i+1:]
+	}
+}
+
+// line parses one line, and keeps it when its mount point is in scope.
+func (p *scopedParser) line(line []byte) {
+	p.lineNo++
+	if p.digestOnly || p.err != nil || len(line) == 0 {
+		return
+	}
+	p.mounts = append(p.mounts, Mount{})
+	m := &p.mounts[len(p.mounts)-1]
+	tags := p.pool.mark()
+	if !p.fast(m, line, p.lineNo) {
+		var err error
+		if *m, err = p.slow.parse(bytesView(line), p.lineNo); err != nil {
+			p.err = err
+			return
+		}
+	}
+	if !p.scope.keeps(treeKey(m.MountPoint)) {
+		clear(m.OptionalFields) // no view of the read buffer stays in the pool
+		p.pool.release(tags)
+		p.mounts = p.mounts[:len(p.mounts)-1]
+		p.skipped++
+		return
+	}
+	p.own(m, line)
+	p.index.add(m.MountPoint)
+}
+
+// own copies the text of a kept line into the arena and points m's
+// strings at the copy; strings that are not views of line (the slow
+// parser's unescaped ones) are the table's already.
+func (p *scopedParser) own(m *Mount, line []byte) {
+	if len(p.arena)+len(line) > cap(p.arena) {
+		p.arena = make([]byte, 0, max(arenaChunk, len(line)))
+		p.blocks = append(p.blocks, blockOf(p.arena))
+	}
+	start := len(p.arena)
+	p.arena = append(p.arena, line...)
+	text := p.arena[start:]
+	rebase := func(s *string) {
+		if len(*s) == 0 {
+			return
+		}
+		off := uintptr(unsafe.Pointer(unsafe.StringData(*s))) - uintptr(unsafe.Pointer(&line[0]))
+		if off < uintptr(len(line)) {
+			*s = bytesView(text[off : int(off)+len(*s)])
+		}
+	}
+	rebase(&m.Root)
+	rebase(&m.MountPoint)
+	rebase(&m.Options)
+	for i := range m.OptionalFields {
+		rebase(&m.OptionalFields[i])
+	}
+	rebase(&m.FSType)
+	rebase(&m.Source)
+	rebase(&m.SuperOptions)
+}
+
+// finish checks the end of the read and takes its digest. The kernel ends
+// every line with a newline, so a table that does not end with one was
+// cut short; that is said before any malformed line, as ReadFile does.
+func (p *scopedParser) finish() {
+	if p.size > 0 && !p.lastNL {
+		p.err = &ParseError{Line: p.lineNo + 1, Field: "line", Reason: "truncated: no newline at the end of the table"}
+	}
+	p.sum.Sum(p.digest[:0])
+}
+
+// table returns the parsed table, checked as a live one must be.
+func (p *scopedParser) table(name string, attempts int) (*Table, error) {
+	if p.err != nil {
+		return nil, &ReadError{Path: name, Attempts: attempts, Err: p.err}
+	}
+	mounts := p.mounts
+	if cap(mounts)-len(mounts) > len(mounts)/8 {
+		// The slice grew by appending: its spare room would live as long as
+		// the table, whose other parts are sized exactly.
+		mounts = slices.Clone(mounts)
+	}
+	t := newTable(slices.Clip(mounts), p.index)
+	t.skipped = p.skipped
+	t.text = slices.SortedFunc(slices.Values(p.blocks), func(a, b textBlock) int { return cmp.Compare(a.lo, b.lo) })
+	if err := CheckLive(t); err != nil {
+		return nil, &ReadError{Path: name, Attempts: attempts, Err: err}
+	}
+	return t, nil
+}

@@ -1,0 +1,226 @@
+package mountscan
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// scopedAndWhole reads the synthetic table at path whole and within the
+// kubelet's dirs.
+func scopedAndWhole(t *testing.T, path string, dirs ...string) (scoped, whole *Table) {
+	t.Helper()
+	whole, err := ReadFile(t.Context(), path, 2)
+	require.NoError(t, err)
+	scoped, err = ReadFileScoped(t.Context(), path, 2, NewScope(dirs...))
+	require.NoError(t, err)
+	return scoped, whole
+}
+
+func inScope(ms []Mount, s *Scope) []Mount {
+	var out []Mount
+	for _, m := range ms {
+		if s.keeps(treeKey(m.MountPoint)) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// mountPointsOf lists the mount points of entries, each once where its
+// entries follow each other.
+func mountPointsOf(ms []Mount) []string {
+	var out []string
+	for _, m := range ms {
+		if len(out) == 0 || out[len(out)-1] != m.MountPoint {
+			out = append(out, m.MountPoint)
+		}
+	}
+	return out
+}
+
+// TestScopedAnswersAsWhole: within its scope a scoped table answers every
+// query as the whole table does, and it holds nothing outside it.
+func TestScopedAnswersAsWhole(t *testing.T) {
+	path, _ := writeMountinfo(t, t.TempDir(), 3000)
+	const kroot = "/var/lib/kubelet"
+	scope := NewScope(kroot, kroot+"/pods", kroot+"/plugins/kubernetes.io/csi")
+	scoped, whole := scopedAndWhole(t, path, kroot, kroot+"/pods", kroot+"/plugins/kubernetes.io/csi")
+
+	assert.Equal(t, whole.Len(), scoped.Len()+scoped.Skipped())
+	assert.Greater(t, scoped.Skipped(), whole.Len()/6, "the container entries (2 of 10 lines) are left out")
+	assert.Equal(t, inScope(whole.Mounts(), scope), scoped.Mounts(), "the kept entries, whole and in file order")
+	for _, m := range scoped.Mounts() {
+		assert.False(t, strings.Contains(m.MountPoint, "containerd"), m.MountPoint)
+	}
+
+	var queries []string
+	for _, m := range whole.Mounts() {
+		if scope.Covers(m.MountPoint) {
+			queries = append(queries, m.MountPoint, filepath.Dir(m.MountPoint), m.MountPoint+"/below", m.MountPoint+"/")
+		}
+	}
+	queries = append(queries, "/", kroot, kroot+"/pods/none", kroot+"/plugins")
+	for _, q := range queries {
+		assert.Equal(t, whole.At(q), scoped.At(q), "At %s", q)
+		assert.Equal(t, whole.IsMountPoint(q), scoped.IsMountPoint(q), "IsMountPoint %s", q)
+		if scope.Covers(q) {
+			assert.Equal(t, whole.AtOrBelow(q), scoped.AtOrBelow(q), "AtOrBelow %s", q)
+			assert.Equal(t, whole.MountPointsAtOrBelow(q), scoped.MountPointsAtOrBelow(q), "MountPointsAtOrBelow %s", q)
+		}
+		assert.Equal(t, mountPointsOf(whole.AtOrBelow(q)), whole.MountPointsAtOrBelow(q), "MountPointsAtOrBelow %s", q)
+		wm, wok := whole.Containing(q)
+		sm, sok := scoped.Containing(q)
+		assert.Equal(t, wok, sok, "Containing %s", q)
+		assert.Equal(t, wm, sm, "Containing %s", q)
+		var refs []string
+		for _, r := range whole.Refs(q) {
+			if scope.keeps(treeKey(r)) {
+				refs = append(refs, r)
+			}
+		}
+		assert.Equal(t, refs, scoped.Refs(q), "Refs %s", q)
+		if m, ok := whole.Containing(q); ok {
+			assert.Equal(t, inScope(whole.SameSubtree(m.Dev, m.Root), scope), scoped.SameSubtree(m.Dev, m.Root), "SameSubtree of %s", q)
+		}
+	}
+}
+
+// TestScopedKeepsNoReadBuffer: a kept entry's strings are copies, not views
+// of the buffer the table was read into (which would keep it alive).
+func TestScopedKeepsNoReadBuffer(t *testing.T) {
+	path, _ := writeMountinfo(t, t.TempDir(), 500)
+	scoped, _ := scopedAndWhole(t, path, "/var/lib/kubelet")
+	require.NotZero(t, scoped.Len())
+	p := newScopedParser(NewScope("/var/lib/kubelet"), false)
+	line := []byte("1 0 259:0 / /var/lib/kubelet rw shared:1 - ext4 /dev/x rw")
+	p.line(line)
+	require.Len(t, p.mounts, 1)
+	m := p.mounts[0]
+	line[20] = 'X' // the buffer is reused by the next read
+	assert.Equal(t, "/var/lib/kubelet", m.MountPoint)
+	assert.Equal(t, []string{"shared:1"}, m.OptionalFields)
+	assert.Equal(t, "ext4", m.FSType)
+}
+
+// TestScopedLongLinesAndEscapes: lines longer than a read chunk, in and
+// out of scope, and escaped names in scope parse as the whole table's.
+func TestScopedLongLinesAndEscapes(t *testing.T) {
+	long := strings.Repeat("/var/lib/containerd/snap/1/fs:", (2*scopedChunk)/30)
+	lines := []string{
+		"1 0 259:0 / / rw shared:1 - ext4 /dev/root rw",
+		"2 1 0:50 / /run/c/rootfs rw shared:2 - overlay overlay rw,lowerdir=" + long + ",upperdir=/u",
+		`3 1 0:51 /exports/a\040b /var/lib/kubelet/pods/u/volumes/kubernetes.io~nfs/x\040y rw - nfs4 srv:/exports/a\040b rw`,
+		"4 1 0:52 / /var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/v/mount rw master:3 - fuse.x src rw,opts=" + long,
+		"",
+		"5 1 0:53 / /elsewhere rw - tmpfs tmpfs rw",
+	}
+	path := filepath.Join(t.TempDir(), "mountinfo")
+	require.NoError(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644))
+	scoped, whole := scopedAndWhole(t, path, "/var/lib/kubelet")
+	assert.Equal(t, 2, scoped.Skipped())
+	assert.Equal(t, []Mount{whole.Mounts()[0], whole.Mounts()[2], whole.Mounts()[3]}, scoped.Mounts())
+	assert.Equal(t, "/var/lib/kubelet/pods/u/volumes/kubernetes.io~nfs/x y", scoped.Mounts()[1].MountPoint)
+	assert.Equal(t, []int{1, 3, 4}, []int{scoped.Mounts()[0].Line, scoped.Mounts()[1].Line, scoped.Mounts()[2].Line}, "file line numbers")
+}
+
+// TestScopedReadErrors: a torn (unterminated) table, a malformed line and
+// a table without a root mount fail as ReadFile does.
+func TestScopedReadErrors(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"truncated": "1 0 259:0 / / rw - ext4 /dev/root rw\n2 1 0:5 / /var/lib/kubelet/x rw - tmpfs t rw",
+		"malformed": "1 0 259:0 / / rw - ext4 /dev/root rw\n2 1 zz / /elsewhere rw - tmpfs t rw\n",
+		"rootless":  "2 1 0:5 / /var/lib/kubelet/x rw - tmpfs t rw\n",
+	} {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+		_, wholeErr := ReadFile(t.Context(), path, 2)
+		_, err := ReadFileScoped(t.Context(), path, 2, NewScope("/var/lib/kubelet"))
+		var re *ReadError
+		require.ErrorAs(t, err, &re, name)
+		assert.Equal(t, wholeErr.Error(), err.Error(), name)
+	}
+}
+
+// TestScopedFileMustAgree: a file read until two consecutive reads agree;
+// one that never stops changing is inconsistent, and one that changes once
+// gives the table of the reads that agree.
+func TestScopedFileMustAgree(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mountinfo")
+	write := func(extra string) {
+		require.NoError(t, os.WriteFile(path, []byte("1 0 259:0 / / rw - ext4 /dev/root rw\n"+extra), 0o644))
+	}
+	write("")
+	n := 0
+	testHookAfterRead = func() {
+		n++
+		write(strings.Repeat("2 1 0:5 / /var/lib/kubelet/x rw - tmpfs t rw\n", n))
+	}
+	_, err := ReadFileScoped(t.Context(), path, 4, NewScope("/var/lib/kubelet"))
+	assert.True(t, errors.Is(err, ErrInconsistent), "%v", err)
+	assert.Equal(t, 4, n)
+
+	write("")
+	n = 0
+	testHookAfterRead = func() {
+		if n++; n == 1 {
+			write("2 1 0:5 / /var/lib/kubelet/x rw - tmpfs t rw\n")
+		}
+	}
+	defer func() { testHookAfterRead = nil }()
+	tab, err := ReadFileScoped(t.Context(), path, 4, NewScope("/var/lib/kubelet"))
+	require.NoError(t, err)
+	assert.Equal(t, 3, n, "the first read differs from the second, which the third confirms")
+	assert.True(t, tab.IsMountPoint("/var/lib/kubelet/x"), "the table of the agreed reads")
+}
+
+// TestScopedMatchesWholeOnGenerated compares every entry kept with a line
+// by line filter of the file.
+func TestScopedMatchesWholeOnGenerated(t *testing.T) {
+	path, _ := writeMountinfo(t, t.TempDir(), 2000)
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	var want []int
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		mp := strings.Fields(sc.Text())[4]
+		if strings.HasPrefix(mp, "/var/lib/kubelet/pods/") || mp == "/" {
+			want = append(want, n)
+		}
+	}
+	scoped, err := ReadFileScoped(t.Context(), path, 2, NewScope("/var/lib/kubelet/pods"))
+	require.NoError(t, err)
+	var got []int
+	for _, m := range scoped.Mounts() {
+		got = append(got, m.Line)
+	}
+	assert.Equal(t, want, got)
+	assert.True(t, slices.IsSorted(got))
+}
+
+// TestTableHolds: a parsed table holds the strings of its entries and
+// nothing else, whole or scoped.
+func TestTableHolds(t *testing.T) {
+	path, _ := writeMountinfo(t, t.TempDir(), 300)
+	scoped, whole := scopedAndWhole(t, path, "/var/lib/kubelet")
+	for name, tab := range map[string]*Table{"whole": whole, "scoped": scoped} {
+		m := tab.Mounts()[len(tab.Mounts())-1]
+		assert.True(t, tab.Holds(m.MountPoint), name)
+		assert.True(t, tab.Holds(m.SuperOptions), name)
+		assert.True(t, tab.Holds(m.MountPoint[1:3]), "%s: a part of one", name)
+		assert.False(t, tab.Holds(strings.Clone(m.MountPoint)), "%s: a copy", name)
+		assert.False(t, tab.Holds(""), name)
+	}
+	assert.False(t, scoped.Holds(whole.Mounts()[0].MountPoint), "another table's text")
+	assert.False(t, NewTable(whole.Mounts()).Holds(whole.Mounts()[0].Source), "NewTable parses no text")
+}

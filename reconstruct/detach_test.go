@@ -1,0 +1,100 @@
+//go:build linux
+
+package reconstruct
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/volrecon/volrecon/internal/nodegen"
+	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/podsdir"
+)
+
+// eachString calls fn with every string of v.
+func eachString(v reflect.Value, fn func(string)) {
+	switch v.Kind() {
+	case reflect.String:
+		fn(v.String())
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				eachString(v.Field(i), fn)
+			}
+		}
+	case reflect.Pointer:
+		if !v.IsNil() {
+			eachString(v.Elem(), fn)
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			eachString(v.Index(i), fn)
+		}
+	}
+}
+
+func generatedNode(t *testing.T) (Options, *podsdir.Inventory) {
+	t.Helper()
+	node, err := nodegen.Generate(t.TempDir(), nodegen.Config{Pods: 20, VolumesPerPod: 10, MountInfoLines: 2000})
+	require.NoError(t, err)
+	opts := Options{HostRoot: node.HostRoot, RootDir: node.RootDir, MountInfoPath: node.MountInfoPath}.withDefaults()
+	inv, err := podsdir.Scan(t.Context(), opts.podsdirOptions())
+	require.NoError(t, err)
+	return opts, inv
+}
+
+// TestStateViewsNoTableText: once built, no string of the State views the
+// mount table's text, whole or scoped, so the State never keeps it alive;
+// the strings it took from the table are equal copies.
+func TestStateViewsNoTableText(t *testing.T) {
+	opts, inv := generatedNode(t)
+	for name, read := range map[string]func(context.Context, *mountscan.Scope) (*mountscan.Table, error){
+		"whole": func(ctx context.Context, _ *mountscan.Scope) (*mountscan.Table, error) {
+			return mountscan.ReadFile(ctx, opts.MountInfoPath, 0)
+		},
+		"scoped": opts.readMountTable,
+	} {
+		var table *mountscan.Table
+		st, err := build(t.Context(), opts, inv, func(ctx context.Context, s *mountscan.Scope) (*mountscan.Table, error) {
+			var err error
+			table, err = read(ctx, s)
+			return table, err
+		}, false)
+		require.NoError(t, err)
+		require.True(t, st.MountTable.Consistent, name)
+		require.NotEmpty(t, st.Pods[0].MountPoints, name)
+		require.True(t, table.IsMountPoint(st.Pods[0].MountPoints[0]), name)
+		held := 0
+		eachString(reflect.ValueOf(st).Elem(), func(s string) {
+			if table.Holds(s) {
+				held++
+			}
+		})
+		assert.Zero(t, held, "%s: strings of the State that view the table", name)
+	}
+}
+
+// TestBuildLeavesTheInventory: Build leaves the caller's inventory as it
+// was; Scan's own build lets the pods and staging dirs go once used, and
+// gives the same State.
+func TestBuildLeavesTheInventory(t *testing.T) {
+	opts, inv := generatedNode(t)
+	pods, staging := len(inv.Pods), len(inv.Staging)
+	require.NotZero(t, pods)
+	require.NotZero(t, staging)
+	kept, err := Build(t.Context(), opts, inv)
+	require.NoError(t, err)
+	assert.Len(t, inv.Pods, pods)
+	assert.Len(t, inv.Staging, staging)
+	assert.NotEmpty(t, inv.Pods[0].Volumes)
+
+	released, err := build(t.Context(), opts, inv, opts.readMountTable, true)
+	require.NoError(t, err)
+	assert.Nil(t, inv.Pods, "released")
+	assert.Nil(t, inv.Staging, "released")
+	assert.Equal(t, kept, released)
+}

@@ -1,0 +1,36 @@
+package reconstruct
+
+import (
+	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/podsdir"
+)
+
+// tableScope is the part of the mount table the join asks about: the
+// entries at or below the kubelet's dirs and the root's aliases (and above
+// them, for the filesystem that holds each). Every question Build asks
+// concerns a path there, so a table read within this scope gives the same
+// State as the whole table, without the tens of thousands of container
+// entries of a busy node (mountscan.Scope).
+func tableScope(dirs ...[]string) *mountscan.Scope {
+	var all []string
+	for _, d := range dirs {
+		all = append(all, d...)
+	}
+	return mountscan.NewScope(all...)
+}
+
+// inventoryDirs are the dirs of inv the join looks mounts up under.
+func inventoryDirs(inv *podsdir.Inventory) []string {
+	return []string{inv.ResolvedRootDir, inv.PodsDir, inv.PluginsDir, inv.CSIDir}
+}
+
+// covers reports whether a table read within scope answers for every dir
+// of inv and for the aliases.
+func covers(scope *mountscan.Scope, inv *podsdir.Inventory, aliases []string) bool {
+	for _, d := range append(inventoryDirs(inv), aliases...) {
+		if d != "" && !scope.Covers(d) {
+			return false
+		}
+	}
+	return true
+}
