@@ -1,7 +1,6 @@
 package reconstruct
 
 import (
-	"reflect"
 	"strings"
 
 	"github.com/volrecon/volrecon/mountscan"
@@ -13,20 +12,23 @@ import (
 // for a table read whole, of the kept lines for a scoped one. One of them
 // in the State, such as a mount's source or a pod's mount point, would keep
 // its block alive for as long as the State lives, e.g. between two scans of
-// serve. Walking the State by reflection finds whatever a later field takes
-// from the table too.
+// serve.
 //
 // The State's other strings (from the inventory, or built by the join) are
-// its own already and stay as they are, but for the fields of internedFields:
-// the join builds them per volume (a reason, a checked path) or takes
-// them from the inventory, where the same text is another string (the
-// driver, node and plugin of every volume, a path that is also a mount
-// point): equal ones share one string, ~2 MB of 12 at 10,000 volumes.
-// Interning every string instead would need a map of every distinct one
-// (~10 MB at 10,000 volumes).
+// its own already and stay as they are, but for the fields detach interns
+// (the second argument true): the join builds them per volume (a reason, a
+// checked path) or takes them from the inventory, where the same text is
+// another string (the driver, node and plugin of every volume, a path that
+// is also a mount point): equal ones share one string, ~2 MB of 12 at
+// 10,000 volumes. Interning every string instead would need a map of every
+// distinct one (~10 MB at 10,000 volumes).
+//
+// The walk names every field: it runs after the scan's walk, alone on one
+// core, and a walk by reflection took twice as long. TestDetachCoversEveryString
+// fails when a field of the State is added without being named here.
 func (b *builder) detach() {
 	d := detacher{text: b.text, interned: map[string]string{}}
-	d.value(reflect.ValueOf(b.st).Elem(), false)
+	d.state(b.st)
 }
 
 // dropTable lets the table and the indexes built on it go before the
@@ -44,45 +46,126 @@ type detacher struct {
 	interned map[string]string
 }
 
-// internedFields are the string fields (and string slices) whose equal
-// values detach makes share one string.
-var internedFields = map[string]bool{
-	"Reason": true, "Path": true, "CheckedPath": true, "Plugin": true, "DriverName": true, "NodeName": true,
-	"SpecVolID": true, "VolumeHandle": true, "SpecName": true, "Name": true, "UniqueName": true, "VolumesInUse": true,
+// str detaches *p if it views the table's text, and shares it with an
+// equal string already seen if it does or if intern is set.
+func str[S ~string](d *detacher, p *S, intern bool) {
+	s := string(*p)
+	if s == "" {
+		return
+	}
+	held := d.text.Holds(s)
+	if !held && !intern {
+		return
+	}
+	c, ok := d.interned[s]
+	if !ok {
+		c = s
+		if held {
+			c = strings.Clone(s)
+		}
+		d.interned[c] = c
+	}
+	*p = S(c)
 }
 
-func (d *detacher) value(v reflect.Value, intern bool) {
-	switch v.Kind() {
-	case reflect.String:
-		s := v.String()
-		held := d.text.Holds(s)
-		if !v.CanSet() || s == "" || !held && !intern {
-			return
-		}
-		c, ok := d.interned[s]
-		if !ok {
-			c = s
-			if held {
-				c = strings.Clone(s)
-			}
-			d.interned[c] = c
-		}
-		v.SetString(c)
-	case reflect.Struct:
-		t := v.Type()
-		for i := range v.NumField() {
-			if f := t.Field(i); f.IsExported() {
-				d.value(v.Field(i), internedFields[f.Name])
-			}
-		}
-	case reflect.Pointer:
-		if !v.IsNil() {
-			d.value(v.Elem(), false)
-		}
-	case reflect.Slice:
-		elemIntern := intern && v.Type().Elem().Kind() == reflect.String
-		for i := range v.Len() {
-			d.value(v.Index(i), elemIntern)
-		}
+func (d *detacher) strs(ss []string, intern bool) {
+	for i := range ss {
+		str(d, &ss[i], intern)
+	}
+}
+
+func (d *detacher) state(st *State) {
+	for _, p := range []*string{&st.SchemaVersion, &st.RootDir, &st.ResolvedRootDir, &st.PodsDir,
+		&st.MountTable.Path, &st.MountTable.Error, &st.MountTable.Limitation} {
+		str(d, p, false)
+	}
+	if st.ActivePods != nil {
+		str(d, &st.ActivePods.Error, false)
+	}
+	for i := range st.Pods {
+		d.pod(&st.Pods[i])
+	}
+	for i := range st.Volumes {
+		d.volume(&st.Volumes[i])
+	}
+	for i := range st.GlobalMounts {
+		d.globalMount(&st.GlobalMounts[i])
+	}
+	d.strs(st.VolumesInUse, true)
+	for i := range st.LoopDevices {
+		d.loopDevice(&st.LoopDevices[i])
+	}
+	for i := range st.Findings {
+		d.finding(&st.Findings[i])
+	}
+}
+
+func (d *detacher) pod(p *Pod) {
+	str(d, &p.UID, false)
+	str(d, &p.Path, true)
+	str(d, &p.Status, false)
+	d.strs(p.MountPoints, false)
+}
+
+func (d *detacher) volume(v *Volume) {
+	str(d, &v.PodUID, false)
+	for _, p := range []*string{&v.Name, &v.Plugin, &v.Path, &v.CheckedPath, &v.Reason, &v.UniqueName} {
+		str(d, p, true)
+	}
+	str(d, &v.Mode, false)
+	str(d, &v.State, false)
+	str(d, &v.DeviceMountPath, false)
+	str(d, &v.DeviceMountState, false)
+	str(d, &v.StagingPath, false)
+	str(d, &v.Layout, false)
+	d.mountRef(v.Mount)
+	d.csi(v.CSI)
+}
+
+func (d *detacher) globalMount(g *GlobalMount) {
+	for _, p := range []*string{&g.Path, &g.Plugin, &g.DriverName, &g.VolumeHandle, &g.SpecName, &g.Reason, &g.UniqueName} {
+		str(d, p, true)
+	}
+	str(d, &g.Mode, false)
+	str(d, &g.Layout, false)
+	str(d, &g.State, false)
+	d.strs(g.PodUIDs, false)
+	d.mountRef(g.Mount)
+}
+
+func (d *detacher) mountRef(m *MountRef) {
+	if m == nil {
+		return
+	}
+	for _, p := range []*string{&m.Source, &m.FSType, &m.MajorMinor, &m.Root, &m.SELinuxContext} {
+		str(d, p, false)
+	}
+}
+
+func (d *detacher) csi(c *CSIInfo) {
+	if c == nil {
+		return
+	}
+	for _, p := range []*string{&c.DriverName, &c.VolumeHandle, &c.SpecVolID, &c.NodeName} {
+		str(d, p, true)
+	}
+	for _, p := range []*string{&c.AttachmentID, &c.VolumeLifecycleMode, &c.SELinuxMountContext} {
+		str(d, p, false)
+	}
+}
+
+func (d *detacher) loopDevice(l *LoopDevice) {
+	for _, p := range []*string{&l.Device, &l.BackingFile, &l.PodUID, &l.Volume} {
+		str(d, p, false)
+	}
+	str(d, &l.Plugin, true)
+}
+
+func (d *detacher) finding(f *Finding) {
+	str(d, &f.Kind, false)
+	str(d, &f.Severity, false)
+	str(d, &f.Path, true)
+	for _, p := range []*string{&f.PodUID, &f.Volume, &f.Message} {
+		str(d, p, false)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -97,4 +98,60 @@ func TestBuildLeavesTheInventory(t *testing.T) {
 	assert.Nil(t, inv.Pods, "released")
 	assert.Nil(t, inv.Staging, "released")
 	assert.Equal(t, kept, released)
+}
+
+// fillStrings sets every string of v, through every struct, pointer and
+// slice reachable from it, to next(): pointers get a new value and slices
+// two elements, so that no field is left out for being empty.
+func fillStrings(v reflect.Value, next func() string) {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(next())
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fillStrings(v.Field(i), next)
+			}
+		}
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fillStrings(v.Elem(), next)
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 2, 2))
+		for i := range v.Len() {
+			fillStrings(v.Index(i), next)
+		}
+	}
+}
+
+// TestDetachCoversEveryString: detach names every string field of the
+// State; one added to the State and not to detach fails here, holding the
+// table's text. Equal strings of interned fields end up sharing one copy.
+func TestDetachCoversEveryString(t *testing.T) {
+	table, err := mountscan.FromLines("36 35 98:0 / /var/lib/kubelet/pods/uid-1/volumes/kubernetes.io~csi/pv-1/mount rw - ext4 /dev/sda1 rw")
+	require.NoError(t, err)
+	text := table.Mounts()[0].MountPoint
+	require.True(t, table.Holds(text))
+	n := 0
+	next := func() string { // views of the table's text, some equal
+		n++
+		return text[:len(text)-n%3]
+	}
+	st := &State{}
+	fillStrings(reflect.ValueOf(st).Elem(), next)
+	fields := 0
+	eachString(reflect.ValueOf(st).Elem(), func(s string) {
+		fields++
+		require.True(t, table.Holds(s))
+	})
+	require.Greater(t, fields, 80, "every string field was filled")
+
+	st.Volumes[0].Path, st.Volumes[1].Path = text, text
+	b := &builder{st: st, text: table.Text()}
+	b.detach()
+	eachString(reflect.ValueOf(st).Elem(), func(s string) {
+		assert.False(t, table.Holds(s), "a string of the State still views the table: %q", s)
+	})
+	assert.Equal(t, text, st.Volumes[0].Path)
+	assert.Same(t, unsafe.StringData(st.Volumes[0].Path), unsafe.StringData(st.Volumes[1].Path), "equal held strings share one copy")
 }

@@ -71,6 +71,10 @@ func liveBenchParent(b *testing.B) {
 				args = append(args, "-"+name+"="+f.Value.String())
 			}
 		}
+		if f := flag.Lookup("test.cpuprofile"); f != nil && f.Value.String() != "" {
+			// The parent writes its own (empty) profile there at exit.
+			args = append(args, "-test.cpuprofile="+f.Value.String()+".live")
+		}
 		cmd := exec.Command(os.Args[0], args...)
 		cmd.Env = append(os.Environ(), liveBenchEnv+"=1")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
