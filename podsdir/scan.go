@@ -66,13 +66,17 @@ type scanner struct {
 	walker *bounded.Walker
 	// dirs are the dirs a job keeps open for the calls below them.
 	dirs dirStack
+	// names holds the vol_data.json values that repeat on every volume of
+	// a driver (shared by the scanners of one scan).
+	names *interner
 }
 
 func scan(ctx context.Context, opts Options, readDir func(string) ([]fs.DirEntry, error)) (*Inventory, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s := &scanner{ctx: ctx, opts: opts, log: klog.FromContext(ctx), readDir: readDir, inv: &Inventory{RootDir: opts.rootDir()}}
+	s := &scanner{ctx: ctx, opts: opts, log: klog.FromContext(ctx), readDir: readDir, names: &interner{},
+		inv: &Inventory{RootDir: opts.rootDir()}}
 	root, err := s.resolveRoot()
 	if err != nil {
 		return nil, err
@@ -287,6 +291,7 @@ func (s *scanner) readVolData(p, podUID string, regular bool) VolData {
 		s.hung(p, podUID, err)
 		return corruptVolData(VolData{Path: p}, "not read: "+errText(err))
 	}
+	s.names.volData(&vd)
 	return vd
 }
 
@@ -396,7 +401,7 @@ func (s *scanner) walk(ctx context.Context, csi bool, pods []Pod) error {
 // fork returns a scanner for one job of walk, on walker w: same options,
 // an inventory of its own.
 func (s *scanner) fork(w *bounded.Walker) *scanner {
-	return &scanner{ctx: s.ctx, opts: s.opts, log: s.log, readDir: s.readDir, walker: w, inv: &Inventory{
+	return &scanner{ctx: s.ctx, opts: s.opts, log: s.log, readDir: s.readDir, walker: w, names: s.names, inv: &Inventory{
 		RootDir: s.inv.RootDir, ResolvedRootDir: s.inv.ResolvedRootDir, PodsDir: s.inv.PodsDir,
 		PluginsDir: s.inv.PluginsDir, CSIDir: s.inv.CSIDir,
 	}}
@@ -433,6 +438,7 @@ func (s *scanner) scanPod(uid, dir string) Pod {
 		}
 	}
 	s.log.V(4).Info("Scanned pod dir", "podUID", uid, "volumes", len(pod.Volumes), "subpaths", len(pod.Subpaths))
+	pod.Volumes = tight(pod.Volumes) // the inventory of a large node is at the scan's peak of memory
 	return pod
 }
 
