@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -26,7 +25,7 @@ func NodeName(flag string) (string, error) {
 
 // NewClient builds a client from the kubeconfig file at path, or, when path
 // is empty, from the in-cluster config of a pod's service account.
-func NewClient(kubeconfig string) (kubernetes.Interface, error) {
+func NewClient(kubeconfig string) (*Client, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig != "" {
@@ -42,9 +41,5 @@ func NewClient(kubeconfig string) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kube: %s: %w", where, err)
 	}
 	cfg.UserAgent = "volrecon"
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kube: client for %s: %w", cfg.Host, err)
-	}
-	return client, nil
+	return newClientFor(cfg)
 }

@@ -13,6 +13,13 @@
 // hash (annotation kubernetes.io/config.hash of its mirror pod), which is
 // the name the kubelet gives the static pod's dir.
 //
+// The calls go through API, which Client implements: a narrow client of
+// core/v1 and storage.k8s.io/v1 over client-go's REST client, not the
+// clientset, whose scheme registers every API group at init and whose
+// typed clients bring 56 k8s.io/api packages into the binary (~11 MiB of
+// RSS in every volrecon process, and 34 MB of binary). Tests adapt the fake
+// clientset to API with internal/kubetest.
+//
 // It is not for reading the node itself (package reconstruct) and it never
 // writes to the API server except Events, when asked.
 package kube

@@ -7,17 +7,16 @@ import (
 
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 )
 
 // AttachFreeDrivers lists the CSIDriver objects and returns the names of
 // those with attachRequired: false, whose volumes the kubelet leaves out
 // of volumesInUse. On error the caller must treat every CSI driver as
 // attachable, as the kubelet does when it cannot read them.
-func AttachFreeDrivers(ctx context.Context, client kubernetes.Interface) ([]string, error) {
+func AttachFreeDrivers(ctx context.Context, client API) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
-	list, err := client.StorageV1().CSIDrivers().List(ctx, metav1.ListOptions{})
+	list, err := client.ListCSIDrivers(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list CSIDrivers: %w", err)
 	}

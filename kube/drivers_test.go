@@ -9,6 +9,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/volrecon/volrecon/internal/kubetest"
 )
 
 func csiDriver(name string, attachRequired *bool) *storagev1.CSIDriver {
@@ -20,17 +22,14 @@ func csiDriver(name string, attachRequired *bool) *storagev1.CSIDriver {
 // names none until it has synced. The real API server paths (list, watch,
 // RBAC) are covered by the e2e suite.
 func TestAttachFreeDrivers(t *testing.T) {
-	// The fake clientset cannot stream a watch list (no initial-events
-	// bookmark): let the informer list, then watch.
-	t.Setenv("KUBE_FEATURE_WatchListClient", "false")
 	no, yes := false, true
 	client := fake.NewClientset(csiDriver("efs.csi.aws.com", &no), csiDriver("ebs.csi.aws.com", &yes), csiDriver("legacy.example", nil))
 
-	names, err := AttachFreeDrivers(t.Context(), client)
+	names, err := AttachFreeDrivers(t.Context(), kubetest.Clientset{Interface: client})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"efs.csi.aws.com"}, names)
 
-	w := NewWatcher(client, "node-a", WatcherOptions{})
+	w := NewWatcher(kubetest.Clientset{Interface: client}, "node-a", WatcherOptions{})
 	assert.Empty(t, w.AttachFreeDrivers(), "nothing before the watch has synced")
 	go w.Run(t.Context())
 	require.Eventually(t, func() bool { return len(w.AttachFreeDrivers()) == 1 }, 10*time.Second, 10*time.Millisecond)

@@ -5,9 +5,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
@@ -33,12 +30,12 @@ type findingKey struct {
 }
 
 // NewEvents starts a recorder of Events on node; Shutdown stops it.
-func NewEvents(ctx context.Context, client kubernetes.Interface, node string) *Events {
+func NewEvents(ctx context.Context, client API, node string) *Events {
 	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	b.StartRecordingToSink(&eventSink{ctx: context.WithoutCancel(ctx), client: client})
 	return &Events{
 		broadcaster: b,
-		recorder:    b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "volrecon", Host: node}),
+		recorder:    b.NewRecorder(scheme, corev1.EventSource{Component: "volrecon", Host: node}),
 		// The kubelet refers to its Node the same way: the UID is the name.
 		node: &corev1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)},
 		seen: map[findingKey]bool{},
@@ -78,6 +75,24 @@ func eventType(s reconstruct.Severity) string {
 		return corev1.EventTypeNormal
 	}
 	return corev1.EventTypeWarning
+}
+
+// eventSink is record's sink of Events over API. Its context is NewEvents'
+// without the cancel: the broadcaster still sends what it holds when the
+// caller's context is done (Shutdown), as client-go's own sink does.
+type eventSink struct {
+	ctx    context.Context
+	client API
+}
+
+func (s *eventSink) Create(e *corev1.Event) (*corev1.Event, error) {
+	return s.client.CreateEvent(s.ctx, e)
+}
+func (s *eventSink) Update(e *corev1.Event) (*corev1.Event, error) {
+	return s.client.UpdateEvent(s.ctx, e)
+}
+func (s *eventSink) Patch(e *corev1.Event, patch []byte) (*corev1.Event, error) {
+	return s.client.PatchEvent(s.ctx, e, patch)
 }
 
 // Shutdown flushes and stops the recorder.

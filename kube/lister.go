@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 )
 
@@ -21,7 +20,7 @@ const DefaultTimeout = 10 * time.Second
 // created before the call, so a pod whose dir a scan found is never missed.
 // For the one-shot commands (scan, plan, cleanup); serve uses a Watcher.
 type Lister struct {
-	Client   kubernetes.Interface
+	Client   API
 	NodeName string
 	Timeout  time.Duration // per request (0 = DefaultTimeout)
 
@@ -79,14 +78,14 @@ func nodeSelector(node string) string {
 	return fields.OneTermEqualSelector("spec.nodeName", node).String()
 }
 
-func listNodePods(ctx context.Context, client kubernetes.Interface, node string, timeout time.Duration) ([]*corev1.Pod, error) {
+func listNodePods(ctx context.Context, client API, node string, timeout time.Duration) ([]*corev1.Pod, error) {
 	if node == "" {
 		return nil, ErrNoNodeName
 	}
 	ctx, cancel := context.WithTimeout(ctx, orDefault(timeout))
 	defer cancel()
 	// ResourceVersion "" asks for a quorum read, never a stale cache.
-	list, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: nodeSelector(node)})
+	list, err := client.ListPods(ctx, metav1.ListOptions{FieldSelector: nodeSelector(node)})
 	if err != nil {
 		return nil, fmt.Errorf("list the pods of node %s: %w", node, err)
 	}

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 )
 
@@ -62,7 +60,7 @@ func (e *UnresolvedError) Unwrap() error { return e.Err }
 // after their containers ended, so their volumes may still be mounted and
 // staged; counting them only keeps a staging mount until the pod object is
 // gone. An empty answer is an empty, non-nil slice.
-func CSIVolumes(ctx context.Context, client kubernetes.Interface, pods []*corev1.Pod, timeout time.Duration) ([]string, error) {
+func CSIVolumes(ctx context.Context, client API, pods []*corev1.Pod, timeout time.Duration) ([]string, error) {
 	r := &resolver{client: client, timeout: orDefault(timeout),
 		pvcs: map[string]*corev1.PersistentVolumeClaim{}, pvs: map[string]*corev1.PersistentVolume{}}
 	names := []string{}
@@ -86,7 +84,7 @@ func CSIVolumes(ctx context.Context, client kubernetes.Interface, pods []*corev1
 
 // resolver reads PVCs and PVs, each once.
 type resolver struct {
-	client  kubernetes.Interface
+	client  API
 	timeout time.Duration
 	pvcs    map[string]*corev1.PersistentVolumeClaim // by namespace/name
 	pvs     map[string]*corev1.PersistentVolume
@@ -154,7 +152,7 @@ func (r *resolver) pvc(ctx context.Context, namespace, name string) (*corev1.Per
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	pvc, err := r.client.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+	pvc, err := r.client.GetPersistentVolumeClaim(ctx, namespace, name)
 	if err != nil {
 		return nil, fmt.Errorf("get: %w", err)
 	}
@@ -168,7 +166,7 @@ func (r *resolver) pv(ctx context.Context, name string) (*corev1.PersistentVolum
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	pv, err := r.client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+	pv, err := r.client.GetPersistentVolume(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("get: %w", err)
 	}

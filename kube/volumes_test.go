@@ -14,8 +14,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/volrecon/volrecon/internal/kubetest"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -86,7 +87,7 @@ func TestCSIVolumesAreUnknownWhenOneVolumeCannotBeTold(t *testing.T) {
 					return true, nil, c.pvErr
 				})
 			}
-			names, err := CSIVolumes(t.Context(), client, []*corev1.Pod{ok, c.pod}, 0)
+			names, err := CSIVolumes(t.Context(), kubetest.Clientset{Interface: client}, []*corev1.Pod{ok, c.pod}, 0)
 			assert.Nil(t, names, "unknown, never a partial answer")
 			var unresolved *UnresolvedError
 			require.ErrorAs(t, err, &unresolved)
@@ -107,7 +108,7 @@ func TestCSIVolumesAreUnknownWhenOneVolumeCannotBeTold(t *testing.T) {
 func TestCSIVolumesStopAtTheFirstFailure(t *testing.T) {
 	client := fake.NewClientset()
 	pods := []*corev1.Pod{claimPod("p1", pvcVolume("a", "c1")), claimPod("p2", pvcVolume("b", "c2"))}
-	_, err := CSIVolumes(t.Context(), client, pods, 0)
+	_, err := CSIVolumes(t.Context(), kubetest.Clientset{Interface: client}, pods, 0)
 	require.Error(t, err)
 	assert.Len(t, client.Actions(), 1, "one Get: %v", client.Actions())
 }
@@ -124,7 +125,7 @@ func TestCSIVolumesAreBoundedByTheTimeout(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(hang)
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	client, err := newClientFor(&rest.Config{Host: srv.URL})
 	require.NoError(t, err)
 	start := time.Now()
 	names, err := CSIVolumes(t.Context(), client, []*corev1.Pod{claimPod("p", pvcVolume("a", "c"))}, 200*time.Millisecond)
@@ -144,7 +145,7 @@ func TestListerCSIVolumesAfterAFailedList(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	l := &Lister{Client: client, NodeName: "node-a"}
+	l := &Lister{Client: kubetest.Clientset{Interface: client}, NodeName: "node-a"}
 	_, err := l.ActivePods(t.Context())
 	require.NoError(t, err)
 	down = true

@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -49,7 +48,7 @@ type WatcherOptions struct {
 // leave out are confirmed by ConfirmActivePods with a quorum read before
 // anything is called orphaned.
 type Watcher struct {
-	client   kubernetes.Interface
+	client   API
 	node     string
 	timeout  time.Duration
 	health   *health
@@ -58,7 +57,7 @@ type Watcher struct {
 }
 
 // NewWatcher makes a Watcher; Run starts it.
-func NewWatcher(client kubernetes.Interface, node string, opts WatcherOptions) *Watcher {
+func NewWatcher(client API, node string, opts WatcherOptions) *Watcher {
 	clk := opts.Clock
 	if clk == nil {
 		clk = clock.RealClock{}
@@ -69,15 +68,19 @@ func NewWatcher(client kubernetes.Interface, node string, opts WatcherOptions) *
 	}
 	w := &Watcher{client: client, node: node, timeout: orDefault(opts.Timeout),
 		health: &health{clock: clk, staleAfter: stale}}
-	w.informer = cache.NewSharedIndexInformer(w.listWatch(), &corev1.Pod{}, 0, cache.Indexers{})
+	// Each informer asks the client whether it can stream a watch list (the
+	// reflector's default way to list); a fake clientset in tests cannot.
+	w.informer = cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(w.listWatch(), client),
+		&corev1.Pod{}, 0, cache.Indexers{})
 	_ = w.informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) { w.health.fail(err) })
-	drivers := client.StorageV1().CSIDrivers()
-	w.drivers = cache.NewSharedIndexInformer(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return drivers.List(ctx, o) },
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return drivers.Watch(ctx, o)
+	drivers := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return client.ListCSIDrivers(ctx, o)
 		},
-	}, &storagev1.CSIDriver{}, 0, cache.Indexers{})
+		WatchFuncWithContext: client.WatchCSIDrivers,
+	}
+	w.drivers = cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(drivers, client),
+		&storagev1.CSIDriver{}, 0, cache.Indexers{})
 	return w
 }
 
@@ -113,19 +116,18 @@ func (w *Watcher) AttachFreeDrivers() []string {
 
 // listWatch lists and watches the node's pods, noting every contact with
 // the API server and every failure.
-func (w *Watcher) listWatch() cache.ListerWatcher {
-	pods := w.client.CoreV1().Pods(metav1.NamespaceAll)
+func (w *Watcher) listWatch() *cache.ListWatch {
 	selector := nodeSelector(w.node)
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector
-			list, err := pods.List(ctx, o)
+			list, err := w.client.ListPods(ctx, o)
 			w.note(err)
 			return list, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = selector
-			wi, err := pods.Watch(ctx, o)
+			wi, err := w.client.WatchPods(ctx, o)
 			w.note(err)
 			if err != nil {
 				return nil, err
@@ -180,7 +182,7 @@ func (w *Watcher) ConfirmActivePods(ctx context.Context) ([]string, error) {
 func (w *Watcher) probe(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
-	_, err := w.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx,
+	_, err := w.client.ListPods(ctx,
 		metav1.ListOptions{FieldSelector: nodeSelector(w.node), Limit: 1, ResourceVersion: "0"})
 	w.health.probed(err)
 }

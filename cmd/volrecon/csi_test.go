@@ -21,6 +21,7 @@ import (
 
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/internal/csifake"
+	"github.com/volrecon/volrecon/internal/kubetest"
 	"github.com/volrecon/volrecon/kube"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
@@ -266,7 +267,7 @@ func TestActiveVolumesUnknownWhenAPVCannotBeRead(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(corev1.Resource("persistentvolumes"), "pv-1", errors.New("no RBAC"))
 	})
 	n := &node{}
-	n.opts.ActivePods = &kube.Lister{Client: client, NodeName: "node-a"}
+	n.opts.ActivePods = &kube.Lister{Client: kubetest.Clientset{Interface: client}, NodeName: "node-a"}
 	td := &cleanup.CSITeardown{}
 	var stderr strings.Builder
 	activeVolumes(t.Context(), n, td, &stderr)
@@ -288,7 +289,7 @@ func TestActiveVolumesUnknownWhenAPVCannotBeRead(t *testing.T) {
 // when the plan's answer came from it.
 func TestNodeUnstageAsksTheAPIServerAgainOnlyWhenThePlanDid(t *testing.T) {
 	client := fake.NewClientset()
-	lister := &kube.Lister{Client: client, NodeName: "node-a"}
+	lister := &kube.Lister{Client: kubetest.Clientset{Interface: client}, NodeName: "node-a"}
 	f := &csiFlags{timeout: time.Minute}
 	for name, c := range map[string]struct {
 		source reconstruct.PodSource

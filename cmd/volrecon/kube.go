@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/volrecon/volrecon/kube"
@@ -28,7 +27,7 @@ func (k *kubeFlags) register(fs *flag.FlagSet) {
 }
 
 // apiClient connects to the API server and names the node.
-func (k *kubeFlags) apiClient() (kubernetes.Interface, string, error) {
+func (k *kubeFlags) apiClient() (kube.API, string, error) {
 	node, err := kube.NodeName(k.nodeName)
 	if err != nil {
 		return nil, "", &exitError{code: exitUsage, err: fmt.Errorf("--active-pods api: %w", err)}
