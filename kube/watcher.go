@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/volrecon/volrecon/reconstruct"
 )
 
 // DefaultStaleAfter is how long a Watcher trusts its cache without word from
@@ -73,6 +75,7 @@ func NewWatcher(client API, node string, opts WatcherOptions) *Watcher {
 	w.informer = cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(w.listWatch(), client),
 		&corev1.Pod{}, 0, cache.Indexers{})
 	_ = w.informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) { w.health.fail(err) })
+	_ = w.informer.SetTransform(keysOnly)
 	drivers := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return client.ListCSIDrivers(ctx, o)
@@ -224,4 +227,26 @@ func (w *notingWatch) ResultChan() <-chan watch.Event { return w.out }
 func (w *notingWatch) Stop() {
 	w.stopOnce.Do(func() { close(w.done) })
 	w.inner.Stop()
+}
+
+// keysOnly is what the pod cache keeps of a pod: its name, namespace, UID,
+// resource version and the annotations that name a static pod's dir
+// (PodKeys). A pod object is ~10 KiB and a node may run hundreds; the
+// cache serves only ActivePods.
+func keysOnly(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil // a DeletedFinalStateUnknown tombstone
+	}
+	kept := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID,
+		ResourceVersion: pod.ResourceVersion}}
+	for _, name := range []string{reconstruct.ConfigHashAnnotation, reconstruct.ConfigMirrorAnnotation} {
+		if v, ok := pod.Annotations[name]; ok {
+			if kept.Annotations == nil {
+				kept.Annotations = map[string]string{}
+			}
+			kept.Annotations[name] = v
+		}
+	}
+	return kept, nil
 }

@@ -107,6 +107,9 @@ func peakRSS(b *testing.B, newCmd func() *exec.Cmd, during func(*exec.Cmd)) {
 	for b.Loop() {
 		cmd := newCmd()
 		cmd.Env = withoutEnv(os.Environ(), "GOMEMLIMIT") // as a user runs it: the built-in limit
+		if limit := os.Getenv("VOLRECON_BENCH_GOMEMLIMIT"); limit != "" {
+			cmd.Env = append(cmd.Env, "GOMEMLIMIT="+limit) // as the DaemonSet runs it (its memory request)
+		}
 		var stderr syncBuffer
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
