@@ -43,7 +43,7 @@ func callName(k ActionKind) string {
 func (e *executor) runCSI(a Action) ActionResult {
 	r := ActionResult{Action: a}
 	// Read afresh, before and after: the call is what changes the table.
-	table, err := e.opts.readTable(e.ctx)
+	table, err := e.opts.ReadTable(e.ctx)
 	if err != nil {
 		return e.csiKeep(a, fmt.Errorf("the mount table could not be read: %w", err))
 	}
@@ -57,7 +57,7 @@ func (e *executor) runCSI(a Action) ActionResult {
 		return e.csiKeep(a, err)
 	}
 	err = e.callDriver(a, &r)
-	after, readErr := e.opts.readTable(e.ctx)
+	after, readErr := e.opts.ReadTable(e.ctx)
 	if readErr != nil {
 		r.Changed = []string{"the mount table could not be read afterwards: " + readErr.Error()}
 	} else {

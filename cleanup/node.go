@@ -24,7 +24,10 @@ type Node struct {
 	MaxReadAttempts int
 }
 
-func (n Node) readTable(ctx context.Context) (*mountscan.Table, error) {
+// ReadTable reads the node's mount table: through ReadMountTable, held to
+// what a live table is (mountscan.CheckLive), or from MountInfoPath until
+// two reads agree.
+func (n Node) ReadTable(ctx context.Context) (*mountscan.Table, error) {
 	if n.ReadMountTable != nil {
 		table, err := n.ReadMountTable(ctx)
 		if err == nil {

@@ -112,7 +112,7 @@ func runningReason(st *reconstruct.State, uid string) (string, bool) {
 }
 
 func (o Options) snapshot(ctx context.Context) (*snapshot, error) {
-	table, err := o.readTable(ctx)
+	table, err := o.ReadTable(ctx)
 	if err != nil {
 		return nil, err
 	}

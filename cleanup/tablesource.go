@@ -38,7 +38,7 @@ func newTableSource(n Node) *tableSource {
 // fresh one. A poll that fails counts as a change.
 func (s *tableSource) current(ctx context.Context) (*mountscan.Table, error) {
 	if s.watch == nil {
-		return s.node.readTable(ctx)
+		return s.node.ReadTable(ctx)
 	}
 	if s.table != nil {
 		if changed, err := s.watch.Changed(); err == nil && !changed {
@@ -53,7 +53,7 @@ func (s *tableSource) current(ctx context.Context) (*mountscan.Table, error) {
 // kernel knowing.
 func (s *tableSource) fresh(ctx context.Context) (*mountscan.Table, error) {
 	if s.watch == nil {
-		return s.node.readTable(ctx)
+		return s.node.ReadTable(ctx)
 	}
 	s.table = nil // let it go before the next read
 	table, err := s.watch.Read(ctx, s.node.MaxReadAttempts)

@@ -78,7 +78,7 @@ func (f *csiFlags) gather(ctx context.Context, st *reconstruct.State, n *node, s
 		fmt.Fprintf(stderr, "volrecon: --csi-teardown: nothing is torn down: the mount namespaces could not all be read: %v\n", err)
 		return td, nil
 	}
-	host, err := n.readTable(ctx)
+	host, err := n.cleanupNode().ReadTable(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "volrecon: --csi-teardown: nothing is torn down: the mount table could not be read: %v\n", err)
 		return td, nil
@@ -122,18 +122,6 @@ func (f *csiFlags) exec(n *node, td *cleanup.CSITeardown) cleanup.CSIExec {
 		x.ActiveVolumes = lister.CSIVolumesNow
 	}
 	return x
-}
-
-// readTable reads the mount table as the scan did.
-func (n *node) readTable(ctx context.Context) (*mountscan.Table, error) {
-	if n.opts.ReadMountTable != nil {
-		return n.opts.ReadMountTable(ctx)
-	}
-	path := n.opts.MountInfoPath
-	if path == "" {
-		path = mountscan.DefaultPath
-	}
-	return mountscan.ReadFile(ctx, path, n.opts.MaxReadAttempts)
 }
 
 // evidence is what the node's mount namespaces show.
