@@ -135,7 +135,7 @@ func (e *executor) stillUnused(a Action) error {
 	if a.Action != NodeUnstage || e.opts.CSI.ActiveVolumes == nil {
 		return nil
 	}
-	name := podsdir.CSIPluginName + "/" + a.CSI.Driver + "^" + a.CSI.VolumeID
+	name := podsdir.CSIUniqueName(a.CSI.Driver, a.CSI.VolumeID)
 	names, err := e.opts.CSI.ActiveVolumes(e.ctx)
 	switch {
 	case err != nil:

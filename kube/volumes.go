@@ -8,16 +8,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/volrecon/volrecon/podsdir"
 )
-
-// csiPluginName prefixes the kubelet's unique name of a CSI volume:
-// kubernetes.io/csi/<driver>^<volumeHandle>.
-const csiPluginName = "kubernetes.io/csi"
-
-// CSIUniqueName is the kubelet's unique name of the CSI volume of a PV.
-func CSIUniqueName(driver, handle string) string {
-	return csiPluginName + "/" + driver + "^" + handle
-}
 
 // UnresolvedError says which pod volume's CSI identity could not be told,
 // and why: a PVC or PV that could not be read, a PVC not bound yet, or an
@@ -45,7 +38,7 @@ func (e *UnresolvedError) Error() string {
 
 func (e *UnresolvedError) Unwrap() error { return e.Err }
 
-// CSIVolumes returns the unique names (CSIUniqueName) of the CSI volumes
+// CSIVolumes returns the unique names (podsdir.CSIUniqueName) of the CSI volumes
 // the pods use through a PVC (persistentVolumeClaim, or a generic ephemeral
 // volume's PVC <pod>-<volume>): PVC → spec.volumeName → PV spec.csi. These
 // are the volumes the kubelet may stage on the node for those pods.
@@ -132,7 +125,7 @@ func (r *resolver) csiNameOf(ctx context.Context, pod *corev1.Pod, v *corev1.Vol
 	src := &pv.Spec.PersistentVolumeSource
 	switch {
 	case src.CSI != nil && src.CSI.Driver != "" && src.CSI.VolumeHandle != "":
-		name := CSIUniqueName(src.CSI.Driver, src.CSI.VolumeHandle)
+		name := podsdir.CSIUniqueName(src.CSI.Driver, src.CSI.VolumeHandle)
 		klog.FromContext(ctx).V(4).Info("Pod volume is a CSI volume", "pod", klog.KObj(pod), "volume", v.Name, "pv", pv.Name, "uniqueName", name)
 		return name, nil
 	case src.CSI != nil:

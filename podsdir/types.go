@@ -16,6 +16,10 @@ const DefaultMaxVolDataSize = 64 << 10
 // CSIPluginName is the plugin name of CSI volumes.
 const CSIPluginName = "kubernetes.io/csi"
 
+// CSIUniqueName is the kubelet's unique name of a CSI volume:
+// kubernetes.io/csi/<driver>^<volumeHandle>.
+func CSIUniqueName(driver, handle string) string { return CSIPluginName + "/" + driver + "^" + handle }
+
 // Mode is a volume mode.
 type Mode string
 

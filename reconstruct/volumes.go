@@ -241,7 +241,7 @@ func csiUniqueName(driver, handle string) string {
 	if driver == "" || handle == "" {
 		return ""
 	}
-	return podsdir.CSIPluginName + "/" + driver + "^" + handle
+	return podsdir.CSIUniqueName(driver, handle)
 }
 
 func isEphemeral(c *CSIInfo) bool {
