@@ -13,44 +13,6 @@ import (
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
-// CSITeardown lets Plan tear down through the CSI driver what the kubelet
-// never will (Options.CSITeardown): NodeUnpublish of a publish target whose
-// pod-level vol_data.json is gone, and NodeUnstage of a staging mount no pod
-// uses. Everything it rests on is evidence the caller gathered; what is
-// missing from it keeps the volume as it is (a NeedsDriver report).
-type CSITeardown struct {
-	// DeadPods holds, by pod UID, the positive evidence that nothing of an
-	// orphaned pod still runs (no mount namespace holds a mount from its
-	// dir, the container runtime lists none of it). A pod that is not here
-	// gets no NodeUnpublish.
-	DeadPods map[string][]string
-	// StagingUnused holds, by staging path, the evidence that no other mount
-	// namespace on the node holds a mount of the staging mount's filesystem
-	// subtree (its own propagated copies aside). A staging mount that is not
-	// here is never unstaged. Plan checks the host's table itself.
-	StagingUnused map[string][]string
-	// ActiveVolumes are the unique names (kubernetes.io/csi/<driver>^<handle>)
-	// of the volumes the active pods of this node use, from the API server
-	// (pods → PVCs → PVs, kube.CSIVolumes). Nil means unknown: then
-	// NodeUnstage needs AssumeNoNewPods.
-	ActiveVolumes []string
-	// ActiveVolumesError says why ActiveVolumes is unknown when the caller
-	// asked and could not tell (which PVC or PV could not be read); it is
-	// named in the plan. Nil when nobody asked (no API server).
-	ActiveVolumesError error
-	// AssumeNoNewPods: the caller vouches that no pod will start on this
-	// node with a volume whose staging mount looks unused.
-	AssumeNoNewPods bool
-	// UnusedSince holds, by staging path, when it was first seen without a
-	// user (kept by the caller between scans). A leaked staging mount is
-	// unstaged only once it has been unused for MinLeakAge: NodeStage comes
-	// before NodePublish, so a starting pod's staging mount is briefly unused.
-	UnusedSince map[string]time.Time
-	MinLeakAge  time.Duration
-	// Now is the time of this scan (zero: time.Now()).
-	Now time.Time
-}
-
 // CSICall is the request of a NodeUnpublish or NodeUnstage action. The
 // action's Path is the target path or the staging target path.
 type CSICall struct {
@@ -62,6 +24,11 @@ type CSICall struct {
 	// Source is the mount expected at the path (major:minor and root), which
 	// the executor checks is still the one there before calling.
 	Source string `json:"source,omitempty"`
+	// RecheckActiveVolumes: the plan knew from CSITeardown.ActiveVolumes
+	// that no active pod uses the volume; the executor asks again right
+	// before the call (CSIExec.ActiveVolumes), and keeps the staging mount
+	// when it cannot.
+	RecheckActiveVolumes bool `json:"recheckActiveVolumes,omitempty"`
 }
 
 // CSICallResult is one call made to a driver while executing an action.
@@ -81,13 +48,6 @@ func CSICalls() []string {
 	return []string{"NodeGetCapabilities", "NodeUnpublishVolume", "NodeUnstageVolume"}
 }
 
-func (t *CSITeardown) now() time.Time {
-	if t.Now.IsZero() {
-		return time.Now()
-	}
-	return t.Now
-}
-
 // devKey is how a mount's filesystem subtree is named in actions.
 func devKey(m mountscan.Mount) string { return m.Dev.String() + ":" + m.Root }
 
@@ -97,11 +57,10 @@ func devKey(m mountscan.Mount) string { return m.Dev.String() + ":" + m.Root }
 // identity was recovered (with a valid vol_data.json the restarted kubelet
 // does it itself).
 func (p *podPlanner) csiUnpublishable(mp string) (reconstruct.Volume, bool) {
-	t := p.opts.CSITeardown
 	e, listed := p.entries[mp]
 	v, known := p.volumes[filepath.Dir(mp)]
 	switch {
-	case t == nil || len(t.DeadPods[p.pod.UID]) == 0 || !listed || !e.Mounted || !p.isCSITarget(p.parts(e)):
+	case p.ev == nil || len(p.ev.deadPods[p.pod.UID]) == 0 || !listed || !e.Mounted || !p.isCSITarget(p.parts(e)):
 		return v, false
 	case !known || v.State != reconstruct.Mounted || v.CSI == nil || !v.CSI.Recovered || v.Mount == nil || v.Mount.Count != 1:
 		return v, false
@@ -140,7 +99,7 @@ func (p *podPlanner) planCSITeardown() ([]Action, bool) {
 	if len(targets) == 0 {
 		return nil, false
 	}
-	evidence := append([]string{"pod " + p.pod.UID + " is not in the active pod list"}, p.opts.CSITeardown.DeadPods[p.pod.UID]...)
+	evidence := append([]string{"pod " + p.pod.UID + " is not in the active pod list"}, p.ev.deadPods[p.pod.UID]...)
 	for _, v := range targets {
 		p.actions = append(p.actions, Action{Action: NodeUnpublish, Path: v.CheckedPath, PodUID: p.pod.UID,
 			Reason: "NodeUnpublishVolume through " + v.CSI.DriverName + ": the pod's vol_data.json is " + volDataState(v) +
@@ -178,7 +137,7 @@ func (p *podPlanner) unstageAfterUnpublish(v reconstruct.Volume) {
 			Reason: "not unstaged: pods " + strings.Join(others, ", ") + " still use this staging mount"})
 		return
 	}
-	p.after = append(p.after, p.opts.CSITeardown.unstage(p.st, g, p.pod.UID, false,
+	p.after = append(p.after, p.opts.CSITeardown.unstage(p.st, p.ev, g, p.pod.UID, false,
 		"NodeUnpublish of "+v.CheckedPath+" comes first; afterwards no target of the volume is left"))
 }
 
@@ -194,7 +153,7 @@ func globalMountAt(st *reconstruct.State, path string) (reconstruct.GlobalMount,
 // planLeakedStaging plans a staging mount that no pod mount uses: NodeUnstage
 // when every condition holds, else the NeedsDriver report it always had,
 // with what is missing.
-func (o Options) planLeakedStaging(st *reconstruct.State, snap *snapshot, f reconstruct.Finding) Action {
+func (o Options) planLeakedStaging(st *reconstruct.State, snap *snapshot, ev *evidence, f reconstruct.Finding) Action {
 	report := Action{Action: NeedsDriver, Path: f.Path, Reason: leakedReason(st, f.Path), Evidence: []string{f.Message}}
 	if o.CSITeardown == nil {
 		return report
@@ -207,7 +166,7 @@ func (o Options) planLeakedStaging(st *reconstruct.State, snap *snapshot, f reco
 		report.Reason += "; not unstaged: the mount table could not be read when planning"
 		return report
 	}
-	a := o.CSITeardown.unstage(st, g, "", true, f.Message)
+	a := o.CSITeardown.unstage(st, ev, g, "", true, f.Message)
 	if a.Action == NodeUnstage {
 		if users := stagingUsers(snap.table, filepath.Dir(st.PodsDir), g); len(users) > 0 {
 			report.Reason += "; not unstaged: " + users[0].MountPoint + " mounts the same filesystem subtree"
@@ -221,7 +180,7 @@ func (o Options) planLeakedStaging(st *reconstruct.State, snap *snapshot, f reco
 
 // unstage plans NodeUnstage of g, or says why not. leaked: g was found
 // without users by the scan, so it must have been unused for MinLeakAge.
-func (t *CSITeardown) unstage(st *reconstruct.State, g reconstruct.GlobalMount, podUID string, leaked bool, why string) Action {
+func (t *CSITeardown) unstage(st *reconstruct.State, ev *evidence, g reconstruct.GlobalMount, podUID string, leaked bool, why string) Action {
 	no := func(reason string) Action {
 		return Action{Action: NeedsDriver, Path: g.Path, PodUID: podUID, Reason: "NodeUnstage through the CSI driver, not done here: " + reason}
 	}
@@ -235,27 +194,28 @@ func (t *CSITeardown) unstage(st *reconstruct.State, g reconstruct.GlobalMount, 
 		return no("its identity is unknown (no readable vol_data.json in the staging dir)")
 	case filepath.Base(filepath.Dir(g.Path)) != sha256Hex(g.VolumeHandle):
 		return no("the staging dir is not named by the sha256 of the handle its vol_data.json names")
-	case len(t.StagingUnused[g.Path]) == 0:
+	case len(ev.stagingUnused[g.Path]) == 0:
 		return no("no evidence that no other mount namespace on the node uses it")
 	}
 	if uid := podNaming(st, g.Path); uid != "" {
 		// A starting pod: NodeStage is done, NodePublish is not yet.
 		return no("pod " + uid + ", not orphaned, has a volume dir of this volume: it may be starting (staged, not yet published)")
 	}
-	evidence = append(evidence, t.StagingUnused[g.Path]...)
+	evidence = append(evidence, ev.stagingUnused[g.Path]...)
+	recheck := ev.activeVolumes != nil
 	switch {
-	case t.ActiveVolumes != nil && slices.Contains(t.ActiveVolumes, g.UniqueName):
+	case recheck && slices.Contains(ev.activeVolumes, g.UniqueName):
 		return no("an active pod on this node uses the volume " + g.UniqueName)
-	case t.ActiveVolumes != nil:
+	case recheck:
 		evidence = append(evidence, "no active pod on this node uses the volume (from the API server)")
 	case !t.AssumeNoNewPods:
-		return no("which volumes the active pods use is unknown (" + t.whyVolumesUnknown() + "): a starting pod may have staged it")
+		return no("which volumes the active pods use is unknown (" + ev.whyVolumesUnknown() + "): a starting pod may have staged it")
 	default:
-		evidence = append(evidence, "which volumes the active pods use is unknown ("+t.whyVolumesUnknown()+")",
+		evidence = append(evidence, "which volumes the active pods use is unknown ("+ev.whyVolumesUnknown()+")",
 			"assumed: no new pod starts on this node (--assume-no-new-pods)")
 	}
 	if leaked {
-		since, ok := t.UnusedSince[g.Path]
+		since, ok := ev.unusedSince[g.Path]
 		age := t.now().Sub(since)
 		if !ok || !since.Before(t.now()) || age < t.MinLeakAge {
 			return no("not yet seen unused in two scans at least " + t.MinLeakAge.String() + " apart (a starting pod's staging mount is briefly unused)")
@@ -265,12 +225,13 @@ func (t *CSITeardown) unstage(st *reconstruct.State, g reconstruct.GlobalMount, 
 	return Action{Action: NodeUnstage, Path: g.Path, PodUID: podUID,
 		Reason:   "NodeUnstageVolume through " + g.DriverName + ": no pod uses this staging mount, and the kubelet never unstages it",
 		Evidence: evidence,
-		CSI:      &CSICall{Driver: g.DriverName, VolumeID: g.VolumeHandle, Source: g.Mount.MajorMinor + ":" + g.Mount.Root}}
+		CSI: &CSICall{Driver: g.DriverName, VolumeID: g.VolumeHandle, Source: g.Mount.MajorMinor + ":" + g.Mount.Root,
+			RecheckActiveVolumes: recheck}}
 }
 
-func (t *CSITeardown) whyVolumesUnknown() string {
-	if t.ActiveVolumesError != nil {
-		return "from the API server: " + t.ActiveVolumesError.Error()
+func (ev *evidence) whyVolumesUnknown() string {
+	if ev.activeVolumesErr != nil {
+		return "from the API server: " + ev.activeVolumesErr.Error()
 	}
 	return "no API server"
 }
@@ -295,18 +256,18 @@ func sha256Hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// SubtreeUsers returns the mounts of table that use the filesystem subtree
-// mounted at path (dev, root): those of the same device with a root at or
-// below root, other than path itself and its propagated copies, which end
-// in the same path below the kubelet root rootDir (a driver's container,
-// or volrecon's own with the host at /host, sees them there). Callers pass
-// each mount namespace's table in turn.
-func SubtreeUsers(table *mountscan.Table, rootDir, path string, dev mountscan.DevID, root string) []mountscan.Mount {
+// subtreeUsers returns the mounts of table that use the filesystem
+// subtree t mounted at path: those of t or a part of it, other than path
+// itself and its propagated copies, which end in the same path below the
+// kubelet root rootDir (a driver's container, or volrecon's own with the
+// host at /host, sees them there). Callers pass each mount namespace's
+// table in turn.
+func subtreeUsers(table *mountscan.Table, rootDir, path string, t mountscan.Subtree) []mountscan.Mount {
 	rel := strings.TrimPrefix(path, strings.TrimSuffix(rootDir, "/"))
 	var users []mountscan.Mount
 	for _, m := range table.Mounts() {
 		switch {
-		case m.Dev != dev || !underRoot(m.Root, root):
+		case !t.Contains(m):
 		case m.MountPoint == path || rel != path && strings.HasSuffix(m.MountPoint, rel):
 		default:
 			users = append(users, m)
@@ -315,25 +276,21 @@ func SubtreeUsers(table *mountscan.Table, rootDir, path string, dev mountscan.De
 	return users
 }
 
-// stagingUsers is SubtreeUsers of the staging mount g.
+// stagingUsers is subtreeUsers of the staging mount g.
 func stagingUsers(table *mountscan.Table, rootDir string, g reconstruct.GlobalMount) []mountscan.Mount {
 	if g.Mount == nil {
 		return nil
 	}
 	for _, m := range table.At(g.Path) {
 		if m.Dev.String() == g.Mount.MajorMinor {
-			return SubtreeUsers(table, rootDir, g.Path, m.Dev, g.Mount.Root)
+			return subtreeUsers(table, rootDir, g.Path, mountscan.Subtree{Dev: m.Dev, Root: g.Mount.Root})
 		}
 	}
 	// Not mounted there now: users of that device and root all the same.
 	for _, m := range table.Mounts() {
 		if m.Dev.String() == g.Mount.MajorMinor {
-			return SubtreeUsers(table, rootDir, g.Path, m.Dev, g.Mount.Root)
+			return subtreeUsers(table, rootDir, g.Path, mountscan.Subtree{Dev: m.Dev, Root: g.Mount.Root})
 		}
 	}
 	return nil
-}
-
-func underRoot(root, of string) bool {
-	return of == "/" || root == of || strings.HasPrefix(root, of+"/")
 }

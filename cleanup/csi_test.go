@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,10 +43,15 @@ type csiNode struct {
 
 	mu     sync.Mutex
 	mounts map[string]string // mount point -> "dev root"
+	// life is what the scan's evidence of life says (nil: it did not look).
+	life reconstruct.LifeChecker
 }
 
 func newCSINode(t *testing.T) *csiNode {
-	n := &csiNode{t: t, hostRoot: csifake.ShortTempDir(t), mounts: map[string]string{}}
+	n := &csiNode{t: t, hostRoot: csifake.ShortTempDir(t), mounts: map[string]string{}, life: lifeSigns{}}
+	// The node's processes: pid 1 in the host's namespace, whose table is
+	// the node's mount table (written on every read of it).
+	n.namespace(1, "mnt:[4026531841]")
 	n.staging = filepath.Join(csiRoot, "plugins/kubernetes.io/csi", csiDriver, podsdir.StagingHash(csiHandle), "globalmount")
 	n.write(filepath.Join(filepath.Dir(n.staging), "vol_data.json"), `{"driverName":"`+csiDriver+`","volumeHandle":"`+csiHandle+`"}`)
 	n.mkdir(n.staging)
@@ -89,6 +95,24 @@ func (n *csiNode) mounted(p string) bool {
 }
 
 func (n *csiNode) table(context.Context) (*mountscan.Table, error) {
+	lines := n.lines()
+	require.NoError(n.t, os.WriteFile(n.at("/proc/1/mountinfo"), []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+	return mountscan.FromLines(lines...)
+}
+
+// namespace adds a process of the node in mount namespace id whose table
+// holds lines (none: written by table).
+func (n *csiNode) namespace(pid int, id string, lines ...string) {
+	dir := n.at(filepath.Join("/proc", strconv.Itoa(pid)))
+	require.NoError(n.t, os.MkdirAll(filepath.Join(dir, "ns"), 0o750))
+	require.NoError(n.t, os.Symlink(id, filepath.Join(dir, "ns", "mnt")))
+	if len(lines) > 0 {
+		lines = append([]string{"1 0 0:50 / / rw - overlay overlay rw"}, lines...)
+		require.NoError(n.t, os.WriteFile(filepath.Join(dir, "mountinfo"), []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+	}
+}
+
+func (n *csiNode) lines() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	lines := []string{"1 0 259:1 / / rw - ext4 /dev/sda1 rw"}
@@ -101,7 +125,7 @@ func (n *csiNode) table(context.Context) (*mountscan.Table, error) {
 	}) {
 		lines = append(lines, strconv.Itoa(100+i)+" 1 "+n.mounts[mp]+" "+mp+" rw - ext4 /dev/nvme1n1 rw")
 	}
-	return mountscan.FromLines(lines...)
+	return lines
 }
 
 // publish makes a publish target of the volume for pod uid; withVolData
@@ -117,13 +141,12 @@ func (n *csiNode) publish(uid string, withVolData bool) string {
 	return target
 }
 
-func (n *csiNode) node() cleanup.Node {
-	return cleanup.Node{HostRoot: n.hostRoot, ReadMountTable: n.table}
+func (n *csiNode) node() reconstruct.Node {
+	return reconstruct.Node{HostRoot: n.hostRoot, MountTable: mountscan.Source{Read: n.table}}
 }
 
 func (n *csiNode) scan() *reconstruct.State {
-	st, err := reconstruct.Scan(n.t.Context(), reconstruct.Options{HostRoot: n.hostRoot, ReadMountTable: n.table,
-		ActivePods: reconstruct.PodList{csiActive}})
+	st, err := reconstruct.Scan(n.t.Context(), reconstruct.Options{Node: n.node(), ActivePods: reconstruct.PodList{csiActive}, LifeChecker: n.life})
 	require.NoError(n.t, err)
 	return st
 }
@@ -137,15 +160,48 @@ func (n *csiNode) apply(plan *cleanup.ActionPlan) []cleanup.ActionResult {
 		CSI: cleanup.CSIExec{Timeout: 5 * time.Second}})
 }
 
-// teardown is the evidence a caller gathers for a dead orphan and an
-// unused staging mount, with no new pods assumed.
+// teardown is a teardown with no new pods assumed: Plan gathers its
+// evidence from the node's mount namespaces.
 func (n *csiNode) teardown() *cleanup.CSITeardown {
-	return &cleanup.CSITeardown{
-		DeadPods:        map[string][]string{csiUID: {"no mount namespace holds a mount from the pod dir"}},
-		StagingUnused:   map[string][]string{n.staging: {"no other mount namespace mounts it"}},
-		AssumeNoNewPods: true,
-	}
+	return &cleanup.CSITeardown{AssumeNoNewPods: true}
 }
+
+// lifeSigns is a scan's evidence of life: what it holds by pod UID, and
+// no evidence for every other pod.
+type lifeSigns map[string]reconstruct.LifeSigns
+
+func (l lifeSigns) CheckLife(_ context.Context, _ *mountscan.Table, pods []reconstruct.PodRef) map[string]reconstruct.LifeSigns {
+	out := map[string]reconstruct.LifeSigns{}
+	for _, p := range pods {
+		out[p.UID] = l[p.UID]
+	}
+	return out
+}
+
+// memStore is an UnusedStagingStore in memory: since holds when each
+// staging path was first seen unused.
+type memStore struct{ since map[string]time.Time }
+
+func (m *memStore) Update(unused map[string]string, now time.Time) (map[string]time.Time, error) {
+	next := map[string]time.Time{}
+	for path := range unused {
+		since, ok := m.since[path]
+		if !ok {
+			since = now
+		}
+		next[path] = since
+	}
+	m.since = next
+	return next, nil
+}
+
+// activeVolumes is an ActiveVolumeSource with a fixed answer.
+type activeVolumes struct {
+	names []string
+	err   error
+}
+
+func (a activeVolumes) CSIVolumes(context.Context) ([]string, error) { return a.names, a.err }
 
 func csiActionAt(plan *cleanup.ActionPlan, p string) (cleanup.Action, bool) {
 	i := slices.IndexFunc(plan.Actions, func(a cleanup.Action) bool { return a.Path == p })
@@ -178,7 +234,8 @@ func TestCSITeardownUnpublishesThenUnstagesARecoveredVolume(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, cleanup.NodeUnpublish, unpublish.Action)
 	assert.Equal(t, &cleanup.CSICall{Driver: csiDriver, VolumeID: csiHandle, Recovered: true, Source: "259:3:/"}, unpublish.CSI)
-	assert.Contains(t, unpublish.Evidence, "no mount namespace holds a mount from the pod dir", "the caller's evidence of death is shown")
+	assert.Contains(t, unpublish.Evidence, "no mount namespace of the 1 on the node holds a mount from the pod dir or of its volumes",
+		"the evidence of death is shown")
 	unstage, ok := csiActionAt(plan, n.staging)
 	require.True(t, ok)
 	assert.Equal(t, cleanup.NodeUnstage, unstage.Action)
@@ -234,58 +291,83 @@ func TestWithoutCSITeardownACSITargetIsNeverUnmounted(t *testing.T) {
 func TestNodeUnpublishNeedsItsConditions(t *testing.T) {
 	for name, c := range map[string]struct {
 		volData bool
-		change  func(*cleanup.CSITeardown)
+		node    func(*csiNode)
+		note    string
 	}{
-		"no evidence of death":          {change: func(td *cleanup.CSITeardown) { td.DeadPods = nil }},
-		"empty evidence of death":       {change: func(td *cleanup.CSITeardown) { td.DeadPods[csiUID] = nil }},
+		"a container's namespace holds the volume": {node: func(n *csiNode) {
+			n.namespace(2, "mnt:[4026532000]", "200 1 259:3 / /data rw - ext4 /dev/nvme1n1 rw")
+		}},
+		"a container's namespace holds the pod's hosts file": {node: func(n *csiNode) {
+			n.namespace(2, "mnt:[4026532000]", "200 1 259:1 "+csiRoot+"/pods/"+csiUID+"/etc-hosts /etc/hosts rw - ext4 /dev/sda1 rw")
+		}},
+		"its evidence of life is unknown": {node: func(n *csiNode) {
+			n.life = lifeSigns{csiUID: {Unknown: "the CRI runtime did not answer"}}
+		}},
+		"the scan did not look for evidence of life": {node: func(n *csiNode) { n.life = nil }, note: "without evidence of life"},
+		"a namespace cannot be read": {node: func(n *csiNode) {
+			n.namespace(2, "mnt:[4026532000]") // no mountinfo
+			require.NoError(t, os.Mkdir(n.at("/proc/2/mountinfo"), 0o750))
+		}, note: "mount namespaces could not all be read"},
 		"the kubelet can (vol_data ok)": {volData: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			n := newCSINode(t)
 			target := n.publish(csiUID, c.volData)
-			td := n.teardown()
-			if c.change != nil {
-				c.change(td)
+			if c.node != nil {
+				c.node(n)
 			}
-			plan := n.plan(td, false)
-			assert.Equal(t, cleanup.NeedsDriver, csiKindAt(plan, target))
+			plan := n.plan(n.teardown(), false)
+			assert.NotEqual(t, cleanup.NodeUnpublish, csiKindAt(plan, target))
 			assert.NotEqual(t, cleanup.NodeUnstage, csiKindAt(plan, n.staging))
+			if c.note != "" {
+				require.NotEmpty(t, plan.Notes)
+				assert.Contains(t, plan.Notes[0], c.note)
+			}
 		})
 	}
 }
 
 func TestNodeUnstageNeedsItsConditions(t *testing.T) {
+	inUse := "kubernetes.io/csi/" + csiDriver + "^" + csiHandle
 	for name, c := range map[string]struct {
-		change func(*cleanup.CSITeardown)
+		change func(*csiNode, *cleanup.CSITeardown)
 		why    string
 	}{
-		"an active pod uses the volume": {func(td *cleanup.CSITeardown) {
-			td.ActiveVolumes = []string{"kubernetes.io/csi/" + csiDriver + "^" + csiHandle}
+		"an active pod uses the volume": {func(_ *csiNode, td *cleanup.CSITeardown) {
+			td.ActiveVolumes = activeVolumes{names: []string{inUse}}
 		}, "an active pod"},
-		"active volumes unknown": {func(td *cleanup.CSITeardown) { td.AssumeNoNewPods = false }, "unknown (no API server)"},
-		"the API server could not tell": {func(td *cleanup.CSITeardown) {
-			td.AssumeNoNewPods, td.ActiveVolumesError = false, errors.New("PersistentVolume pv-1: could not be read")
+		"active volumes unknown": {func(_ *csiNode, td *cleanup.CSITeardown) { td.AssumeNoNewPods = false }, "unknown (no API server)"},
+		"the API server could not tell": {func(_ *csiNode, td *cleanup.CSITeardown) {
+			td.AssumeNoNewPods, td.ActiveVolumes = false, activeVolumes{err: errors.New("PersistentVolume pv-1: could not be read")}
 		}, "unknown (from the API server: PersistentVolume pv-1: could not be read)"},
-		"no namespace evidence": {func(td *cleanup.CSITeardown) { td.StagingUnused = nil }, "mount namespace"},
+		"another namespace mounts its subtree": {func(n *csiNode, _ *cleanup.CSITeardown) {
+			n.namespace(2, "mnt:[4026532000]", "200 1 259:3 /app /srv rw - ext4 /dev/nvme1n1 rw")
+		}, "mount namespace"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			n := newCSINode(t)
 			target := n.publish(csiUID, false)
 			td := n.teardown()
-			c.change(td)
+			c.change(n, td)
 			plan := n.plan(td, false)
-			assert.Equal(t, cleanup.NodeUnpublish, csiKindAt(plan, target))
+			if name != "another namespace mounts its subtree" {
+				assert.Equal(t, cleanup.NodeUnpublish, csiKindAt(plan, target))
+			}
 			a, _ := csiActionAt(plan, n.staging)
-			assert.Equal(t, cleanup.NeedsDriver, a.Action)
-			assert.Contains(t, a.Reason, c.why)
+			assert.NotEqual(t, cleanup.NodeUnstage, a.Action)
+			if a.Action == cleanup.NeedsDriver {
+				assert.Contains(t, a.Reason, c.why)
+			}
 		})
 	}
 	t.Run("other volumes are active", func(t *testing.T) {
 		n := newCSINode(t)
 		n.publish(csiUID, false)
 		td := n.teardown()
-		td.AssumeNoNewPods, td.ActiveVolumes = false, []string{"kubernetes.io/csi/" + csiDriver + "^vol-other"}
-		assert.Equal(t, cleanup.NodeUnstage, csiKindAt(n.plan(td, false), n.staging))
+		td.AssumeNoNewPods, td.ActiveVolumes = false, activeVolumes{names: []string{inUse + "-other"}}
+		a, _ := csiActionAt(n.plan(td, false), n.staging)
+		assert.Equal(t, cleanup.NodeUnstage, a.Action)
+		assert.True(t, a.CSI.RecheckActiveVolumes, "the executor asks again")
 	})
 }
 
@@ -306,7 +388,7 @@ func TestLeakedStagingIsUnstagedOnlyAfterTwoScans(t *testing.T) {
 		"a propagated copy is no user": {since: map[string]time.Duration{"staging": 10 * time.Minute},
 			extra: "/host" + "STAGING", want: cleanup.NodeUnstage},
 		"another mount of it": {since: map[string]time.Duration{"staging": 10 * time.Minute},
-			extra: "/mnt/elsewhere", want: cleanup.NeedsDriver, whyNot: "same filesystem subtree"},
+			extra: "/mnt/elsewhere", want: cleanup.NeedsDriver, whyNot: "no other mount namespace on the node uses it"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			n := newCSINode(t)
@@ -317,9 +399,13 @@ func TestLeakedStagingIsUnstagedOnlyAfterTwoScans(t *testing.T) {
 				n.mount(filepath.Clean(replaceStaging(c.extra, n.staging)))
 			}
 			td := n.teardown()
-			td.Now, td.MinLeakAge, td.UnusedSince = now, 5*time.Minute, map[string]time.Time{}
+			store := &memStore{since: map[string]time.Time{}}
+			td.Now, td.MinLeakAge, td.Store = now, 5*time.Minute, store
 			for range c.since {
-				td.UnusedSince[n.staging] = now.Add(-c.since["staging"])
+				store.since[n.staging] = now.Add(-c.since["staging"])
+			}
+			if name == "never seen" {
+				td.Store = nil
 			}
 			plan := cleanup.Plan(t.Context(), st, cleanup.Options{Node: n.node(), CSITeardown: td})
 			a, ok := csiActionAt(plan, n.staging)
@@ -453,7 +539,7 @@ func TestAStartingPodsStagingMountIsNeverUnstaged(t *testing.T) {
 
 	td := n.teardown()
 	now := time.Now()
-	td.Now, td.MinLeakAge, td.UnusedSince = now, time.Minute, map[string]time.Time{n.staging: now.Add(-time.Hour)}
+	td.Now, td.MinLeakAge, td.Store = now, time.Minute, &memStore{since: map[string]time.Time{n.staging: now.Add(-time.Hour)}}
 	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Node: n.node(), CSITeardown: td})
 	a, ok := csiActionAt(plan, n.staging)
 	require.True(t, ok)
@@ -464,31 +550,42 @@ func TestAStartingPodsStagingMountIsNeverUnstaged(t *testing.T) {
 	assert.Empty(t, n.driver.Calls())
 }
 
-// CSIExec.ActiveVolumes is asked again right before NodeUnstage: a pod
-// bound to the node since the plan, or no answer, keeps the staging mount;
-// NodeUnpublish does not ask.
+// CSIExec.ActiveVolumes is asked again right before a NodeUnstage whose
+// plan knew the active volumes: a pod bound to the node since the plan, or
+// no answer, keeps the staging mount; NodeUnpublish does not ask, nor does
+// a NodeUnstage planned on the caller's assumption that no pod starts.
 func TestNodeUnstageChecksTheActiveVolumesAgain(t *testing.T) {
 	inUse := "kubernetes.io/csi/" + csiDriver + "^" + csiHandle
 	for name, c := range map[string]struct {
-		names  []string
-		err    error
-		want   cleanup.Result
-		reason string
+		planned   cleanup.ActiveVolumeSource // the plan's answer (nil: assumed)
+		noRecheck bool                       // the executor has no way to ask
+		names     []string
+		err       error
+		asks      int
+		want      cleanup.Result
+		reason    string
 	}{
-		"a pod uses it now":    {names: []string{inUse}, want: cleanup.Skipped, reason: "uses the volume " + inUse + " now"},
-		"no answer":            {err: errors.New("list the pods: timeout"), want: cleanup.Skipped, reason: "could not be checked again: list the pods: timeout"},
-		"other volumes in use": {names: []string{inUse + "-other"}, want: cleanup.Done},
+		"a pod uses it now":         {planned: activeVolumes{}, names: []string{inUse}, asks: 1, want: cleanup.Skipped, reason: "uses the volume " + inUse + " now"},
+		"no answer":                 {planned: activeVolumes{}, err: errors.New("list the pods: timeout"), asks: 1, want: cleanup.Skipped, reason: "could not be checked again: list the pods: timeout"},
+		"other volumes in use":      {planned: activeVolumes{}, names: []string{inUse + "-other"}, asks: 1, want: cleanup.Done},
+		"no way to ask again":       {planned: activeVolumes{}, noRecheck: true, want: cleanup.Skipped, reason: "cannot be checked again"},
+		"planned on the assumption": {names: []string{inUse}, want: cleanup.Done},
 	} {
 		t.Run(name, func(t *testing.T) {
 			n := newCSINode(t)
 			target := n.publish(csiUID, false)
 			asked := 0
-			results := cleanup.Execute(t.Context(), n.plan(n.teardown(), false), cleanup.ExecOptions{Node: n.node(), Apply: true,
-				CSI: cleanup.CSIExec{Timeout: 5 * time.Second, ActiveVolumes: func(context.Context) ([]string, error) {
-					asked++
-					return c.names, c.err
-				}}})
-			assert.Equal(t, 1, asked, "asked once, for the NodeUnstage")
+			td := n.teardown()
+			td.ActiveVolumes = c.planned
+			x := cleanup.CSIExec{Timeout: 5 * time.Second, ActiveVolumes: func(context.Context) ([]string, error) {
+				asked++
+				return c.names, c.err
+			}}
+			if c.noRecheck {
+				x.ActiveVolumes = nil
+			}
+			results := cleanup.Execute(t.Context(), n.plan(td, false), cleanup.ExecOptions{Node: n.node(), Apply: true, CSI: x})
+			assert.Equal(t, c.asks, asked)
 			assert.Equal(t, cleanup.Done, csiResultAt(results, target).Result)
 			r := csiResultAt(results, n.staging)
 			assert.Equal(t, c.want, r.Result, r.Error)

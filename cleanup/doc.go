@@ -28,13 +28,24 @@
 //     reports a change, and stops when the pods dir changes, so a change
 //     since the plan skips the action instead of redirecting it.
 //
-// NodeUnpublish and NodeUnstage are reported as NeedsDriver actions, unless
-// Options.CSITeardown hands Plan the evidence that a publish target the
-// kubelet cannot tear down (its pod's vol_data.json is gone), or a staging
-// mount no pod uses, may go: then Plan plans NodeUnpublish and NodeUnstage
-// actions, which Execute makes through package csinode, once each, after
-// checking the mount table again, and records what changed.
+// NodeUnpublish and NodeUnstage are reported as NeedsDriver actions,
+// unless Options.CSITeardown asks Plan to tear down through the driver
+// what the kubelet never will: a publish target whose pod's vol_data.json
+// is gone, of a pod dead on evidence, and a staging mount no pod uses.
+// Plan gathers that evidence itself, in one place (teardown.go): from its
+// own read of the mount table, one read of every mount namespace on the
+// node, the scan's evidence of life, the record of when each staging mount
+// was first seen unused (FileStore), and the API server's answer of which
+// volumes the active pods use (ActiveVolumeSource); what it cannot gather
+// keeps the volume, and ActionPlan.Notes says why. The decisions are in
+// csi.go. Execute makes those calls through package csinode, once each,
+// after checking the mount table again, and records what changed.
+//
+// Plan and Execute take the node as a reconstruct.Node, the value Scan
+// took, and read the mount table only within the kubelet's dirs (and the
+// users of its staging mounts, wherever they are mounted).
 //
 // It is not for rebuilding the state (package reconstruct), nor for
-// gathering that evidence (the volrecon command reads every mount namespace).
+// deciding whether an orphan still runs (package liveness gives the scan
+// its evidence of life).
 package cleanup

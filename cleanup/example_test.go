@@ -20,15 +20,11 @@ func ExamplePlan() {
 	pod := "/var/lib/kubelet/pods/0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91"
 	_ = os.MkdirAll(filepath.Join(hostRoot, pod, "volumes/kubernetes.io~empty-dir/cache"), 0o750)
 	_ = os.WriteFile(filepath.Join(hostRoot, pod, "etc-hosts"), []byte("127.0.0.1 localhost\n"), 0o600)
-	node := cleanup.Node{HostRoot: hostRoot, ReadMountTable: func(context.Context) (*mountscan.Table, error) {
+	node := reconstruct.Node{HostRoot: hostRoot, MountTable: mountscan.Source{Read: func(context.Context) (*mountscan.Table, error) {
 		return mountscan.FromLines("1 0 259:1 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p1 rw")
-	}}
+	}}}
 
-	st, err := reconstruct.Scan(context.Background(), reconstruct.Options{
-		HostRoot:       hostRoot,
-		ReadMountTable: node.ReadMountTable,
-		ActivePods:     reconstruct.PodList{"7f8e9d0c-1b2a-4c3d-8e5f-6a7b8c9d0e1f"}, // another pod
-	})
+	st, err := reconstruct.Scan(context.Background(), reconstruct.Options{Node: reconstruct.Node{HostRoot: hostRoot, MountTable: mountscan.Source{Read: node.MountTable.Read}}, ActivePods: reconstruct.PodList{"7f8e9d0c-1b2a-4c3d-8e5f-6a7b8c9d0e1f"}})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -54,9 +50,9 @@ func ExamplePlan_fromJSON() {
 	defer os.RemoveAll(hostRoot)
 	pod := "/var/lib/kubelet/pods/0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91"
 	_ = os.MkdirAll(filepath.Join(hostRoot, pod, "containers/app"), 0o750)
-	node := cleanup.Node{HostRoot: hostRoot, ReadMountTable: func(context.Context) (*mountscan.Table, error) {
+	node := reconstruct.Node{HostRoot: hostRoot, MountTable: mountscan.Source{Read: func(context.Context) (*mountscan.Table, error) {
 		return mountscan.FromLines("1 0 259:1 / / rw - ext4 /dev/nvme0n1p1 rw")
-	}}
+	}}}
 	report := fmt.Sprintf(`{"schemaVersion": "volrecon.v1", "rootDir": "/var/lib/kubelet",
 		"podsDir": "/var/lib/kubelet/pods", "mountTable": {"path": "/proc/self/mountinfo", "entries": 1, "consistent": true},
 		"pods": [{"uid": "0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91", "path": %q, "status": "Orphaned", "volumeCount": 0}]}`, pod)

@@ -10,12 +10,14 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/reconstruct"
 )
 
 // ExecOptions configure Execute.
 type ExecOptions struct {
-	// Node says where the pod dirs and the mount table are.
-	Node
+	// Node says where the pod dirs and the mount table are: the value the
+	// scan and the plan took.
+	reconstruct.Node
 	// Apply makes Execute act. Without it every action is Skipped: a dry run.
 	Apply bool
 	// Unmount replaces the unmount syscall (tests with a made-up mount
@@ -35,7 +37,7 @@ var errNodeChanged = errors.New("the node changed since the plan")
 // opened, on the same mount, and that nothing is mounted at or below the
 // path or between it and the pod dir, against a mount table re-read
 // whenever the kernel reports a change to it (before every action when it
-// cannot: a regular file, Node.ReadMountTable). A pods dir that changed
+// cannot: a regular file, Node.MountTable.Read). A pods dir that changed
 // stops everything: each remaining action is skipped as Keep, with why; a
 // mount that changed skips its action as Keep. Every removal goes through
 // file descriptors that cannot follow a symlink or cross a mount, confined
@@ -44,7 +46,7 @@ var errNodeChanged = errors.New("the node changed since the plan")
 // or is skipped, the rest of that pod's actions are skipped and Execute
 // goes on with the next pod.
 func Execute(ctx context.Context, plan *ActionPlan, opts ExecOptions) []ActionResult {
-	e := &executor{ctx: ctx, log: klog.FromContext(ctx), plan: plan, opts: opts, stopped: map[string]string{}}
+	e := &executor{ctx: ctx, log: klog.FromContext(ctx), plan: plan, opts: opts, stopped: map[string]string{}, scope: planScope(plan)}
 	defer e.release()
 	results := make([]ActionResult, 0, len(plan.Actions))
 	counts := map[Result]int{}
@@ -72,7 +74,10 @@ type executor struct {
 	// execute_linux.go); holdErr is why it could not be.
 	held    *heldDir
 	holdErr error
-	tables  *tableSource
+	// tables is the node's current mount table, within scope: the part
+	// the plan's actions ask about.
+	tables *mountscan.Current
+	scope  *mountscan.Scope
 }
 
 func (e *executor) run(a Action) ActionResult {
@@ -99,7 +104,7 @@ func (e *executor) run(a Action) ActionResult {
 	if err := e.hold(); err != nil {
 		return e.stop(a, Failed, err)
 	}
-	table, err := e.tables.current(e.ctx)
+	table, err := e.tables.Table(e.ctx, e.scope)
 	if err != nil {
 		return e.keep(a, fmt.Errorf("the mount table could not be read: %w", err))
 	}
@@ -137,7 +142,7 @@ func errorText(err error) string {
 // first time an action is to be carried out.
 func (e *executor) hold() error {
 	if e.held == nil && e.holdErr == nil {
-		e.tables = newTableSource(e.opts.Node)
+		e.tables = e.opts.MountTable.Follow()
 		e.held, e.holdErr = holdPodsDir(e.opts.Node, e.plan.PodsDir)
 	}
 	return e.holdErr
@@ -146,7 +151,7 @@ func (e *executor) hold() error {
 // release closes what hold opened.
 func (e *executor) release() {
 	if e.tables != nil {
-		e.tables.close()
+		_ = e.tables.Close()
 	}
 	if e.held != nil {
 		e.held.close()
@@ -199,4 +204,4 @@ func noMountBetween(table *mountscan.Table, podDir, path string) error {
 	return nil
 }
 
-func (e *executor) hostPath(p string) string { return e.opts.hostPath(p) }
+func (e *executor) hostPath(p string) string { return e.opts.HostPath(p) }

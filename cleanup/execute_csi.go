@@ -19,11 +19,12 @@ import (
 type CSIExec struct {
 	// Timeout bounds each call (0 = csinode.DefaultTimeout).
 	Timeout time.Duration
-	// ActiveVolumes, when set, is asked again right before each NodeUnstage
-	// call (the plan's CSITeardown.ActiveVolumes came from an earlier
-	// answer; a pod may have been bound to the node since, and earlier
-	// calls may have taken minutes): a volume it names, or an error, skips
-	// the action as Keep.
+	// ActiveVolumes is asked again right before each NodeUnstage whose plan
+	// knew from CSITeardown.ActiveVolumes that no active pod uses the volume
+	// (CSICall.RecheckActiveVolumes): a pod may have been bound to the node
+	// since, and earlier calls may have taken minutes (kube.Lister's
+	// CSIVolumesNow lists the node's pods afresh). A volume it names, an
+	// error, or no ActiveVolumes at all, skips the action as Keep.
 	ActiveVolumes func(ctx context.Context) ([]string, error)
 }
 
@@ -43,7 +44,7 @@ func callName(k ActionKind) string {
 func (e *executor) runCSI(a Action) ActionResult {
 	r := ActionResult{Action: a}
 	// Read afresh, before and after: the call is what changes the table.
-	table, err := e.opts.ReadTable(e.ctx)
+	table, err := e.opts.MountTable.ReadScoped(e.ctx, e.scope)
 	if err != nil {
 		return e.csiKeep(a, fmt.Errorf("the mount table could not be read: %w", err))
 	}
@@ -57,7 +58,7 @@ func (e *executor) runCSI(a Action) ActionResult {
 		return e.csiKeep(a, err)
 	}
 	err = e.callDriver(a, &r)
-	after, readErr := e.opts.ReadTable(e.ctx)
+	after, readErr := e.opts.MountTable.ReadScoped(e.ctx, e.scope)
 	if readErr != nil {
 		r.Changed = []string{"the mount table could not be read afterwards: " + readErr.Error()}
 	} else {
@@ -122,7 +123,7 @@ func (e *executor) checkCSI(a Action, table *mountscan.Table) error {
 		}
 	}
 	if a.Action == NodeUnstage {
-		if users := SubtreeUsers(table, root, a.Path, stack[0].Dev, stack[0].Root); len(users) > 0 {
+		if users := subtreeUsers(table, root, a.Path, mountscan.SubtreeOf(stack[0])); len(users) > 0 {
 			return fmt.Errorf("%w: %s still mounts the staging mount's filesystem subtree", errNodeChanged, users[0].MountPoint)
 		}
 	}
@@ -132,8 +133,11 @@ func (e *executor) checkCSI(a Action, table *mountscan.Table) error {
 // stillUnused asks CSIExec.ActiveVolumes, before a NodeUnstage, whether a
 // pod of the node uses the volume now.
 func (e *executor) stillUnused(a Action) error {
-	if a.Action != NodeUnstage || e.opts.CSI.ActiveVolumes == nil {
+	if a.Action != NodeUnstage || !a.CSI.RecheckActiveVolumes {
 		return nil
+	}
+	if e.opts.CSI.ActiveVolumes == nil {
+		return fmt.Errorf("%w: which volumes the active pods use cannot be checked again (no CSIExec.ActiveVolumes)", errNodeChanged)
 	}
 	name := podsdir.CSIUniqueName(a.CSI.Driver, a.CSI.VolumeID)
 	names, err := e.opts.CSI.ActiveVolumes(e.ctx)

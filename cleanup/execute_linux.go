@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/reconstruct"
 )
 
 // maxStacked bounds how often one path is unmounted.
@@ -47,7 +48,7 @@ func (e *executor) unmount(a Action, table *mountscan.Table) error {
 		if err := e.unmountTop(a, table, parentFd, name); err != nil {
 			return err
 		}
-		if table, err = e.tables.fresh(e.ctx); err != nil {
+		if table, err = e.tables.Reread(e.ctx, e.scope); err != nil {
 			return fmt.Errorf("unmount %s: the mount table could not be read afterwards: %w", a.Path, err)
 		}
 	}
@@ -224,7 +225,7 @@ func openat2Dir(dirFd int, rel string, resolve uint64) (int, error) {
 // pods dir later cannot redirect anything; verify stops the executor when
 // one does all the same, since the node is then not the one planned for.
 type heldDir struct {
-	node Node
+	node reconstruct.Node
 	path string // the pods dir, a host path
 	fd   int
 	id   identity
@@ -235,8 +236,8 @@ type heldDir struct {
 	mount    mountscan.Mount // the table's mount holding the pods dir at the first check
 }
 
-func holdPodsDir(n Node, podsDir string) (*heldDir, error) {
-	fd, err := openNoSymlinks(n.hostPath("/"), podsDir, 0)
+func holdPodsDir(n reconstruct.Node, podsDir string) (*heldDir, error) {
+	fd, err := openNoSymlinks(n.HostPath("/"), podsDir, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open the pods dir %s without following symlinks: %w", podsDir, err)
 	}
@@ -279,7 +280,7 @@ func (h *heldDir) verify(table *mountscan.Table) error {
 // sameByPath opens the pods dir again by its path and checks that it is the
 // held one.
 func (h *heldDir) sameByPath() error {
-	fd, err := openNoSymlinks(h.node.hostPath("/"), h.path, 0)
+	fd, err := openNoSymlinks(h.node.HostPath("/"), h.path, 0)
 	if err != nil {
 		return fmt.Errorf("the pods dir %s changed: it cannot be opened again without following symlinks: %w", h.path, err)
 	}
@@ -297,14 +298,11 @@ func (h *heldDir) sameByPath() error {
 // isOwnMountTable reports whether n's table is read from this process's own
 // mount namespace, with paths as this process sees them: only then are its
 // mount IDs those statx reports here.
-func isOwnMountTable(n Node) bool {
-	if n.ReadMountTable != nil || n.hostPath("/") != "/" {
+func isOwnMountTable(n reconstruct.Node) bool {
+	if n.MountTable.Read != nil || n.HostPath("/") != "/" {
 		return false
 	}
-	path := n.MountInfoPath
-	if path == "" {
-		path = mountscan.DefaultPath
-	}
+	path := n.MountTable.Name()
 	var own, theirs unix.Stat_t
 	if unix.Stat("/proc/self/ns/mnt", &own) != nil || unix.Stat(filepath.Join(filepath.Dir(path), "ns/mnt"), &theirs) != nil {
 		return false

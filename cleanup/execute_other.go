@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/reconstruct"
 )
 
 var errUnsupported = errors.New("cleanup needs Linux (openat2, statx, unlinkat)")
@@ -14,7 +15,7 @@ var errUnsupported = errors.New("cleanup needs Linux (openat2, statx, unlinkat)"
 // opened.
 type heldDir struct{}
 
-func holdPodsDir(Node, string) (*heldDir, error) { return nil, errUnsupported }
+func holdPodsDir(reconstruct.Node, string) (*heldDir, error) { return nil, errUnsupported }
 
 func (*heldDir) verify(*mountscan.Table) error { return errUnsupported }
 

@@ -53,7 +53,7 @@ func (n *execNode) table(context.Context) (*mountscan.Table, error) {
 }
 
 func (n *execNode) exec(plan *cleanup.ActionPlan, opts cleanup.ExecOptions) []cleanup.ActionResult {
-	opts.Node = cleanup.Node{HostRoot: n.hostRoot, ReadMountTable: n.table}
+	opts.Node = reconstruct.Node{HostRoot: n.hostRoot, MountTable: mountscan.Source{Read: n.table}}
 	return cleanup.Execute(n.t.Context(), plan, opts)
 }
 

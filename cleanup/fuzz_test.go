@@ -492,22 +492,15 @@ type fzScanResult struct {
 }
 
 // node is where the cleanup reads the fuzzed node.
-func (n *fzNode) node() cleanup.Node {
-	return cleanup.Node{HostRoot: n.hostRoot, MountInfoPath: filepath.Join(n.base, "mountinfo")}
+func (n *fzNode) node() reconstruct.Node {
+	return reconstruct.Node{HostRoot: n.hostRoot, MountTable: mountscan.Source{Path: filepath.Join(n.base, "mountinfo")}}
 }
 
 func fzCheckScan(t *testing.T, n *fzNode) {
 	ctx, cancel := context.WithTimeout(context.Background(), fzDeadline)
 	defer cancel()
 	prober := &fzProber{hostRoot: n.hostRoot, mode: n.probeMode, outcomes: map[string]error{}}
-	opts := reconstruct.Options{
-		Probe:         n.probe,
-		Prober:        prober.stat,
-		HostRoot:      n.hostRoot,
-		MountInfoPath: filepath.Join(n.base, "mountinfo"),
-		ActivePods:    reconstruct.PodList(fzActive),
-		ProbeTimeout:  20 * time.Millisecond,
-	}
+	opts := reconstruct.Options{Node: reconstruct.Node{HostRoot: n.hostRoot, MountTable: mountscan.Source{Path: filepath.Join(n.base, "mountinfo")}}, Probe: n.probe, Prober: prober.stat, ActivePods: reconstruct.PodList(fzActive), ProbeTimeout: 20 * time.Millisecond}
 	done := make(chan fzScanResult, 1)
 	start := time.Now()
 	go func() {

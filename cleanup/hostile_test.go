@@ -288,11 +288,11 @@ func (n *hostileNode) unmount(hostPath string) error {
 }
 
 func (n *hostileNode) scanOptions() reconstruct.Options {
-	o := reconstruct.Options{RootDir: hRoot, HostRoot: n.host, ActivePods: reconstruct.PodList{hActive}}
+	o := reconstruct.Options{Node: reconstruct.Node{RootDir: hRoot, HostRoot: n.host}, ActivePods: reconstruct.PodList{hActive}}
 	if n.file != "" {
-		o.MountInfoPath = n.file
+		o.MountTable.Path = n.file
 	} else {
-		o.ReadMountTable = n.readTable
+		o.MountTable.Read = n.readTable
 	}
 	return o
 }
@@ -306,11 +306,11 @@ func (n *hostileNode) execOptions() cleanup.ExecOptions {
 }
 
 // node is where the cleanup reads the hostile node.
-func (n *hostileNode) node() cleanup.Node {
+func (n *hostileNode) node() reconstruct.Node {
 	if n.file != "" {
-		return cleanup.Node{HostRoot: n.host, MountInfoPath: n.file}
+		return reconstruct.Node{HostRoot: n.host, MountTable: mountscan.Source{Path: n.file}}
 	}
-	return cleanup.Node{HostRoot: n.host, ReadMountTable: n.readTable}
+	return reconstruct.Node{HostRoot: n.host, MountTable: mountscan.Source{Read: n.readTable}}
 }
 
 // scan runs Scan with a deadline; a scan that does not return fails the test.

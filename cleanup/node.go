@@ -1,46 +1,92 @@
 package cleanup
 
 import (
-	"context"
 	"path/filepath"
+	"strings"
 
 	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/reconstruct"
 )
 
-// Node says where Plan and Execute read the node: its files and its mount
-// table. The zero value reads the host's own / and /proc/self/mountinfo.
-type Node struct {
-	// HostRoot is a prefix under which the host's filesystem is read (for a
-	// container with the host at /host, or a fixture in a temp dir). Paths in
-	// the State, the plan and the mount table stay host paths.
-	HostRoot string
-	// MountInfoPath is the mount table to read ("" = /proc/self/mountinfo),
-	// never under HostRoot.
-	MountInfoPath string
-	// ReadMountTable, if set, replaces reading MountInfoPath (agents that
-	// hold a table, tests). It is called afresh each time a table is needed.
-	ReadMountTable func(ctx context.Context) (*mountscan.Table, error)
-	// MaxReadAttempts bounds the reads until two agree (0 = mountscan default).
-	MaxReadAttempts int
+// stateScope is the part of the mount table a plan of st asks about: the
+// kubelet root (as given and as resolved), the pods dir, the root's
+// aliases and the staging dirs, and every mount of a staging mount's
+// filesystem subtree wherever it is (its users). The container entries of
+// a busy node lie elsewhere, so the plan's memory follows the kubelet's
+// dirs, not the mount table (mountscan.Scope).
+func stateScope(st *reconstruct.State, aliases []string) *mountscan.Scope {
+	dirs := append([]string{st.RootDir, st.ResolvedRootDir, st.PodsDir}, aliases...)
+	var subtrees []mountscan.Subtree
+	for _, g := range st.GlobalMounts {
+		dirs = append(dirs, g.Path)
+		if t, ok := refSubtree(g.Mount); ok {
+			subtrees = append(subtrees, t)
+		}
+	}
+	for _, v := range st.Volumes {
+		dirs = append(dirs, v.DeviceMountPath, v.StagingPath)
+	}
+	return mountscan.NewScope(dirs...).WithSubtrees(subtrees...)
 }
 
-// ReadTable reads the node's mount table: through ReadMountTable, held to
-// what a live table is (mountscan.CheckLive), or from MountInfoPath until
-// two reads agree.
-func (n Node) ReadTable(ctx context.Context) (*mountscan.Table, error) {
-	if n.ReadMountTable != nil {
-		table, err := n.ReadMountTable(ctx)
-		if err == nil {
-			err = mountscan.CheckLive(table) // held to what a live table is
+// planScope is the part of the mount table Execute asks about: the pods
+// dir and what lies above it, the kubelet root (its staging dirs), every
+// path an action names, and every user of the subtree a CSI action's path
+// mounts.
+func planScope(plan *ActionPlan) *mountscan.Scope {
+	dirs := []string{plan.PodsDir, filepath.Dir(plan.PodsDir)}
+	var subtrees []mountscan.Subtree
+	for _, a := range plan.Actions {
+		dirs = append(dirs, a.Path)
+		dirs = append(dirs, a.MustBeUnmounted...)
+		if a.CSI != nil {
+			if t, ok := parseSubtree(a.CSI.Source); ok {
+				subtrees = append(subtrees, t)
+			}
 		}
-		return table, err
 	}
-	path := n.MountInfoPath
-	if path == "" {
-		path = mountscan.DefaultPath
+	return mountscan.NewScope(dirs...).WithSubtrees(subtrees...)
+}
+
+// refSubtree is the subtree a State's mount reference names.
+func refSubtree(m *reconstruct.MountRef) (mountscan.Subtree, bool) {
+	if m == nil {
+		return mountscan.Subtree{}, false
 	}
-	return mountscan.ReadFile(ctx, path, n.MaxReadAttempts)
+	return parseSubtree(m.MajorMinor + ":" + m.Root)
+}
+
+// parseSubtree parses "major:minor:root" (CSICall.Source).
+func parseSubtree(s string) (mountscan.Subtree, bool) {
+	major, rest, ok1 := strings.Cut(s, ":")
+	minor, root, ok2 := strings.Cut(rest, ":")
+	dev, err := mountscan.ParseDevID(major + ":" + minor)
+	if !ok1 || !ok2 || err != nil || root == "" {
+		return mountscan.Subtree{}, false
+	}
+	return mountscan.Subtree{Dev: dev, Root: root}, true
+}
+
+// planAliases are the root's aliases a plan counts a pod's mounts under:
+// those the scan was given (in the State) and those of the node.
+func planAliases(st *reconstruct.State, n reconstruct.Node) []string {
+	out := append([]string(nil), st.RootDirAliases...)
+	for _, a := range n.RootDirAliases {
+		if !containsString(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func containsString(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
 
 // hostPath returns where the host path p is read.
-func (n Node) hostPath(p string) string { return filepath.Join(n.HostRoot, p) }
+func (o Options) hostPath(p string) string { return o.HostPath(p) }

@@ -17,8 +17,9 @@ import (
 
 // Options configure Plan.
 type Options struct {
-	// Node says where the pod dirs and the mount table are read.
-	Node
+	// Node says where the pod dirs and the mount table are read: the value
+	// the scan took (its RootDirAliases add to those the State records).
+	reconstruct.Node
 	// Unmount allows unmounting the pod-level mounts of orphaned pods: the
 	// tmpfs of secret, projected, downwardAPI and memory emptyDir volumes,
 	// and subpath binds. Never a CSI publish target or staging mount: only
@@ -28,10 +29,6 @@ type Options struct {
 	// CSI driver where the kubelet cannot (see CSITeardown). Without it the
 	// driver's work is only reported (NeedsDriver).
 	CSITeardown *CSITeardown
-	// RootDirAliases are the aliases of the kubelet root the scan was given
-	// (reconstruct.Options.RootDirAliases): a mount under a pod dir's alias
-	// path is the pod's mount too, so the pod is only reported.
-	RootDirAliases []string
 	// RemoveVolumeDataWithoutDriver allows removing a leftover pod-level
 	// vol_data.json although its CSI driver is registered on this node: the
 	// user says no driver will be asked to tear the volume down (a kubelet
@@ -40,11 +37,14 @@ type Options struct {
 }
 
 // snapshot is the node as Plan sees it: its files, and one consistent read
-// of its mount table taken when planning starts.
+// of its mount table, within the State's scope, taken when planning starts.
 type snapshot struct {
-	Node
+	reconstruct.Node
 	table *mountscan.Table
 }
+
+// hostPath returns where the host path p is read.
+func (s *snapshot) hostPath(p string) string { return s.HostPath(p) }
 
 // Plan turns a State into an ordered cleanup plan. Only Orphaned pods are
 // cleaned; nothing Uncertain, nothing at or below a mount point (unless
@@ -56,16 +56,29 @@ type snapshot struct {
 // each orphaned pod dir itself (names only, never following a symlink,
 // never entering a mount), against a mount table it reads afresh, and
 // counts a pod's mount points from both that table and the State. If the
-// table cannot be read consistently, every orphan is kept.
+// table cannot be read consistently, every orphan is kept. The table is
+// read once, within the kubelet's dirs (and the users of its staging
+// mounts, wherever they are), so that a plan's memory follows the
+// kubelet's dirs, not the mount table.
+//
+// With Options.CSITeardown, Plan gathers the evidence of the teardown
+// itself (see CSITeardown) and says in ActionPlan.Notes what is missing.
 func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan {
 	log := klog.FromContext(ctx)
 	plan := &ActionPlan{SchemaVersion: reconstruct.SchemaVersion, PodsDir: st.PodsDir, Actions: []Action{}}
+	opts.RootDirAliases = planAliases(st, opts.Node)
 	volumes := map[string][]reconstruct.Volume{}
 	for _, v := range st.Volumes {
 		volumes[v.PodUID] = append(volumes[v.PodUID], v)
 	}
 	var snap *snapshot
 	var tableErr error
+	var ev *evidence
+	if opts.CSITeardown != nil {
+		snap, tableErr = opts.snapshot(ctx, st)
+		ev = opts.CSITeardown.gatherEvidence(ctx, st, snap, opts.Node)
+		plan.Notes = ev.notes
+	}
 	orphans := 0
 	for _, pod := range st.Pods {
 		if pod.Status != reconstruct.PodOrphaned {
@@ -76,7 +89,7 @@ func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan 
 			continue
 		}
 		if snap == nil && tableErr == nil {
-			snap, tableErr = opts.snapshot(ctx)
+			snap, tableErr = opts.snapshot(ctx, st)
 		}
 		orphans++
 		if why, ok := runningReason(st, pod.UID); ok {
@@ -84,16 +97,13 @@ func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan 
 			log.V(4).Info("Planned orphaned pod", "podUID", pod.UID, "actions", 1, "outcome", Keep)
 			continue
 		}
-		actions := planPod(st, snap, tableErr, pod, volumes[pod.UID], opts)
+		actions := planPod(st, snap, tableErr, ev, pod, volumes[pod.UID], opts)
 		log.V(4).Info("Planned orphaned pod", "podUID", pod.UID, "actions", len(actions), "outcome", actions[len(actions)-1].Action)
 		plan.Actions = append(plan.Actions, actions...)
 	}
 	for _, f := range st.Findings {
 		if f.Kind == reconstruct.LeakedGlobalMount {
-			if snap == nil && tableErr == nil && opts.CSITeardown != nil {
-				snap, tableErr = opts.snapshot(ctx)
-			}
-			plan.Actions = append(plan.Actions, opts.planLeakedStaging(st, snap, f))
+			plan.Actions = append(plan.Actions, opts.planLeakedStaging(st, snap, ev, f))
 		}
 	}
 	log.V(2).Info("Planned cleanup", "orphanedPods", orphans, "actions", len(plan.Actions), "unmount", opts.Unmount)
@@ -111,8 +121,8 @@ func runningReason(st *reconstruct.State, uid string) (string, bool) {
 	return "", false
 }
 
-func (o Options) snapshot(ctx context.Context) (*snapshot, error) {
-	table, err := o.ReadTable(ctx)
+func (o Options) snapshot(ctx context.Context, st *reconstruct.State) (*snapshot, error) {
+	table, err := o.MountTable.ReadScoped(ctx, stateScope(st, o.RootDirAliases))
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +152,7 @@ type podPlanner struct {
 	pod      reconstruct.Pod
 	contents *PodContents
 	opts     Options
+	ev       *evidence                     // of the teardown through the CSI driver; nil without one
 	volumes  map[string]reconstruct.Volume // by Path
 	children map[string][]PodEntry
 	entries  map[string]PodEntry // by Path
@@ -149,7 +160,7 @@ type podPlanner struct {
 	after    []Action // reports that follow the pod's own actions
 }
 
-func planPod(st *reconstruct.State, snap *snapshot, tableErr error, pod reconstruct.Pod, volumes []reconstruct.Volume, opts Options) []Action {
+func planPod(st *reconstruct.State, snap *snapshot, tableErr error, ev *evidence, pod reconstruct.Pod, volumes []reconstruct.Volume, opts Options) []Action {
 	keep := func(why string) []Action {
 		return []Action{{Action: Keep, Path: pod.Path, PodUID: pod.UID, Reason: why}}
 	}
@@ -172,7 +183,7 @@ func planPod(st *reconstruct.State, snap *snapshot, tableErr error, pod reconstr
 	for _, alias := range reconstruct.AliasPaths(st.ResolvedRootDir, opts.RootDirAliases, pod.Path) {
 		pod.MountPoints = unionMountPoints(pod.MountPoints, snap.table.AtOrBelow(alias))
 	}
-	p := &podPlanner{st: st, pod: pod, contents: contents, opts: opts, volumes: map[string]reconstruct.Volume{},
+	p := &podPlanner{st: st, pod: pod, contents: contents, opts: opts, ev: ev, volumes: map[string]reconstruct.Volume{},
 		children: map[string][]PodEntry{}, entries: map[string]PodEntry{}}
 	for _, v := range volumes {
 		p.volumes[v.Path] = v

@@ -21,20 +21,20 @@ const (
 )
 
 // planNode is a node with pods planUID1 and planUID2 and nothing mounted.
-func planNode(t *testing.T) cleanup.Node {
+func planNode(t *testing.T) reconstruct.Node {
 	t.Helper()
 	hostRoot := t.TempDir()
 	for _, uid := range []string{planUID1, planUID2} {
 		require.NoError(t, os.MkdirAll(filepath.Join(hostRoot, "/var/lib/kubelet/pods", uid, "containers"), 0o750))
 	}
-	return cleanup.Node{HostRoot: hostRoot, ReadMountTable: func(context.Context) (*mountscan.Table, error) {
+	return reconstruct.Node{HostRoot: hostRoot, MountTable: mountscan.Source{Read: func(context.Context) (*mountscan.Table, error) {
 		return mountscan.FromLines("1 0 259:1 / / rw - ext4 /dev/sda1 rw")
-	}}
+	}}}
 }
 
-func scanNode(t *testing.T, node cleanup.Node, active reconstruct.PodSource) *reconstruct.State {
+func scanNode(t *testing.T, node reconstruct.Node, active reconstruct.PodSource) *reconstruct.State {
 	t.Helper()
-	st, err := reconstruct.Scan(t.Context(), reconstruct.Options{HostRoot: node.HostRoot, ReadMountTable: node.ReadMountTable, ActivePods: active})
+	st, err := reconstruct.Scan(t.Context(), reconstruct.Options{Node: reconstruct.Node{HostRoot: node.HostRoot, MountTable: mountscan.Source{Read: node.MountTable.Read}}, ActivePods: active})
 	require.NoError(t, err)
 	return st
 }
@@ -52,7 +52,7 @@ func TestPlanCountsMountsMadeSinceTheScan(t *testing.T) {
 	node := planNode(t)
 	st := scanNode(t, node, reconstruct.PodList{planUID2})
 	pod := "/var/lib/kubelet/pods/" + planUID1
-	node.ReadMountTable = func(context.Context) (*mountscan.Table, error) {
+	node.MountTable.Read = func(context.Context) (*mountscan.Table, error) {
 		return mountscan.FromLines("1 0 259:1 / / rw - ext4 /dev/sda1 rw",
 			"2 1 0:70 / "+pod+"/containers rw - tmpfs tmpfs rw")
 	}
@@ -65,7 +65,7 @@ func TestPlanCountsMountsMadeSinceTheScan(t *testing.T) {
 func TestPlanKeepsOrphansWhenTheTableCannotBeRead(t *testing.T) {
 	node := planNode(t)
 	st := scanNode(t, node, reconstruct.PodList{planUID2})
-	node.ReadMountTable = func(context.Context) (*mountscan.Table, error) { return nil, mountscan.ErrInconsistent }
+	node.MountTable.Read = func(context.Context) (*mountscan.Table, error) { return nil, mountscan.ErrInconsistent }
 	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Node: node})
 	require.Len(t, plan.Actions, 1)
 	assert.Equal(t, cleanup.Keep, plan.Actions[0].Action)
@@ -97,7 +97,7 @@ func TestPlanKeepsARunningOrphanWhole(t *testing.T) {
 func TestPlanKeepsOrphansOnARootlessTable(t *testing.T) {
 	node := planNode(t)
 	st := scanNode(t, node, reconstruct.PodList{planUID2})
-	node.ReadMountTable = func(context.Context) (*mountscan.Table, error) { return mountscan.FromLines() }
+	node.MountTable.Read = func(context.Context) (*mountscan.Table, error) { return mountscan.FromLines() }
 	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Node: node})
 	require.Len(t, plan.Actions, 1)
 	assert.Equal(t, cleanup.Keep, plan.Actions[0].Action)

@@ -34,7 +34,7 @@ func TestRealCleanupKeepsAPodMountedUnderARootAlias(t *testing.T) {
 	data := n.Path("pods", realUID1, "volumes/kubernetes.io~empty-dir/cache/work.db")
 	n.Write(data, "the app's data")
 
-	st := n.Scan(reconstruct.Options{RootDirAliases: []string{alias}, ActivePods: reconstruct.PodList{realUID2}})
+	st := n.Scan(reconstruct.Options{Node: reconstruct.Node{RootDirAliases: []string{alias}}, ActivePods: reconstruct.PodList{realUID2}})
 	require.Len(t, st.Pods, 1)
 	assert.Equal(t, []string{aliasMount}, st.Pods[0].MountPoints, "the alias mount is the pod's mount point")
 	require.Len(t, kubeletdir.FindingsOf(st, reconstruct.OrphanedPodMounted), 1)
@@ -42,7 +42,7 @@ func TestRealCleanupKeepsAPodMountedUnderARootAlias(t *testing.T) {
 
 	// Planned from the State alone (as from JSON), with the aliases.
 	st.Pods[0].MountPoints = nil
-	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: true, RootDirAliases: []string{alias}})
+	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: true})
 	for _, a := range plan.Actions {
 		assert.Contains(t, []cleanup.ActionKind{cleanup.Keep, cleanup.NeedsDriver}, a.Action, "%s %s: %s", a.Action, a.Path, a.Reason)
 	}

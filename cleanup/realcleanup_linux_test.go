@@ -96,7 +96,7 @@ func (n *orphanNode) cleanup(t *testing.T, unmount bool, read func(context.Conte
 	t.Helper()
 	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}})
 	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: unmount})
-	results := cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Node: cleanup.Node{ReadMountTable: read}, Apply: true})
+	results := cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Node: reconstruct.Node{MountTable: mountscan.Source{Read: read}}, Apply: true})
 	for _, r := range results {
 		require.NotEqual(t, cleanup.Failed, r.Result, "%s %s: %s", r.Action.Action, r.Path, r.Error)
 	}

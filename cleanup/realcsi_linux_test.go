@@ -38,7 +38,7 @@ func newRealCSI(t *testing.T) *realCSI {
 }
 
 func (n *realCSI) run(t *testing.T, td *cleanup.CSITeardown) []cleanup.ActionResult {
-	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID3}})
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID3}, LifeChecker: lifeSigns{}})
 	plan := cleanup.Plan(t.Context(), st, cleanup.Options{CSITeardown: td})
 	return cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Apply: true, CSI: cleanup.CSIExec{Timeout: 10 * time.Second}})
 }
@@ -62,8 +62,7 @@ func TestRealCSITeardownOfAPodWithoutVolData(t *testing.T) {
 	target := filepath.Join(n.Volume(realUID1, "kubernetes.io~csi", "pv1"), "mount")
 	mountns.Bind(t, n.staging, target)
 	n.Write(n.Path("pods", realUID1, "etc-hosts"), "127.0.0.1 localhost")
-	td := &cleanup.CSITeardown{DeadPods: map[string][]string{realUID1: {"checked"}},
-		StagingUnused: map[string][]string{n.staging: {"checked"}}, AssumeNoNewPods: true}
+	td := &cleanup.CSITeardown{AssumeNoNewPods: true}
 
 	results := n.run(t, td)
 	for _, r := range results {
@@ -82,27 +81,33 @@ func TestRealCSITeardownOfAPodWithoutVolData(t *testing.T) {
 }
 
 // The second leak: the kubelet died between NodeUnpublish and NodeUnstage.
-// A staging mount seen unused long enough is unstaged; one a bind appeared
-// on meanwhile is not.
+// A staging mount seen unused in two runs MinLeakAge apart is unstaged; one
+// a bind appeared on meanwhile is not, and the record forgets it.
 func TestRealCSITeardownOfALeakedStagingMount(t *testing.T) {
 	if !mountns.Enter(t) {
 		return
 	}
 	n := newRealCSI(t)
 	now := time.Now()
-	td := &cleanup.CSITeardown{StagingUnused: map[string][]string{n.staging: {"checked"}}, AssumeNoNewPods: true,
-		UnusedSince: map[string]time.Time{n.staging: now.Add(-time.Hour)}, MinLeakAge: time.Minute, Now: now}
+	store := &memStore{since: map[string]time.Time{n.staging: now.Add(-2 * time.Hour)}}
+	td := &cleanup.CSITeardown{AssumeNoNewPods: true, MinLeakAge: time.Minute, Now: now.Add(-time.Hour), Store: store}
 
 	user := filepath.Join(t.TempDir(), "user")
 	mountns.Bind(t, n.staging, user)
 	results := n.run(t, td)
 	require.Len(t, results, 1)
 	assert.Equal(t, cleanup.NeedsDriver, results[0].Action.Action, "a bind of it elsewhere is a user")
+	assert.Empty(t, store.since, "a staging mount in use is forgotten")
 	require.NoError(t, unix.Unmount(user, 0))
 
 	results = n.run(t, td)
 	require.Len(t, results, 1)
-	assert.Equal(t, cleanup.Done, results[0].Result, results[0].Error)
+	assert.Contains(t, results[0].Reason, "two scans", "first seen unused now")
+
+	td.Now = now
+	results = n.run(t, td)
+	require.Len(t, results, 1)
+	assert.Equal(t, cleanup.Done, results[0].Result, results[0].Error+" "+results[0].Reason)
 	assert.False(t, realMountTable(t).IsMountPoint(n.staging))
 	n.assertDataIntact(t)
 }

@@ -367,7 +367,7 @@ func TestRealUnmountKeepsAMountMadeAfterTheTableRead(t *testing.T) {
 		}
 		return table, err
 	}
-	results := cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Node: cleanup.Node{ReadMountTable: read}, Apply: true})
+	results := cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Node: reconstruct.Node{MountTable: mountscan.Source{Read: read}}, Apply: true})
 
 	r, ok := resultAt(results, token)
 	require.True(t, ok)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/internal/mountns"
+	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -172,7 +173,7 @@ func benchmarkExecute(b *testing.B, pods int) {
 		for i := range pods {
 			writePodTree(b, filepath.Join(root, "pods", raceUID(0, i)))
 		}
-		st, err := reconstruct.Scan(b.Context(), reconstruct.Options{RootDir: root, ActivePods: reconstruct.PodList{realUID3}})
+		st, err := reconstruct.Scan(b.Context(), reconstruct.Options{Node: reconstruct.Node{RootDir: root}, ActivePods: reconstruct.PodList{realUID3}})
 		require.NoError(b, err)
 		plan := cleanup.Plan(b.Context(), st, cleanup.Options{})
 		b.StartTimer()
@@ -222,7 +223,7 @@ func TestExecuteReadsARegularMountInfoFileBeforeEveryAction(t *testing.T) {
 		}
 	}}
 	plan := planOf(act(cleanup.Unlink, execUIDA, "etc-hosts.txt"), act(cleanup.Unlink, execUIDA, cache+"/f.txt"))
-	node := cleanup.Node{HostRoot: n.hostRoot, MountInfoPath: file}
+	node := reconstruct.Node{HostRoot: n.hostRoot, MountTable: mountscan.Source{Path: file}}
 	rs := cleanup.Execute(klog.NewContext(t.Context(), logr.New(hook)), plan, cleanup.ExecOptions{Node: node, Apply: true})
 
 	assert.Equal(t, []cleanup.Result{cleanup.Done, cleanup.Skipped}, resultsOf(rs))

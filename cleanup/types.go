@@ -55,6 +55,10 @@ type ActionPlan struct {
 	// PodsDir is the pods dir the actions are confined to.
 	PodsDir string   `json:"podsDir,omitempty"`
 	Actions []Action `json:"actions"`
+	// Notes say what evidence of the teardown through the CSI driver could
+	// not be gathered, so that nothing is torn down for it
+	// (Options.CSITeardown).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Result is the outcome of one action.

@@ -12,10 +12,7 @@ import (
 // removable: in every mount namespace of the host, and in containerd's and
 // CRI-O's lists where their sockets exist.
 func Example() {
-	opts := reconstruct.Options{
-		ActivePods:  reconstruct.PodList{"0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91"},
-		LifeChecker: liveness.New(liveness.Options{}),
-	}
+	opts := reconstruct.Options{ActivePods: reconstruct.PodList{"0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91"}, LifeChecker: liveness.New(liveness.Options{})}
 	st, err := reconstruct.Scan(context.Background(), opts)
 	if err != nil {
 		return // no kubelet root here

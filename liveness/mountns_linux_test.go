@@ -94,8 +94,7 @@ func TestRunningContainerKeepsItsOrphanedPodWithHostMounts(t *testing.T) {
 	n.Write(data, "the app's data")
 	holdInOwnNamespace(t, emptyDir)
 
-	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{kubeletdir.UID2},
-		LifeChecker: liveness.New(liveness.Options{CRIEndpoints: []string{}})})
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{kubeletdir.UID2}, LifeChecker: liveness.New(liveness.Options{CRIEndpoints: []string{}})})
 	require.Len(t, kubeletdir.FindingsOf(st, reconstruct.OrphanedPodRunning), 1, "%+v", st.Findings)
 	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: true})
 	require.Len(t, plan.Actions, 1)
@@ -117,8 +116,7 @@ func TestALeakedSubpathIsNoEvidenceOfLife(t *testing.T) {
 	n.Write(filepath.Join(emptyDir, "conf", "app.yaml"), "x")
 	mountns.Bind(t, filepath.Join(emptyDir, "conf"), n.Path("pods", kubeletdir.UID1, "volume-subpaths", "data", "app", "0"))
 
-	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{kubeletdir.UID2},
-		LifeChecker: liveness.New(liveness.Options{CRIEndpoints: []string{}})})
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{kubeletdir.UID2}, LifeChecker: liveness.New(liveness.Options{CRIEndpoints: []string{}})})
 	assert.Empty(t, kubeletdir.FindingsOf(st, reconstruct.OrphanedPodRunning), "%+v", st.Findings)
 	assert.Len(t, kubeletdir.FindingsOf(st, reconstruct.OrphanedPodMounted), 1)
 }

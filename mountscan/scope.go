@@ -29,19 +29,63 @@ import (
 // and Refs and SameSubtree list exactly the entries that lie in the scope.
 // Mounts and Len see only the kept entries; Skipped counts the others.
 type Scope struct {
-	dirs []string // tree keys of the dirs
+	dirs     []string  // tree keys of the dirs
+	subtrees []Subtree // filesystem subtrees whose every mount is kept
 }
 
+// Subtree names a part of a filesystem: its device and a path inside it
+// (a mount's Dev and Root). A mount of it, or of a part of it, shows the
+// same files wherever it is mounted.
+type Subtree struct {
+	Dev  DevID
+	Root string
+}
+
+// SubtreeOf is the subtree m mounts.
+func SubtreeOf(m Mount) Subtree { return Subtree{Dev: m.Dev, Root: m.Root} }
+
+// Contains reports whether m mounts t or a part of it: the same device,
+// with a root at or below t's.
+func (t Subtree) Contains(m Mount) bool {
+	return m.Dev == t.Dev && isAtOrBelow(treeKey(m.Root), treeKey(t.Root))
+}
+
+// String is "major:minor:root".
+func (t Subtree) String() string { return t.Dev.String() + ":" + t.Root }
+
 // NewScope returns the scope of the given absolute dirs; empty and
-// relative ones are ignored.
+// relative ones are ignored, and so is a dir at or below another one, so
+// that a scope of many paths under a few dirs costs as little as the dirs.
 func NewScope(dirs ...string) *Scope {
-	s := &Scope{}
+	keys := make([]string, 0, len(dirs))
 	for _, d := range dirs {
 		if filepath.IsAbs(d) {
-			s.dirs = append(s.dirs, treeKey(d))
+			keys = append(keys, treeKey(d))
+		}
+	}
+	// Shortest first: a dir is kept only when no kept one holds it.
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), cmp.Compare(a, b)) })
+	s := &Scope{}
+	for _, k := range keys {
+		if !slices.ContainsFunc(s.dirs, func(d string) bool { return isAtOrBelow(k, d) }) {
+			s.dirs = append(s.dirs, k)
 		}
 	}
 	return s
+}
+
+// WithSubtrees returns a copy of s that also keeps every entry mounting one
+// of the subtrees or a part of one, wherever it is mounted: every user of
+// a staging mount, say, even outside the dirs. SameSubtree of such a
+// subtree then answers as on the whole table.
+func (s *Scope) WithSubtrees(subtrees ...Subtree) *Scope {
+	c := &Scope{dirs: s.dirs, subtrees: slices.Clip(s.subtrees)}
+	for _, t := range subtrees {
+		if t.Root != "" {
+			c.subtrees = append(c.subtrees, t)
+		}
+	}
+	return c
 }
 
 // Covers reports whether path lies at or below one of the scope's dirs, so
@@ -66,6 +110,16 @@ func (s *Scope) keeps(k string) bool {
 	}
 	for _, d := range s.dirs {
 		if isAtOrBelow(k, d) || isAtOrBelow(d, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// keepsSubtree reports whether m mounts one of the scope's subtrees.
+func (s *Scope) keepsSubtree(m *Mount) bool {
+	for _, t := range s.subtrees {
+		if t.Contains(*m) {
 			return true
 		}
 	}
@@ -255,7 +309,7 @@ func (p *scopedParser) line(line []byte) {
 			return
 		}
 	}
-	if !p.scope.keeps(treeKey(m.MountPoint)) {
+	if !p.scope.keeps(treeKey(m.MountPoint)) && !p.scope.keepsSubtree(m) {
 		clear(m.OptionalFields) // no view of the read buffer stays in the pool
 		p.pool.release(tags)
 		p.mounts = p.mounts[:len(p.mounts)-1]

@@ -224,3 +224,39 @@ func TestTableHolds(t *testing.T) {
 	assert.False(t, scoped.Holds(whole.Mounts()[0].MountPoint), "another table's text")
 	assert.False(t, NewTable(whole.Mounts()).Holds(whole.Mounts()[0].Source), "NewTable parses no text")
 }
+
+// TestScopeWithSubtreesKeepsEveryUser: a scope with a staging mount's
+// subtree keeps every mount of that subtree, or of a part of it, wherever
+// it is mounted, and nothing else outside its dirs.
+func TestScopeWithSubtreesKeepsEveryUser(t *testing.T) {
+	text := strings.Join([]string{
+		"1 0 8:1 / / rw - ext4 /dev/sda rw",
+		"2 1 259:3 /app /var/lib/kubelet/plugins/kubernetes.io/csi/d/h/globalmount rw - ext4 /dev/nvme1n1 rw",
+		"3 1 259:3 /app /srv/app rw - ext4 /dev/nvme1n1 rw",
+		"4 1 259:3 /application /srv/other rw - ext4 /dev/nvme1n1 rw",
+		"5 1 259:4 / /srv/another rw - ext4 /dev/nvme2n1 rw",
+	}, "\n") + "\n"
+	path := filepath.Join(t.TempDir(), "mountinfo")
+	require.NoError(t, os.WriteFile(path, []byte(text), 0o600))
+	staging := Subtree{Dev: DevID{259, 3}, Root: "/app"}
+	tab, err := ReadFileScoped(t.Context(), path, 0, NewScope("/var/lib/kubelet").WithSubtrees(staging))
+	require.NoError(t, err)
+	var kept []string
+	for _, m := range tab.Mounts() {
+		kept = append(kept, m.MountPoint)
+	}
+	assert.Equal(t, []string{"/", "/var/lib/kubelet/plugins/kubernetes.io/csi/d/h/globalmount", "/srv/app"}, kept,
+		"/srv/other mounts /application, not a part of /app; /srv/another another device")
+	assert.True(t, staging.Contains(Mount{Dev: DevID{259, 3}, Root: "/app/x"}))
+	assert.False(t, staging.Contains(Mount{Dev: DevID{259, 3}, Root: "/apple"}))
+	assert.Equal(t, "259:3:/app", staging.String())
+}
+
+// TestNewScopeDropsDirsUnderOthers: a scope of many paths under one dir
+// is the scope of that dir.
+func TestNewScopeDropsDirsUnderOthers(t *testing.T) {
+	s := NewScope("/var/lib/kubelet/pods/a/volumes", "/var/lib/kubelet", "/var/lib/kubelet-x", "relative", "", "/var/lib/kubelet/pods")
+	assert.Equal(t, []string{"/var/lib/kubelet", "/var/lib/kubelet-x"}, s.dirs)
+	assert.True(t, s.Covers("/var/lib/kubelet/pods/b"))
+	assert.False(t, s.Covers("/var/lib"))
+}

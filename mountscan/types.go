@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // DevID is a device number as mountinfo prints it (major:minor).
@@ -15,6 +16,17 @@ type DevID struct {
 // String returns "major:minor".
 func (d DevID) String() string {
 	return strconv.FormatUint(uint64(d.Major), 10) + ":" + strconv.FormatUint(uint64(d.Minor), 10)
+}
+
+// ParseDevID parses "major:minor", as DevID.String prints it.
+func ParseDevID(s string) (DevID, error) {
+	major, minor, ok := strings.Cut(s, ":")
+	ma, err1 := strconv.ParseUint(major, 10, 32)
+	mi, err2 := strconv.ParseUint(minor, 10, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return DevID{}, fmt.Errorf("%w: device %q is not major:minor", ErrMalformed, s)
+	}
+	return DevID{Major: uint32(ma), Minor: uint32(mi)}, nil
 }
 
 // Mount is one line of a mountinfo file. Root, MountPoint, FSType and Source

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/mount-utils"
 
+	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/mountutil"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -30,10 +31,7 @@ func Example() {
 		{Device: "/dev/nvme0n1p1", Path: "/", Type: "ext4"},
 		{Device: "/dev/nvme1n1", Path: csiVol + "/mount", Type: "ext4", Opts: []string{"rw"}},
 	})
-	st, err := reconstruct.Scan(context.Background(), reconstruct.Options{
-		HostRoot:       hostRoot,
-		ReadMountTable: mountutil.ReadMountTable(fake),
-	})
+	st, err := reconstruct.Scan(context.Background(), reconstruct.Options{Node: reconstruct.Node{HostRoot: hostRoot, MountTable: mountscan.Source{Read: mountutil.ReadMountTable(fake)}}})
 	if err != nil {
 		fmt.Println(err)
 		return

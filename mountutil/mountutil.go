@@ -22,8 +22,8 @@ func FromInterface(m mount.Interface) (*mountscan.Table, error) {
 	return FromMountPoints(mps), nil
 }
 
-// ReadMountTable returns a reader of m's mounts for
-// reconstruct.Options.ReadMountTable and cleanup.Node.ReadMountTable: each
+// ReadMountTable returns a reader of m's mounts for mountscan.Source.Read
+// (reconstruct.Node.MountTable, which Scan, Plan and Execute take): each
 // call lists them afresh, as a re-read of the mount table would.
 func ReadMountTable(m mount.Interface) func(context.Context) (*mountscan.Table, error) {
 	return func(ctx context.Context) (*mountscan.Table, error) {

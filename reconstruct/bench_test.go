@@ -14,6 +14,7 @@ import (
 	mount "k8s.io/mount-utils"
 
 	"github.com/volrecon/volrecon/internal/nodegen"
+	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -70,7 +71,7 @@ func BenchmarkScan(b *testing.B) {
 }
 
 func benchOptions(node *nodegen.Node) reconstruct.Options {
-	return reconstruct.Options{HostRoot: node.HostRoot, RootDir: node.RootDir, MountInfoPath: node.MountInfoPath}
+	return reconstruct.Options{Node: reconstruct.Node{HostRoot: node.HostRoot, RootDir: node.RootDir, MountTable: mountscan.Source{Path: node.MountInfoPath}}}
 }
 
 // benchVolumes runs job in a loop, checks what it returns (the mounted

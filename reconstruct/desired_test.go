@@ -22,7 +22,7 @@ func scanPods(t *testing.T, opts reconstruct.Options) (*reconstruct.State, error
 	for _, uid := range []string{realUID1, realUID2} {
 		require.NoError(t, os.MkdirAll(filepath.Join(opts.HostRoot, "/var/lib/kubelet/pods", uid, "containers"), 0o750))
 	}
-	opts.ReadMountTable = func(context.Context) (*mountscan.Table, error) {
+	opts.MountTable.Read = func(context.Context) (*mountscan.Table, error) {
 		return mountscan.FromLines("1 0 259:1 / / rw - ext4 /dev/sda1 rw")
 	}
 	return reconstruct.Scan(t.Context(), opts)
@@ -84,9 +84,9 @@ func TestPodKeysMakeAStaticPodActive(t *testing.T) {
 	assert.Equal(t, []string{realUID1, hash}, keys)
 	assert.Equal(t, []string{realUID2}, reconstruct.PodKeys(realUID2, nil))
 
-	opts := reconstruct.Options{HostRoot: t.TempDir(), ActivePods: reconstruct.PodList(keys)}
+	opts := reconstruct.Options{Node: reconstruct.Node{HostRoot: t.TempDir()}, ActivePods: reconstruct.PodList(keys)}
 	require.NoError(t, os.MkdirAll(filepath.Join(opts.HostRoot, "/var/lib/kubelet/pods", hash, "containers"), 0o750))
-	opts.ReadMountTable = func(context.Context) (*mountscan.Table, error) {
+	opts.MountTable.Read = func(context.Context) (*mountscan.Table, error) {
 		return mountscan.FromLines("1 0 259:1 / / rw - ext4 /dev/sda1 rw")
 	}
 	st, err := reconstruct.Scan(t.Context(), opts)
@@ -173,9 +173,9 @@ func TestEvidenceOfLifeKeepsOrphans(t *testing.T) {
 // A table handed in without a root entry (an empty one, say) is not the
 // node's: everything is Uncertain, never Unmounted (issue 9, item 11).
 func TestRootlessMountTableIsInconsistent(t *testing.T) {
-	opts := reconstruct.Options{HostRoot: t.TempDir(), ActivePods: reconstruct.PodList{realUID2}}
+	opts := reconstruct.Options{Node: reconstruct.Node{HostRoot: t.TempDir()}, ActivePods: reconstruct.PodList{realUID2}}
 	require.NoError(t, os.MkdirAll(filepath.Join(opts.HostRoot, "/var/lib/kubelet/pods", realUID1, "volumes/kubernetes.io~csi/pv-1/mount"), 0o750))
-	opts.ReadMountTable = func(context.Context) (*mountscan.Table, error) { return mountscan.FromLines() }
+	opts.MountTable.Read = func(context.Context) (*mountscan.Table, error) { return mountscan.FromLines() }
 	st, err := reconstruct.Scan(t.Context(), opts)
 	require.NoError(t, err)
 	assert.False(t, st.MountTable.Consistent)

@@ -79,6 +79,7 @@ func (d *detacher) state(st *State) {
 		&st.MountTable.Path, &st.MountTable.Error, &st.MountTable.Limitation} {
 		str(d, p, false)
 	}
+	d.strs(st.RootDirAliases, false)
 	if st.ActivePods != nil {
 		str(d, &st.ActivePods.Error, false)
 	}

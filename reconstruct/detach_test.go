@@ -42,7 +42,7 @@ func generatedNode(t *testing.T) (Options, *podsdir.Inventory) {
 	t.Helper()
 	node, err := nodegen.Generate(t.TempDir(), nodegen.Config{Pods: 20, VolumesPerPod: 10, MountInfoLines: 2000})
 	require.NoError(t, err)
-	opts := Options{HostRoot: node.HostRoot, RootDir: node.RootDir, MountInfoPath: node.MountInfoPath}.withDefaults()
+	opts := Options{Node: Node{HostRoot: node.HostRoot, RootDir: node.RootDir, MountTable: mountscan.Source{Path: node.MountInfoPath}}}.withDefaults()
 	inv, err := podsdir.Scan(t.Context(), opts.podsdirOptions())
 	require.NoError(t, err)
 	return opts, inv
@@ -55,9 +55,9 @@ func TestStateViewsNoTableText(t *testing.T) {
 	opts, inv := generatedNode(t)
 	for name, read := range map[string]func(context.Context, *mountscan.Scope) (*mountscan.Table, error){
 		"whole": func(ctx context.Context, _ *mountscan.Scope) (*mountscan.Table, error) {
-			return mountscan.ReadFile(ctx, opts.MountInfoPath, 0)
+			return mountscan.ReadFile(ctx, opts.MountTable.Path, 0)
 		},
-		"scoped": opts.readMountTable,
+		"scoped": opts.MountTable.ReadScoped,
 	} {
 		var table *mountscan.Table
 		st, err := build(t.Context(), opts, inv, func(ctx context.Context, s *mountscan.Scope) (*mountscan.Table, error) {
@@ -93,7 +93,7 @@ func TestBuildLeavesTheInventory(t *testing.T) {
 	assert.Len(t, inv.Staging, staging)
 	assert.NotEmpty(t, inv.Pods[0].Volumes)
 
-	released, err := build(t.Context(), opts, inv, opts.readMountTable, true)
+	released, err := build(t.Context(), opts, inv, opts.MountTable.ReadScoped, true)
 	require.NoError(t, err)
 	assert.Nil(t, inv.Pods, "released")
 	assert.Nil(t, inv.Staging, "released")

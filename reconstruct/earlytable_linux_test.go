@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/internal/mountns"
+	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 )
 
@@ -25,15 +26,14 @@ func TestEarlyTable(t *testing.T) {
 	}
 	root := filepath.Join(t.TempDir(), "kubelet")
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "pods"), 0o750))
-	opts := Options{RootDir: root}.withDefaults()
+	opts := Options{Node: Node{RootDir: root}}.withDefaults()
 	inv := &podsdir.Inventory{ResolvedRootDir: root, PodsDir: filepath.Join(root, "pods"), PluginsDir: filepath.Join(root, "plugins")}
 	scope := tableScope(inventoryDirs(inv))
 
 	e := opts.readMountTableDuring(t.Context())
-	require.NotNil(t, e.w, "a live table is watched")
-	<-e.done
-	early := e.table
-	tab, err := e.get(t.Context(), scope, inv)
+	require.True(t, e.cur.Watched(), "a live table is watched")
+	early := e.early(t)
+	tab, err := e.get(t.Context(), scope)
 	require.NoError(t, err)
 	assert.Same(t, early, tab, "nothing changed: the early read is used")
 	assert.Positive(t, tab.Skipped(), "entries outside the kubelet's dirs are left out")
@@ -41,10 +41,9 @@ func TestEarlyTable(t *testing.T) {
 	target := filepath.Join(root, "pods", "mounted-meanwhile")
 	require.NoError(t, os.Mkdir(target, 0o750))
 	e = opts.readMountTableDuring(t.Context())
-	<-e.done
-	assert.Empty(t, e.table.At(target))
+	assert.Empty(t, e.early(t).At(target))
 	mountns.Mount(t, "tmpfs", target, "tmpfs", 0, "size=1m")
-	tab, err = e.get(t.Context(), scope, inv)
+	tab, err = e.get(t.Context(), scope)
 	require.NoError(t, err)
 	assert.Len(t, tab.At(target), 1, "the table is read again after the change")
 
@@ -52,19 +51,27 @@ func TestEarlyTable(t *testing.T) {
 	elsewhere := filepath.Join(t.TempDir(), "pods")
 	mountns.Mount(t, "tmpfs", elsewhere, "tmpfs", 0, "size=1m")
 	e = opts.readMountTableDuring(t.Context())
-	<-e.done
-	assert.Empty(t, e.table.At(elsewhere), "outside the dirs resolved before the inventory")
+	assert.Empty(t, e.early(t).At(elsewhere), "outside the dirs resolved before the inventory")
 	moved := &podsdir.Inventory{ResolvedRootDir: root, PodsDir: elsewhere, PluginsDir: inv.PluginsDir}
-	tab, err = e.get(t.Context(), tableScope(inventoryDirs(moved)), moved)
+	tab, err = e.get(t.Context(), tableScope(inventoryDirs(moved)))
 	require.NoError(t, err)
 	assert.Len(t, tab.At(elsewhere), 1, "read again within the inventory's dirs")
 
-	// A table from a file, or from ReadMountTable, is read when asked for.
+	// A table from a file, or from MountTable.Read, is read when asked for.
 	file := filepath.Join(t.TempDir(), "mountinfo")
 	require.NoError(t, os.WriteFile(file, []byte("1 0 8:1 / / rw - ext4 /dev/sda rw\n"), 0o600))
-	e = Options{MountInfoPath: file}.withDefaults().readMountTableDuring(t.Context())
-	assert.Nil(t, e.w)
-	tab, err = e.get(t.Context(), scope, inv)
+	e = Options{Node: Node{MountTable: mountscan.Source{Path: file}}}.withDefaults().readMountTableDuring(t.Context())
+	assert.False(t, e.cur.Watched())
+	tab, err = e.get(t.Context(), scope)
 	require.NoError(t, err)
 	assert.Equal(t, 1, tab.Len())
+}
+
+// early is the table the early read kept: the one get returns while
+// nothing changed.
+func (e *earlyTable) early(t *testing.T) *mountscan.Table {
+	e.wait()
+	tab, err := e.cur.Table(t.Context(), e.scope)
+	require.NoError(t, err)
+	return tab
 }

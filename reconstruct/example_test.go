@@ -28,10 +28,7 @@ func ExampleScan() {
 		"301 1 259:3 / "+pod+"/volumes/kubernetes.io~csi/pvc-1/mount rw,relatime shared:200 - ext4 /dev/nvme1n1 rw",
 		"302 1 0:60 / "+pod+"/volumes/kubernetes.io~projected/kube-api-access-7xk2p rw,relatime shared:201 - tmpfs tmpfs rw",
 	)
-	st, err := reconstruct.Scan(context.Background(), reconstruct.Options{
-		HostRoot:       hostRoot,
-		ReadMountTable: func(context.Context) (*mountscan.Table, error) { return table, nil },
-	})
+	st, err := reconstruct.Scan(context.Background(), reconstruct.Options{Node: reconstruct.Node{HostRoot: hostRoot, MountTable: mountscan.Source{Read: func(context.Context) (*mountscan.Table, error) { return table, nil }}}})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -57,16 +54,13 @@ func ExampleScan_inconsistentMountTable() {
 	_ = os.MkdirAll(filepath.Join(hostRoot, "/var/lib/kubelet/pods/0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91/volumes/kubernetes.io~secret/token"), 0o750)
 
 	snapshots := []string{"1 0 259:1 / / rw - ext4 /dev/sda1 rw\n", "1 0 259:1 / / rw - ext4 /dev/sda1 ro\n"}
-	st, _ := reconstruct.Scan(context.Background(), reconstruct.Options{
-		HostRoot: hostRoot,
-		ReadMountTable: func(ctx context.Context) (*mountscan.Table, error) {
-			i := 0
-			return mountscan.ReadConsistent(ctx, "mountinfo", func() ([]byte, error) {
-				i++
-				return []byte(snapshots[i%2]), nil
-			}, 3)
-		},
-	})
+	st, _ := reconstruct.Scan(context.Background(), reconstruct.Options{Node: reconstruct.Node{HostRoot: hostRoot, MountTable: mountscan.Source{Read: func(ctx context.Context) (*mountscan.Table, error) {
+		i := 0
+		return mountscan.ReadConsistent(ctx, "mountinfo", func() ([]byte, error) {
+			i++
+			return []byte(snapshots[i%2]), nil
+		}, 3)
+	}}}})
 	fmt.Println("consistent:", st.MountTable.Consistent)
 	fmt.Println(st.Volumes[0].Name, st.Volumes[0].State)
 	fmt.Println(st.Findings[0].Kind)

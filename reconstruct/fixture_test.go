@@ -92,7 +92,7 @@ func TestFixturesScopedTable(t *testing.T) {
 			require.NoError(t, err)
 			table := filepath.Join(t.TempDir(), "mountinfo")
 			require.NoError(t, os.WriteFile(table, f.MountInfoReads()[0], 0o600))
-			opts.ReadMountTable, opts.MountInfoPath = nil, table
+			opts.MountTable.Read, opts.MountTable.Path = nil, table
 			var got []byte
 			if st, err := reconstruct.Scan(ctx, opts); err != nil {
 				got = fixture.MarshalGolden(t, map[string]string{"error": err.Error()})

@@ -47,7 +47,7 @@ func BenchmarkLiveScan(b *testing.B) {
 		return
 	}
 	node, root := liveNode(b, 1000, 10)
-	opts := reconstruct.Options{RootDir: root}
+	opts := reconstruct.Options{Node: reconstruct.Node{RootDir: root}}
 	b.Run("1000x10", func(b *testing.B) {
 		b.Run("scan", func(b *testing.B) {
 			benchVolumes(b, node, func() (int, error) { return scanMounted(b.Context(), opts) })

@@ -17,26 +17,11 @@ const (
 // Options configure Scan. The zero value scans /var/lib/kubelet against
 // /proc/self/mountinfo without probing.
 type Options struct {
-	// RootDir is the kubelet's --root-dir as a host path ("" = /var/lib/kubelet).
-	RootDir string
-	// HostRoot is a prefix under which the host's filesystem is read (for a
-	// container with the host at /host, or a fixture in a temp dir). Mount
-	// table paths stay host paths.
-	HostRoot string
-	// RootDirAliases are other host paths at which the kubelet root is also
-	// seen, e.g. /var/lib/kubelet on a k0s node whose root is
-	// /var/lib/k0s/kubelet, where a CSI driver configured with the default
-	// root mounts under the alias instead. A mount found at the alias path of
-	// a volume counts as Mounted: the volume is in use on this node.
-	RootDirAliases []string
-	// MountInfoPath is the mount table to read ("" = /proc/self/mountinfo).
-	// It is read as given, never under HostRoot (in a container with hostPID,
-	// use /proc/1/mountinfo).
-	MountInfoPath string
-	// ReadMountTable, if set, replaces reading MountInfoPath. An agent that
-	// already holds a table, or a test, passes it here. Its error is treated
-	// like a failed read: every state becomes Uncertain.
-	ReadMountTable func(ctx context.Context) (*mountscan.Table, error)
+	// Node says where the node is read: its kubelet root and the root's
+	// aliases, the host-root prefix, and the mount table. A table from
+	// Node.MountTable.Read is taken whole; its error is treated like a
+	// failed read: every state becomes Uncertain.
+	Node
 	// ActivePods, if set, tells which pods should exist. Without it every pod
 	// is Unknown, and nothing can be planned for cleanup. It is asked after
 	// the disk and the mount table are read, so a pod created meanwhile is
@@ -60,8 +45,6 @@ type Options struct {
 	// that object, so persistent CSI volumes of drivers not listed here count
 	// as attachable.
 	AttachFreeDrivers []string
-	// MaxReadAttempts bounds the reads until two agree (0 = mountscan default).
-	MaxReadAttempts int
 	// MaxVolDataSize caps reading a vol_data.json (0 = podsdir default).
 	MaxVolDataSize int64
 	// FSTimeout bounds each filesystem call of the disk scan (a readdir,
@@ -86,12 +69,7 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.RootDir == "" {
-		o.RootDir = podsdir.DefaultRootDir
-	}
-	if o.MountInfoPath == "" {
-		o.MountInfoPath = mountscan.DefaultPath
-	}
+	o.Node = o.Node.withDefaults()
 	if o.ProbeTimeout <= 0 {
 		o.ProbeTimeout = DefaultProbeTimeout
 	}
@@ -108,77 +86,53 @@ func (o Options) podsdirOptions() podsdir.Options {
 	return podsdir.Options{RootDir: o.RootDir, HostRoot: o.HostRoot, MaxVolDataSize: o.MaxVolDataSize, Timeout: o.FSTimeout}
 }
 
-// readMountTable reads the mount table within scope (see tableScope), or
-// takes it from ReadMountTable, whole.
-func (o Options) readMountTable(ctx context.Context, scope *mountscan.Scope) (*mountscan.Table, error) {
-	if o.ReadMountTable != nil {
-		return o.ReadMountTable(ctx)
-	}
-	return mountscan.ReadFileScoped(ctx, o.MountInfoPath, o.MaxReadAttempts, scope)
-}
-
-// earlyTable is a mount table read while the inventory is taken.
+// earlyTable is the mount table read while the inventory is taken.
 type earlyTable struct {
-	opts  Options
-	w     *mountscan.Watcher // nil: read the table when asked
-	scope *mountscan.Scope   // of the read under way: the dirs as resolved before the inventory
+	cur   *mountscan.Current
 	done  chan struct{}
-	table *mountscan.Table
-	err   error
+	scope *mountscan.Scope // of the read under way: the dirs as resolved before the inventory
 }
 
 // readMountTableDuring starts reading the live mount table now, while the
 // caller takes the inventory, when the kernel can say whether it changed
-// meanwhile (mountscan.Watch). It keeps the entries under the kubelet's
-// dirs as they resolve now. Otherwise, or with ReadMountTable set, the
-// table is read when asked for, as Build does.
+// meanwhile (mountscan.Current watches it). It keeps the entries under the
+// kubelet's dirs as they resolve now. Otherwise (a regular file, or
+// MountTable.Read) the table is read when asked for, as Build does.
 func (o Options) readMountTableDuring(ctx context.Context) *earlyTable {
-	e := &earlyTable{opts: o}
-	if o.ReadMountTable != nil {
+	e := &earlyTable{cur: o.MountTable.Follow()}
+	if !e.cur.Watched() {
 		return e
 	}
-	w, err := mountscan.Watch(o.MountInfoPath)
-	if err != nil {
-		return e
-	}
-	e.w, e.done = w, make(chan struct{})
+	e.done = make(chan struct{})
 	e.scope = tableScope(o.podsdirOptions().KubeletDirs(ctx), o.RootDirAliases)
 	go func() {
 		defer close(e.done)
-		e.table, e.err = w.ReadScoped(ctx, o.MaxReadAttempts, e.scope)
+		_, _ = e.cur.Table(ctx, e.scope) // kept by cur; an error shows at get's read
 	}()
 	return e
 }
 
-// get returns the table as it is after the inventory: the one read during
-// it if nothing changed since that read began and its scope covers the
-// dirs the inventory resolved, else a fresh read within scope. So the
-// rule of Build holds: every mount made before the table's moment has its
-// dir listed.
-func (e *earlyTable) get(ctx context.Context, scope *mountscan.Scope, inv *podsdir.Inventory) (*mountscan.Table, error) {
-	if e.w == nil {
-		return e.opts.readMountTable(ctx, scope)
-	}
+// get returns the table as it is after the inventory, within scope: the
+// one read during it if nothing changed since that read began and its
+// scope covers the one asked for, else a fresh read. So the rule of Build
+// holds: every mount made before the table's moment has its dir listed.
+func (e *earlyTable) get(ctx context.Context, scope *mountscan.Scope) (*mountscan.Table, error) {
+	e.wait()
 	defer e.close()
-	<-e.done
-	if e.err != nil {
-		return nil, e.err
-	}
-	changed, err := e.w.Changed()
-	if err != nil || changed || !covers(e.scope, inv, e.opts.RootDirAliases) {
-		e.table = nil // let it go before the next read
-		return e.w.ReadScoped(ctx, e.opts.MaxReadAttempts, scope)
-	}
-	table := e.table
-	e.table = nil // the join lets it go before it ends
-	return table, nil
+	return e.cur.Table(ctx, scope)
 }
 
-// close waits for the read and closes the watched file.
-func (e *earlyTable) close() {
-	if e.w != nil && e.done != nil {
+// wait waits for the read under way, if any.
+func (e *earlyTable) wait() {
+	if e.done != nil {
 		<-e.done
-		_ = e.w.Close()
 		e.done = nil
 	}
+}
+
+// close waits for the read and stops watching; the join lets the table go
+// before it ends.
+func (e *earlyTable) close() {
+	e.wait()
+	_ = e.cur.Close()
 }

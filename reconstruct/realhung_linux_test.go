@@ -49,8 +49,7 @@ func TestRealHungDirsTheScanLists(t *testing.T) {
 	srvPod.Stop()
 	srvCSI.Stop()
 
-	opts := reconstruct.Options{FSTimeout: 300 * time.Millisecond,
-		ActivePods: reconstruct.PodList{}, EmptyActivePodsAuthoritative: true}
+	opts := reconstruct.Options{FSTimeout: 300 * time.Millisecond, ActivePods: reconstruct.PodList{}, EmptyActivePodsAuthoritative: true}
 	for scan := 1; scan <= 2; scan++ {
 		st := scanWithin(t, n, 30*time.Second, opts)
 		hung := map[string]string{}

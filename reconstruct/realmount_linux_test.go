@@ -146,7 +146,7 @@ func TestRealSymlinkedRoot(t *testing.T) {
 	link := filepath.Join(t.TempDir(), "kubelet-link")
 	require.NoError(t, os.Symlink(n.Root, link))
 
-	st := n.Scan(reconstruct.Options{RootDir: link})
+	st := n.Scan(reconstruct.Options{Node: reconstruct.Node{RootDir: link}})
 	assert.Equal(t, link, st.RootDir)
 	assert.Equal(t, n.Root, st.ResolvedRootDir)
 	assert.Equal(t, reconstruct.Mounted, volumeNamed(t, st, realUID1, "token").State)

@@ -29,9 +29,7 @@ func Scan(ctx context.Context, opts Options) (*State, error) {
 		table.close()
 		return nil, fmt.Errorf("reconstruct: %w", err)
 	}
-	st, err := build(ctx, opts, inv, func(ctx context.Context, scope *mountscan.Scope) (*mountscan.Table, error) {
-		return table.get(ctx, scope, inv)
-	}, true)
+	st, err := build(ctx, opts, inv, table.get, true)
 	if err != nil {
 		return nil, fmt.Errorf("reconstruct: %w", err)
 	}
@@ -43,7 +41,7 @@ func Scan(ctx context.Context, opts Options) (*State, error) {
 }
 
 // Build joins an inventory of the kubelet root with the mount table, read
-// now (through opts.ReadMountTable when set: an agent that holds a table
+// now (through opts.MountTable.Read when set: an agent that holds a table
 // passes it there), then asks opts.ActivePods. The table is read after the
 // inventory on purpose: the kubelet creates a dir before it mounts on it,
 // so every mount made before the read has its dir listed. Its only error
@@ -51,7 +49,7 @@ func Scan(ctx context.Context, opts Options) (*State, error) {
 // themselves may too.
 func Build(ctx context.Context, opts Options, inv *podsdir.Inventory) (*State, error) {
 	opts = opts.withDefaults()
-	return build(ctx, opts, inv, opts.readMountTable, false)
+	return build(ctx, opts, inv, opts.MountTable.ReadScoped, false)
 }
 
 // build is Build with the mount table from readTable, called after the
@@ -59,13 +57,8 @@ func Build(ctx context.Context, opts Options, inv *podsdir.Inventory) (*State, e
 // With owned (Scan's own inventory, which nobody else sees) the join lets
 // each part of inv go once it has used it.
 func build(ctx context.Context, opts Options, inv *podsdir.Inventory, readTable func(context.Context, *mountscan.Scope) (*mountscan.Table, error), owned bool) (*State, error) {
+	// A table handed in (MountTable.Read) is held to what a live one is.
 	table, tableErr := readTable(ctx, tableScope(inventoryDirs(inv), opts.RootDirAliases))
-	if tableErr == nil {
-		// A table handed in (ReadMountTable) is held to what a live one is.
-		if err := mountscan.CheckLive(table); err != nil {
-			tableErr = fmt.Errorf("the mount table: %w", err)
-		}
-	}
 	b := &builder{
 		ctx:       ctx,
 		log:       klog.FromContext(ctx),
@@ -82,7 +75,9 @@ func build(ctx context.Context, opts Options, inv *podsdir.Inventory, readTable 
 		RootDir:         inv.RootDir,
 		ResolvedRootDir: inv.ResolvedRootDir,
 		PodsDir:         inv.PodsDir,
-		MountTable:      MountTableInfo{Path: opts.MountInfoPath, Consistent: b.consistent},
+		RootDirAliases:  slices.Clone(opts.RootDirAliases),
+		MountTable:      MountTableInfo{Path: opts.MountTable.Name(), Consistent: b.consistent},
+		EvidenceOfLife:  opts.LifeChecker != nil,
 	}
 	b.noteMountTable(tableErr)
 	for _, step := range buildSteps {
@@ -184,7 +179,7 @@ func (b *builder) noteMountTable(tableErr error) {
 		tableErr = fmt.Errorf("no mount table")
 	}
 	b.st.MountTable.Error = tableErr.Error()
-	b.add(Finding{Kind: InconsistentMountTable, Severity: SeverityCritical, Path: b.opts.MountInfoPath,
+	b.add(Finding{Kind: InconsistentMountTable, Severity: SeverityCritical, Path: b.opts.MountTable.Name(),
 		Message: "the mount table could not be read consistently (" + tableErr.Error() +
 			"): every volume is Uncertain, held as in use, and nothing may be cleaned up"})
 }

@@ -23,14 +23,3 @@ func tableScope(dirs ...[]string) *mountscan.Scope {
 func inventoryDirs(inv *podsdir.Inventory) []string {
 	return []string{inv.ResolvedRootDir, inv.PodsDir, inv.PluginsDir, inv.CSIDir}
 }
-
-// covers reports whether a table read within scope answers for every dir
-// of inv and for the aliases.
-func covers(scope *mountscan.Scope, inv *podsdir.Inventory, aliases []string) bool {
-	for _, d := range append(inventoryDirs(inv), aliases...) {
-		if d != "" && !scope.Covers(d) {
-			return false
-		}
-	}
-	return true
-}

@@ -130,15 +130,23 @@ func Severities() []Severity { return []Severity{SeverityInfo, SeverityWarning, 
 // State is the actual volume state of a node, rebuilt from the OS alone.
 // Every slice is sorted, so equal inputs give byte-equal JSON.
 type State struct {
-	SchemaVersion   string          `json:"schemaVersion"`
-	RootDir         string          `json:"rootDir"`
-	ResolvedRootDir string          `json:"resolvedRootDir,omitempty"`
-	PodsDir         string          `json:"podsDir,omitempty"`
-	MountTable      MountTableInfo  `json:"mountTable"`
-	ActivePods      *ActivePodsInfo `json:"activePods,omitempty"`
-	Pods            []Pod           `json:"pods,omitempty"`
-	Volumes         []Volume        `json:"volumes,omitempty"`
-	GlobalMounts    []GlobalMount   `json:"globalMounts,omitempty"`
+	SchemaVersion   string `json:"schemaVersion"`
+	RootDir         string `json:"rootDir"`
+	ResolvedRootDir string `json:"resolvedRootDir,omitempty"`
+	// RootDirAliases are the aliases of the kubelet root the scan was given
+	// (Node.RootDirAliases): a plan of this State counts a pod's mounts under
+	// them as on the node.
+	RootDirAliases []string       `json:"rootDirAliases,omitempty"`
+	PodsDir        string         `json:"podsDir,omitempty"`
+	MountTable     MountTableInfo `json:"mountTable"`
+	// EvidenceOfLife: the scan looked for evidence that its orphans still
+	// run (Options.LifeChecker). Without it no orphan is dead on evidence,
+	// so no teardown through the CSI driver is planned for one.
+	EvidenceOfLife bool            `json:"evidenceOfLife,omitempty"`
+	ActivePods     *ActivePodsInfo `json:"activePods,omitempty"`
+	Pods           []Pod           `json:"pods,omitempty"`
+	Volumes        []Volume        `json:"volumes,omitempty"`
+	GlobalMounts   []GlobalMount   `json:"globalMounts,omitempty"`
 	// VolumesInUse are the unique names of the attachable volumes (Volume.
 	// Attachable: persistent CSI volumes of drivers that are not attach-free,
 	// in-tree iSCSI and FC) whose pod mount or staging mount is Mounted or

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,12 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/internal/csifake"
@@ -183,7 +177,7 @@ func TestCleanupUnstagesALeakOnlyOnTheSecondRun(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut+out)
 	assert.Contains(t, out, "two scans")
 	assert.Empty(t, n.driver.Calls())
-	assert.FileExists(t, filepath.Join(state, leakStateFile))
+	assert.FileExists(t, filepath.Join(state, cleanup.FileStoreName))
 
 	time.Sleep(30 * time.Millisecond)
 	code, out, errOut = n.run(args...)
@@ -253,59 +247,29 @@ func TestAnotherNamespaceThatUsesThePodOrTheVolumeKeepsIt(t *testing.T) {
 	}
 }
 
-// With --active-pods api, a PV that cannot be read makes the active
-// volumes unknown, with why, for the plan and on stderr; a pod list from a
-// file asks nothing. (That the API server's answer is used, and right, the
-// e2e suite proves on a real one.)
-func TestActiveVolumesUnknownWhenAPVCannotBeRead(t *testing.T) {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: corev1.PodSpec{NodeName: "node-a",
-		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}}}}}
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-1"}}
-	client := fake.NewClientset(pod, pvc)
-	client.PrependReactor("get", "persistentvolumes", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewForbidden(corev1.Resource("persistentvolumes"), "pv-1", errors.New("no RBAC"))
-	})
-	n := &node{}
-	n.opts.ActivePods = &kube.Lister{Client: kubetest.Clientset{Interface: client}, NodeName: "node-a"}
-	td := &cleanup.CSITeardown{}
-	var stderr strings.Builder
-	activeVolumes(t.Context(), n, td, &stderr)
-	assert.Nil(t, td.ActiveVolumes)
-	require.Error(t, td.ActiveVolumesError)
-	assert.True(t, apierrors.IsForbidden(td.ActiveVolumesError))
-	assert.Contains(t, td.ActiveVolumesError.Error(), "pod ns/p volume data: PersistentVolume pv-1: could not be read")
-	assert.Contains(t, stderr.String(), "PersistentVolume pv-1")
-
-	n.opts.ActivePods = reconstruct.PodList{cliActive}
-	td, stderr = &cleanup.CSITeardown{}, strings.Builder{}
-	activeVolumes(t.Context(), n, td, &stderr)
-	assert.Nil(t, td.ActiveVolumes)
-	assert.NoError(t, td.ActiveVolumesError, "nobody asked")
-	assert.Empty(t, stderr.String())
-}
-
-// Each NodeUnstage asks the API server again, with a fresh pod list, only
-// when the plan's answer came from it.
-func TestNodeUnstageAsksTheAPIServerAgainOnlyWhenThePlanDid(t *testing.T) {
+// With --active-pods api the teardown asks the API server which volumes
+// the node's pods use, and each NodeUnstage asks it again; a pod list
+// from a file asks nothing. (That the API server's answer is used, and
+// right, the e2e suite proves on a real one; the rules are cleanup's.)
+func TestTheTeardownAsksTheAPIServerOnlyWithActivePodsAPI(t *testing.T) {
 	client := fake.NewClientset()
 	lister := &kube.Lister{Client: kubetest.Clientset{Interface: client}, NodeName: "node-a"}
-	f := &csiFlags{timeout: time.Minute}
+	f := &csiFlags{teardown: true, timeout: time.Minute}
 	for name, c := range map[string]struct {
 		source reconstruct.PodSource
-		td     *cleanup.CSITeardown
 		asks   bool
 	}{
-		"known from the API server":   {lister, &cleanup.CSITeardown{ActiveVolumes: []string{}}, true},
-		"unknown from the API server": {lister, &cleanup.CSITeardown{ActiveVolumesError: errors.New("x")}, false},
-		"no teardown":                 {lister, nil, false},
-		"a pod list from a file":      {reconstruct.PodList{cliActive}, &cleanup.CSITeardown{ActiveVolumes: []string{}}, false},
+		"the API server":         {lister, true},
+		"a pod list from a file": {reconstruct.PodList{cliActive}, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			n := &node{}
 			n.opts.ActivePods = c.source
-			x := f.exec(n, c.td)
+			td, err := f.teardownOptions(n)
+			require.NoError(t, err)
+			x := f.exec(n)
 			assert.Equal(t, time.Minute, x.Timeout)
+			require.Equal(t, c.asks, td.ActiveVolumes != nil)
 			require.Equal(t, c.asks, x.ActiveVolumes != nil)
 			if c.asks {
 				before := len(client.Actions())
@@ -316,4 +280,17 @@ func TestNodeUnstageAsksTheAPIServerAgainOnlyWhenThePlanDid(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A --state-dir whose record is not JSON stops the command before any plan.
+func TestABadStateDirStopsTheCommand(t *testing.T) {
+	n := newCLICSINode(t, false)
+	state := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(state, cleanup.FileStoreName), []byte("{"), 0o600))
+	code, out, errOut := n.run("cleanup", "--apply", "--csi-teardown", "--assume-no-new-pods", "--state-dir", state)
+	assert.Equal(t, exitScanFail, code)
+	assert.Empty(t, out)
+	assert.Contains(t, errOut, "--state-dir: ")
+	assert.Contains(t, errOut, "remove it to start afresh")
+	assert.Empty(t, n.driver.Calls())
 }

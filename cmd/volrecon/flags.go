@@ -13,7 +13,6 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/internal/fixture"
 	"github.com/volrecon/volrecon/liveness"
 	"github.com/volrecon/volrecon/mountscan"
@@ -143,9 +142,10 @@ type node struct {
 // the sample node in a temp dir; call cleanup when done.
 func (f *nodeFlags) openNode(stdin io.Reader) (*node, error) {
 	n := &node{cleanup: func() {}, opts: reconstruct.Options{
-		RootDir: f.rootDir, RootDirAliases: f.rootDirAliases, AttachFreeDrivers: f.attachFreeDrivers, HostRoot: f.hostRoot, MountInfoPath: f.mountInfo,
-		Probe: f.probe, ProbeTimeout: f.probeTimeout, FSTimeout: f.probeTimeout, EmptyActivePodsAuthoritative: f.emptyActivePodsOK,
-		LifeChecker: f.lifeChecker(),
+		Node: reconstruct.Node{RootDir: f.rootDir, RootDirAliases: f.rootDirAliases, HostRoot: f.hostRoot,
+			MountTable: mountscan.Source{Path: f.mountInfo}},
+		AttachFreeDrivers: f.attachFreeDrivers, Probe: f.probe, ProbeTimeout: f.probeTimeout, FSTimeout: f.probeTimeout,
+		EmptyActivePodsAuthoritative: f.emptyActivePodsOK, LifeChecker: f.lifeChecker(),
 	}}
 	switch f.activePods {
 	case "":
@@ -226,12 +226,6 @@ func mountTableError(st *reconstruct.State) error {
 	}
 	return fmt.Errorf("the mount table %s could not be read consistently (%s): every volume is Uncertain and nothing can be cleaned up; "+
 		"check --mountinfo (in a container with hostPID use /proc/1/mountinfo)", st.MountTable.Path, st.MountTable.Error)
-}
-
-// cleanupNode is where the cleanup reads the node: as the scan did.
-func (n *node) cleanupNode() cleanup.Node {
-	return cleanup.Node{HostRoot: n.opts.HostRoot, MountInfoPath: n.opts.MountInfoPath,
-		ReadMountTable: n.opts.ReadMountTable, MaxReadAttempts: n.opts.MaxReadAttempts}
 }
 
 func withLogger(ctx context.Context) context.Context {

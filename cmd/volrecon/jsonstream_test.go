@@ -11,6 +11,7 @@ import (
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/internal/fixture"
 	"github.com/volrecon/volrecon/internal/nodegen"
+	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -34,10 +35,9 @@ func TestWriteJSONEqualsTheEncoder(t *testing.T) {
 
 	node, err := nodegen.Generate(t.TempDir(), nodegen.Config{Pods: 20, VolumesPerPod: 10, MountInfoLines: 500})
 	require.NoError(t, err)
-	big, err := reconstruct.Scan(t.Context(), reconstruct.Options{HostRoot: node.HostRoot, RootDir: node.RootDir,
-		MountInfoPath: node.MountInfoPath, ActivePods: reconstruct.PodList(node.PodUIDs[:10])})
+	big, err := reconstruct.Scan(t.Context(), reconstruct.Options{Node: reconstruct.Node{HostRoot: node.HostRoot, RootDir: node.RootDir, MountTable: mountscan.Source{Path: node.MountInfoPath}}, ActivePods: reconstruct.PodList(node.PodUIDs[:10])})
 	require.NoError(t, err)
-	plan := cleanup.Plan(t.Context(), big, cleanup.Options{Node: cleanup.Node{HostRoot: node.HostRoot, MountInfoPath: node.MountInfoPath}})
+	plan := cleanup.Plan(t.Context(), big, cleanup.Options{Node: reconstruct.Node{HostRoot: node.HostRoot, MountTable: mountscan.Source{Path: node.MountInfoPath}}})
 	require.NotEmpty(t, plan.Actions)
 
 	for name, v := range map[string]any{

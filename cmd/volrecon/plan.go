@@ -64,22 +64,25 @@ func planOrCleanup(ctx context.Context, name, summary string, args []string, e e
 		return err
 	}
 	defer n.cleanup()
+	teardown, err := csi.teardownOptions(n)
+	if err != nil {
+		return err
+	}
 	ctx = withLogger(ctx)
 	st, err := n.scan(ctx)
 	if err != nil {
 		return err
 	}
-	teardown, err := csi.gather(ctx, st, n, e.stderr)
-	if err != nil {
-		return err
-	}
-	plan := cleanup.Plan(ctx, st, cleanup.Options{Node: n.cleanupNode(), Unmount: *unmount, RootDirAliases: n.opts.RootDirAliases,
+	plan := cleanup.Plan(ctx, st, cleanup.Options{Node: n.opts.Node, Unmount: *unmount,
 		RemoveVolumeDataWithoutDriver: *noDriver, CSITeardown: teardown})
+	for _, note := range plan.Notes {
+		fmt.Fprintf(e.stderr, "volrecon: --csi-teardown: %s\n", note)
+	}
 	out := newPrinter(e.stdout, c.output)
 	if apply == nil {
 		return errors.Join(out.plan(plan, nil), mountTableError(st))
 	}
-	results := cleanup.Execute(ctx, plan, cleanup.ExecOptions{Node: n.cleanupNode(), Apply: *apply, CSI: csi.exec(n, teardown)})
+	results := cleanup.Execute(ctx, plan, cleanup.ExecOptions{Node: n.opts.Node, Apply: *apply, CSI: csi.exec(n)})
 	if err := out.plan(plan, results); err != nil {
 		return err
 	}

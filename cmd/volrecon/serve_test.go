@@ -149,9 +149,9 @@ func TestServeTextfileKubeletCompat(t *testing.T) {
 // how old the list is (issue 9, item 13).
 func TestServeFollowsTheActivePodsFile(t *testing.T) {
 	hostRoot, mountinfo := demoNode(t)
-	st, err := reconstruct.Scan(t.Context(), reconstruct.Options{HostRoot: hostRoot, ReadMountTable: func(ctx context.Context) (*mountscan.Table, error) {
+	st, err := reconstruct.Scan(t.Context(), reconstruct.Options{Node: reconstruct.Node{HostRoot: hostRoot, MountTable: mountscan.Source{Read: func(ctx context.Context) (*mountscan.Table, error) {
 		return mountscan.ReadFile(ctx, mountinfo, 0)
-	}})
+	}}}})
 	require.NoError(t, err)
 	require.NotEmpty(t, st.Pods)
 	var all []string
@@ -197,7 +197,7 @@ func TestServeFollowsTheActivePodsFile(t *testing.T) {
 // both are the State as `scan -o json` prints it.
 func TestReportEncodedOnce(t *testing.T) {
 	hostRoot, mountinfo := demoNode(t)
-	flags := nodeFlags{rootDir: "/var/lib/kubelet", hostRoot: hostRoot, mountInfo: mountinfo}
+	flags := nodeFlags{rootDir: "/var/lib/kubelet", hostRoot: hostRoot, mountInfo: mountinfo, evidenceOfLife: true}
 	n, err := flags.openNode(nil)
 	require.NoError(t, err)
 	s, err := newServer(n, time.Hour)

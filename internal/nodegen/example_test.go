@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/volrecon/volrecon/internal/nodegen"
+	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -23,9 +24,7 @@ func ExampleGenerate() {
 		node.GlobalMounts, "global mounts,", node.MountLines, "mount-table lines")
 	fmt.Println(len(node.Dirs), "dirs to list,", len(node.VolDataFiles), "vol_data.json files to read")
 
-	st, err := reconstruct.Scan(context.Background(), reconstruct.Options{
-		HostRoot: node.HostRoot, RootDir: node.RootDir, MountInfoPath: node.MountInfoPath,
-	})
+	st, err := reconstruct.Scan(context.Background(), reconstruct.Options{Node: reconstruct.Node{HostRoot: node.HostRoot, RootDir: node.RootDir, MountTable: mountscan.Source{Path: node.MountInfoPath}}})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -11,14 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/internal/nodegen"
+	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
 func scan(t *testing.T, n *nodegen.Node) *reconstruct.State {
 	t.Helper()
-	st, err := reconstruct.Scan(context.Background(), reconstruct.Options{
-		HostRoot: n.HostRoot, RootDir: n.RootDir, MountInfoPath: n.MountInfoPath,
-	})
+	st, err := reconstruct.Scan(context.Background(), reconstruct.Options{Node: reconstruct.Node{HostRoot: n.HostRoot, RootDir: n.RootDir, MountTable: mountscan.Source{Path: n.MountInfoPath}}})
 	require.NoError(t, err)
 	require.True(t, st.MountTable.Consistent, st.MountTable.Error)
 	require.Equal(t, n.MountLines, st.MountTable.Entries)

@@ -1,0 +1,103 @@
+package cleanup
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/volrecon/volrecon/reconstruct"
+)
+
+// FileStoreName is the file of a FileStore in its dir.
+const FileStoreName = "csi-unused-staging.json"
+
+// FileStore is an UnusedStagingStore in one JSON file, Dir/FileStoreName,
+// of volrecon's own (the CLI's --state-dir). It is replaced atomically, so
+// a run that dies midway leaves the previous record.
+type FileStore struct {
+	Dir string
+}
+
+// storeFile is the file's content: when each staging mount was first seen unused.
+type storeFile struct {
+	SchemaVersion string                `json:"schemaVersion"`
+	UnusedSince   map[string]storeEntry `json:"unusedSince"`
+}
+
+type storeEntry struct {
+	UniqueName string    `json:"uniqueName"`
+	Since      time.Time `json:"since"`
+}
+
+// Path is the store's file.
+func (s FileStore) Path() string { return filepath.Join(s.Dir, FileStoreName) }
+
+// Check reads the store: an error when the file exists but cannot be read
+// or decoded (remove it to start afresh).
+func (s FileStore) Check() error {
+	_, err := s.load()
+	return err
+}
+
+// Update implements UnusedStagingStore.
+func (s FileStore) Update(unused map[string]string, now time.Time) (map[string]time.Time, error) {
+	old, err := s.load()
+	if err != nil {
+		return nil, err
+	}
+	next := storeFile{SchemaVersion: reconstruct.SchemaVersion, UnusedSince: map[string]storeEntry{}}
+	since := make(map[string]time.Time, len(unused))
+	for path, name := range unused {
+		e, seen := old.UnusedSince[path]
+		if !seen || e.UniqueName != name {
+			e = storeEntry{UniqueName: name, Since: now}
+		}
+		next.UnusedSince[path] = e
+		since[path] = e.Since
+	}
+	if err := writeAtomically(s.Path(), next); err != nil {
+		return nil, err
+	}
+	return since, nil
+}
+
+func (s FileStore) load() (storeFile, error) {
+	var f storeFile
+	switch b, err := os.ReadFile(s.Path()); {
+	case errors.Is(err, fs.ErrNotExist):
+		return f, nil
+	case err != nil:
+		return f, fmt.Errorf("unused staging store: %w", err)
+	default:
+		if err := json.Unmarshal(b, &f); err != nil {
+			return f, fmt.Errorf("unused staging store %s: %w (remove it to start afresh)", s.Path(), err)
+		}
+	}
+	return f, nil
+}
+
+// writeAtomically writes v as JSON to a temp file beside path, syncs it and
+// renames it over path.
+func writeAtomically(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path))
+	if err != nil {
+		return fmt.Errorf("unused staging store: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("unused staging store: %w", err)
+	}
+	if err := errors.Join(tmp.Sync(), tmp.Close()); err != nil {
+		return fmt.Errorf("unused staging store: %w", err)
+	}
+	return os.Rename(tmp.Name(), path)
+}

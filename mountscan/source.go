@@ -1,0 +1,158 @@
+package mountscan
+
+import "context"
+
+// Source says where a node's mount table comes from: a mountinfo file
+// (Path), or a function that hands over a table (Read: an agent that holds
+// one, a test). The zero value is the calling process's own table,
+// /proc/self/mountinfo.
+type Source struct {
+	// Path is the mountinfo file ("" = DefaultPath). A live /proc table is
+	// watched for changes (Watch); any other file is read until two reads
+	// agree.
+	Path string
+	// Read, if set, replaces reading Path. It is called afresh each time a
+	// table is needed; its table is held to what a live one is (CheckLive).
+	// A scope is not applied to it: the table is taken whole.
+	Read func(ctx context.Context) (*Table, error)
+	// MaxAttempts bounds the reads until one is known whole (<=1 means
+	// DefaultMaxAttempts).
+	MaxAttempts int
+}
+
+// Name is how the table is named in the State and in errors: Path, or
+// DefaultPath when it is not set.
+func (s Source) Name() string {
+	if s.Path == "" {
+		return DefaultPath
+	}
+	return s.Path
+}
+
+// ReadScoped reads the table once, consistently, keeping the entries in
+// scope (nil: the whole table). Errors are as ReadFile's, and a table from
+// Read that is not a live one is ErrNoRootMount.
+func (s Source) ReadScoped(ctx context.Context, scope *Scope) (*Table, error) {
+	if s.Read != nil {
+		return s.readFunc(ctx)
+	}
+	if scope == nil {
+		return ReadFile(ctx, s.Name(), s.MaxAttempts)
+	}
+	return ReadFileScoped(ctx, s.Name(), s.MaxAttempts, scope)
+}
+
+func (s Source) readFunc(ctx context.Context) (*Table, error) {
+	table, err := s.Read(ctx)
+	if err == nil {
+		err = CheckLive(table)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return table, nil
+}
+
+// Follow returns the node's current mount table as a Current. It starts
+// watching now, before the first read, so that no change made after that
+// read goes unseen. Close it when done.
+func (s Source) Follow() *Current {
+	c := &Current{src: s}
+	if s.Read == nil {
+		if w, err := Watch(s.Name()); err == nil {
+			c.watch = w
+		}
+	}
+	return c
+}
+
+// Current is a node's current mount table: a table that is read again only
+// when it may have changed. Where the kernel flags the table's changes (a
+// live /proc mountinfo, Watch), the last table read stays current until
+// the kernel flags a mount, unmount, move or remount in the namespace;
+// elsewhere (a regular file, Source.Read) every call reads afresh. A
+// Current is not safe for concurrent use.
+type Current struct {
+	src   Source
+	watch *Watcher // nil: read every time
+	table *Table   // the last table read, while the watch says it is current
+	scope *Scope   // the scope table was read within (nil: whole)
+}
+
+// Table returns a table, within scope (nil: the whole table), that has
+// every change made before the call: the last one read if the watch saw no
+// change since that read began and its scope covers scope, else a fresh
+// read. A poll that fails counts as a change.
+func (c *Current) Table(ctx context.Context, scope *Scope) (*Table, error) {
+	if c.watch == nil {
+		return c.src.ReadScoped(ctx, scope)
+	}
+	if c.table != nil && c.scope.coversScope(scope) {
+		if changed, err := c.watch.Changed(); err == nil && !changed {
+			return c.table, nil
+		}
+	}
+	return c.Reread(ctx, scope)
+}
+
+// Reread reads the table whatever the watch says: after a change of one's
+// own that the kernel may not flag (a fake unmount in a test).
+func (c *Current) Reread(ctx context.Context, scope *Scope) (*Table, error) {
+	if c.watch == nil {
+		return c.src.ReadScoped(ctx, scope)
+	}
+	c.table, c.scope = nil, nil // let it go before the next read
+	var table *Table
+	var err error
+	if scope == nil {
+		table, err = c.watch.Read(ctx, c.src.MaxAttempts)
+	} else {
+		table, err = c.watch.ReadScoped(ctx, c.src.MaxAttempts, scope)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.table, c.scope = table, scope
+	return table, nil
+}
+
+// Watched reports whether the kernel flags the table's changes, so that
+// Table re-reads only after one.
+func (c *Current) Watched() bool { return c.watch != nil }
+
+// Release lets the last table go: the next Table reads afresh.
+func (c *Current) Release() { c.table, c.scope = nil, nil }
+
+// Close stops watching and lets the last table go.
+func (c *Current) Close() error {
+	c.Release()
+	if c.watch == nil {
+		return nil
+	}
+	err := c.watch.Close()
+	c.watch = nil
+	return err
+}
+
+// coversScope reports whether a table read within s answers for every dir
+// and subtree of other (nil: the whole table, which only a whole table
+// covers).
+func (s *Scope) coversScope(other *Scope) bool {
+	switch {
+	case s == nil:
+		return true
+	case other == nil:
+		return false
+	}
+	for _, d := range other.dirs {
+		if !s.Covers(d) {
+			return false
+		}
+	}
+	for _, t := range other.subtrees {
+		if !s.keepsSubtree(&Mount{Dev: t.Dev, Root: t.Root}) {
+			return false
+		}
+	}
+	return true
+}
