@@ -179,9 +179,13 @@ func (w *walk) task(wk *bounded.Walker, t Task) (seen seenTask, ok bool, err err
 	}
 	cgroup := filepath.Join(dir, "cgroup")
 	data, err := bounded.Do(wk, cgroup, func() ([]byte, error) { return readLimited(cgroup, maxCgroupFileSize) })
+	if gone(err) {
+		link := filepath.Join(dir, "ns", "mnt")
+		if _, lerr := bounded.Do(wk, link, func() (string, error) { return os.Readlink(link) }); gone(lerr) {
+			return seen, false, nil // it exited meanwhile
+		}
+	}
 	switch {
-	case gone(err):
-		return seen, false, nil
 	case err != nil:
 		seen.unattributed = "its cgroup could not be read: " + err.Error()
 	default:
