@@ -2,6 +2,7 @@ package liveness_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/volrecon/volrecon/liveness"
@@ -34,6 +37,31 @@ type fakeRuntime struct {
 
 func (f *fakeRuntime) ListPodSandbox(context.Context, *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
 	return &runtimeapi.ListPodSandboxResponse{Items: f.sandboxes}, nil
+}
+
+// PodSandboxStatus and ContainerStatus answer as containerd does when
+// verbose: the PID in the "info" JSON. A sandbox's or container's PID is
+// 1000 plus its index in the list.
+func (f *fakeRuntime) PodSandboxStatus(_ context.Context, r *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
+	for i, s := range f.sandboxes {
+		if s.Id == r.PodSandboxId {
+			return &runtimeapi.PodSandboxStatusResponse{Info: verboseInfo(1000 + i)}, nil
+		}
+	}
+	return nil, status.Error(codes.NotFound, r.PodSandboxId)
+}
+
+func (f *fakeRuntime) ContainerStatus(_ context.Context, r *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
+	for i, c := range f.containers {
+		if c.Id == r.ContainerId {
+			return &runtimeapi.ContainerStatusResponse{Info: verboseInfo(2000 + i)}, nil
+		}
+	}
+	return nil, status.Error(codes.NotFound, r.ContainerId)
+}
+
+func verboseInfo(pid int) map[string]string {
+	return map[string]string{"info": fmt.Sprintf(`{"sandboxID":"x","pid":%d,"runtimeSpec":{}}`, pid)}
 }
 
 func (f *fakeRuntime) ListContainers(context.Context, *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
@@ -213,4 +241,29 @@ func TestTheContainerRuntimeMustBeFound(t *testing.T) {
 		s := check(t, hostRootWithProc(t), []string{})
 		assert.False(t, s.Running(), "%+v", s)
 	})
+}
+
+// The runtime's container and sandbox PIDs, for the attribution of mount
+// namespaces: running containers and ready sandboxes only; a default
+// socket without a runtime is no error, a socket named is.
+func TestContainerPIDs(t *testing.T) {
+	root := hostRootWithProc(t)
+	endpoint := serve(t, root, &fakeRuntime{
+		sandboxes: []*runtimeapi.PodSandbox{
+			{Id: "sandbox-running", Labels: labels(uidRunning), State: runtimeapi.PodSandboxState_SANDBOX_READY},
+			{Id: "sandbox-stopped", Labels: labels(uidStopped), State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY},
+		},
+		containers: []*runtimeapi.Container{
+			{Id: "ctr-exited", Labels: labels(uidStopped), State: runtimeapi.ContainerState_CONTAINER_EXITED},
+			{Id: "ctr-running", Labels: labels(uidRunning), State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+		},
+	})
+	pids, err := liveness.New(liveness.Options{HostRoot: root}).ContainerPIDs(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, map[int]string{1000: uidRunning, 2001: uidRunning}, pids)
+
+	pids, err = liveness.New(liveness.Options{HostRoot: root, CRIEndpoints: []string{endpoint, "/run/none.sock"}}).ContainerPIDs(t.Context())
+	assert.Len(t, pids, 2, "what could be gathered")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "/run/none.sock")
 }

@@ -261,3 +261,39 @@ const (
 	mountnamespacesWait = 5 * time.Second
 	pollEvery           = 10 * time.Millisecond
 )
+
+// A pod's cgroup as the kubelet names it with either driver, whatever the
+// cgroup root and however the path is seen from a cgroup namespace; what
+// only looks like one is no pod's.
+func TestPodOfCgroup(t *testing.T) {
+	const uid = "0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91"
+	const escaped = "0b6a3c7e_1f2d_4c1a_9e7b_3d5f6a7b8c91"
+	for path, want := range map[string]string{
+		"/kubepods/pod" + uid + "/0123abcd":                                                                                              uid,
+		"/kubepods/burstable/pod" + uid + "/0123abcd":                                                                                    uid,
+		"/kubepods/besteffort/pod" + uid:                                                                                                 uid,
+		"/kubelet/kubepods/besteffort/pod" + uid + "/0123":                                                                               uid,
+		"/../../kubepods/burstable/pod" + uid + "/0123":                                                                                  uid,
+		"/kubepods/podd2a6c6b0b7b67a3b9a6d8d9b0d6e6c1f/0123":                                                                             "d2a6c6b0b7b67a3b9a6d8d9b0d6e6c1f", // a static pod's hash
+		"/kubepods.slice/kubepods-pod" + escaped + ".slice/cri-containerd-0123.scope":                                                    uid,
+		"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + escaped + ".slice/crio-0123.scope":                           uid,
+		"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + escaped + ".slice":                                         uid,
+		"/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/kubelet-kubepods-besteffort-pod" + escaped + ".slice/x": uid,
+		"/../kubepods-burstable.slice/kubepods-burstable-pod" + escaped + ".slice/cri-containerd-0123.scope":                             uid,
+		"/":                                "",
+		"/system.slice/containerd.service": "",
+		"/user.slice/pod" + uid:            "",
+		"/kubepods/guaranteed/pod" + uid:   "",
+		"/kubepods/besteffort/burstable/pod" + uid: "",
+		"/kubepods/pod":                                                         "",
+		"/kubepods/pod" + uid + "!":                                             "",
+		"/system.slice/kubepods-pod" + escaped + ".slice":                       "",
+		"/kubepods.slice/kubepods-burstable-pod" + escaped + ".slice":           "",
+		"/kubepods.slice/xkubepods-pod" + escaped + ".slice":                    "",
+		"/kubepods-burstable.slice/kubepods-burstable-pod" + escaped + ".scope": "",
+	} {
+		got, ok := mountnamespaces.PodOfCgroup(path)
+		assert.Equal(t, want, got, path)
+		assert.Equal(t, want != "", ok, path)
+	}
+}
