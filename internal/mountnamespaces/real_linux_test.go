@@ -19,7 +19,7 @@ import (
 
 // procOf is a /proc of links to the real processes given, and to this one:
 // the test sees them and nothing else of the machine.
-func procOf(t *testing.T, pids ...int) string {
+func procOf(t testing.TB, pids ...int) string {
 	t.Helper()
 	proc := t.TempDir()
 	for _, pid := range append([]int{os.Getpid()}, pids...) {

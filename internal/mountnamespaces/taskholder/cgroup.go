@@ -37,7 +37,7 @@ func PodCgroup(driver Driver, uid string) string {
 // hierarchy returns a cgroup hierarchy a test can make cgroups in: cgroup
 // v2 at /sys/fs/cgroup or /sys/fs/cgroup/unified (hybrid), else the v1
 // name=systemd one. It skips the test when there is none.
-func hierarchy(t *testing.T) string {
+func hierarchy(t testing.TB) string {
 	t.Helper()
 	for _, dir := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
 		var st unix.Statfs_t
@@ -56,7 +56,7 @@ func hierarchy(t *testing.T) string {
 // as the kubelet names the pod uid's, with driver, under a dir of the
 // test's own in a cgroup hierarchy. At the end of the test the process is
 // moved back to the hierarchy's root and the cgroups are removed.
-func InPodCgroup(t *testing.T, pid int, driver Driver, uid string) string {
+func InPodCgroup(t testing.TB, pid int, driver Driver, uid string) string {
 	t.Helper()
 	root := hierarchy(t)
 	var suffix [4]byte

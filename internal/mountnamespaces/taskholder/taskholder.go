@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,6 +37,9 @@ const (
 	// OwnNamespace: the whole process in a namespace of its own, with the
 	// bind (when a source is given).
 	OwnNamespace Kind = "own-namespace"
+	// Threads: many threads (the source, a number, is how many), in the
+	// test's namespace, for benchmarks.
+	Threads Kind = "threads"
 )
 
 const envKind = "VOLRECON_TEST_TASKHOLDER"
@@ -59,7 +63,7 @@ type Holder struct {
 // Start starts a holder of kind that bind-mounts source at target (a dir;
 // none when source is ""), waits until it holds it, and kills it at the end
 // of the test.
-func Start(t *testing.T, kind Kind, source, target string) *Holder {
+func Start(t testing.TB, kind Kind, source, target string) *Holder {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -69,7 +73,7 @@ func Start(t *testing.T, kind Kind, source, target string) *Holder {
 	cmd.Env = append(os.Environ(), envKind+"="+string(kind), envKind+"_SOURCE="+source, envKind+"_TARGET="+target)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if kind != SecondThread {
+	if kind != SecondThread && kind != Threads {
 		// Go makes every mount of the child private when it unshares.
 		cmd.SysProcAttr.Unshareflags = syscall.CLONE_NEWNS
 	}
@@ -97,7 +101,7 @@ func Start(t *testing.T, kind Kind, source, target string) *Holder {
 }
 
 // awaitLeaderExit waits until the leader thread is a zombie: its link is gone.
-func (h *Holder) awaitLeaderExit(t *testing.T) {
+func (h *Holder) awaitLeaderExit(t testing.TB) {
 	t.Helper()
 	link := "/proc/" + strconv.Itoa(h.PID) + "/ns/mnt"
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
@@ -163,6 +167,23 @@ func hold(kind Kind, source, target string) {
 		fmt.Println("ready")
 		// Only this thread exits: the process lives on in the other.
 		_, _, _ = unix.Syscall(unix.SYS_EXIT, 0, 0, 0)
+	case Threads:
+		n, err := strconv.Atoi(source)
+		if err != nil {
+			fail(err)
+		}
+		var ready sync.WaitGroup
+		ready.Add(n)
+		for range n {
+			go func() {
+				runtime.LockOSThread() // each on a thread of its own, for good
+				ready.Done()
+				select {}
+			}()
+		}
+		ready.Wait()
+		fmt.Println("ready")
+		waitForEOF()
 	case OwnNamespace:
 		if err := bind(); err != nil {
 			fail(err)
