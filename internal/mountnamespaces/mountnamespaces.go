@@ -123,8 +123,12 @@ func (n *Namespace) String() string {
 		}
 		s += ")"
 	}
-	if len(n.Pods.PodUIDs) > 0 {
+	switch {
+	case len(n.Pods.PodUIDs) == 0:
+	case n.Pods.Complete:
 		s += " of pod " + strings.Join(n.Pods.PodUIDs, ", ")
+	default:
+		s += " with tasks of pod " + strings.Join(n.Pods.PodUIDs, ", ")
 	}
 	return s
 }
@@ -137,17 +141,17 @@ func (n *Namespace) String() string {
 func Read(ctx context.Context, procDir string, opts Options) ([]Namespace, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout())
 	defer cancel()
-	nss, err := List(ctx, procDir, opts)
-	if err != nil && nss == nil {
-		return nil, err
+	procDir, err := filepath.Abs(procDir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrIncomplete, err)
 	}
-	errs := errorList{err: err}
+	nss, errs := list(ctx, procDir, opts)
 	out := make([]Namespace, 0, len(nss))
 	for _, ns := range nss {
-		table, from, rerr := ns.ReadTable(ctx, procDir, opts)
+		table, from, err := ns.ReadTable(ctx, procDir, opts)
 		switch {
-		case rerr != nil:
-			errs.add(rerr)
+		case err != nil:
+			errs.add(err)
 		case table != nil:
 			ns.Table, ns.From = table, from
 			out = append(out, *ns)
@@ -158,7 +162,6 @@ func Read(ctx context.Context, procDir string, opts Options) ([]Namespace, error
 
 // errorList keeps the first few errors and counts the rest.
 type errorList struct {
-	err    error // from List, already wrapping ErrIncomplete
 	first  []error
 	others int
 }
@@ -173,14 +176,14 @@ func (l *errorList) add(err error) {
 	l.others++
 }
 
+func (l *errorList) empty() bool { return len(l.first) == 0 }
+
+// result is nil, or one error wrapping ErrIncomplete that says them all.
 func (l *errorList) result(procDir string) error {
-	if len(l.first) == 0 {
-		return l.err
+	if l.empty() {
+		return nil
 	}
-	msgs := make([]string, 0, len(l.first)+2)
-	if l.err != nil {
-		msgs = append(msgs, l.err.Error())
-	}
+	msgs := make([]string, 0, len(l.first)+1)
 	for _, e := range l.first {
 		msgs = append(msgs, e.Error())
 	}

@@ -35,22 +35,30 @@ func List(ctx context.Context, procDir string, opts Options) ([]*Namespace, erro
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrIncomplete, err)
 	}
+	nss, errs := list(ctx, procDir, opts)
+	return nss, errs.result(procDir)
+}
+
+// list is List, with its errors kept apart for Read to add to.
+func list(ctx context.Context, procDir string, opts Options) ([]*Namespace, *errorList) {
+	errs := &errorList{}
 	pids, err := listPIDs(ctx, procDir, opts)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrIncomplete, err)
+		errs.add(err)
+		return nil, errs
 	}
-	w := &walk{procDir: procDir, opts: opts, index: map[string]*Namespace{}}
+	w := &walk{procDir: procDir, opts: opts, index: map[string]*Namespace{}, errs: errs}
 	if err := bounded.Run(ctx, len(pids), walkers, opts.timeout(), func(wk *bounded.Walker, i int) {
 		tasks, err := w.process(wk, pids[i])
 		w.merge(tasks, err)
 	}); err != nil {
-		w.errs.add(fmt.Errorf("walking %s: %w", procDir, err))
+		errs.add(fmt.Errorf("walking %s: %w", procDir, err))
 	}
 	nss := w.namespaces()
-	if len(nss) == 0 && len(w.errs.first) == 0 {
-		return nil, fmt.Errorf("%w: no task found in %s: is it the host's /proc?", ErrIncomplete, procDir)
+	if len(nss) == 0 && errs.empty() {
+		errs.add(fmt.Errorf("no task found in %s: is it the host's /proc?", procDir))
 	}
-	return nss, w.errs.result(procDir)
+	return nss, errs
 }
 
 // listPIDs lists the processes (thread-group leaders) in procDir.
@@ -104,7 +112,7 @@ type walk struct {
 	order  []*Namespace
 	tasks  int
 	counts map[*Namespace]*podCount
-	errs   errorList
+	errs   *errorList
 }
 
 // podCount is a namespace's attribution while it is gathered.
