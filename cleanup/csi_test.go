@@ -96,14 +96,14 @@ func (n *csiNode) mounted(p string) bool {
 
 func (n *csiNode) table(context.Context) (*mountscan.Table, error) {
 	lines := n.lines()
-	require.NoError(n.t, os.WriteFile(n.at("/proc/1/mountinfo"), []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+	require.NoError(n.t, os.WriteFile(n.at("/proc/1/task/1/mountinfo"), []byte(strings.Join(lines, "\n")+"\n"), 0o600))
 	return mountscan.FromLines(lines...)
 }
 
 // namespace adds a process of the node in mount namespace id whose table
 // holds lines (none: written by table).
 func (n *csiNode) namespace(pid int, id string, lines ...string) {
-	dir := n.at(filepath.Join("/proc", strconv.Itoa(pid)))
+	dir := n.at(filepath.Join("/proc", strconv.Itoa(pid), "task", strconv.Itoa(pid)))
 	require.NoError(n.t, os.MkdirAll(filepath.Join(dir, "ns"), 0o750))
 	require.NoError(n.t, os.Symlink(id, filepath.Join(dir, "ns", "mnt")))
 	if len(lines) > 0 {
@@ -306,7 +306,7 @@ func TestNodeUnpublishNeedsItsConditions(t *testing.T) {
 		"the scan did not look for evidence of life": {node: func(n *csiNode) { n.life = nil }, note: "without evidence of life"},
 		"a namespace cannot be read": {node: func(n *csiNode) {
 			n.namespace(2, "mnt:[4026532000]") // no mountinfo
-			require.NoError(t, os.Mkdir(n.at("/proc/2/mountinfo"), 0o750))
+			require.NoError(t, os.Mkdir(n.at("/proc/2/task/2/mountinfo"), 0o750))
 		}, note: "mount namespaces could not all be read"},
 		"the kubelet can (vol_data ok)": {volData: true},
 	} {

@@ -11,15 +11,31 @@ import (
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
-// Defaults.
-const (
-	DefaultTimeout          = 10 * time.Second
-	DefaultMaxMountInfoSize = 64 << 20
-)
+// DefaultTimeout bounds one CheckLife.
+const DefaultTimeout = 10 * time.Second
 
-// DefaultCRIEndpoints are the sockets of containerd and CRI-O, host paths.
+// DefaultCRIEndpoints are the CRI sockets of the common runtimes and
+// distributions, host paths:
+//
+//   - /run/containerd/containerd.sock: containerd (kubeadm, kind, the
+//     managed clouds' node images);
+//   - /run/crio/crio.sock: CRI-O (OpenShift; /var/run/crio/crio.sock);
+//   - /run/k3s/containerd/containerd.sock: k3s and RKE2;
+//   - /run/k0s/containerd.sock: k0s;
+//   - /var/snap/microk8s/common/run/containerd.sock: MicroK8s;
+//   - /run/cri-dockerd.sock: cri-dockerd, for Docker Engine
+//     (/var/run/cri-dockerd.sock).
+//
+// They are /run paths, not /var/run ones, so that they need no symlink.
 func DefaultCRIEndpoints() []string {
-	return []string{"/run/containerd/containerd.sock", "/var/run/crio/crio.sock"}
+	return []string{
+		"/run/containerd/containerd.sock",
+		"/run/crio/crio.sock",
+		"/run/k3s/containerd/containerd.sock",
+		"/run/k0s/containerd.sock",
+		"/var/snap/microk8s/common/run/containerd.sock",
+		"/run/cri-dockerd.sock",
+	}
 }
 
 // Options configure a Checker. The zero value reads /proc and the default
@@ -30,33 +46,49 @@ type Options struct {
 	HostRoot string
 	// ProcDir overrides where the host's /proc is ("" = HostRoot/proc).
 	ProcDir string
-	// CRIEndpoints are the runtime sockets to ask (host paths, under HostRoot;
-	// nil = DefaultCRIEndpoints). A socket that does not exist is skipped.
+	// CRIEndpoints are the container runtime sockets to ask, host paths
+	// (their symlinks are resolved under HostRoot). The evidence of life is
+	// complete only when a runtime answered; otherwise every pod is
+	// Unknown, and the reason names the sockets tried:
+	//
+	//   - nil: DefaultCRIEndpoints. Those that do not exist, or serve no
+	//     CRI v1 runtime service, are skipped; none of them answering is
+	//     Unknown.
+	//   - a list: each socket named must answer; one that does not exist,
+	//     or serves no CRI, is Unknown.
+	//   - empty but not nil ([]string{}, the command's --cri-endpoint none):
+	//     no runtime is asked. The caller vouches that the node runs no CRI
+	//     runtime (a fixture, a test); then only the mount namespaces tell.
+	//
+	// A socket that exists but does not answer is Unknown either way.
 	CRIEndpoints []string
 	// Timeout bounds all the gathering of one CheckLife (0 = DefaultTimeout).
 	Timeout time.Duration
-	// MaxMountInfoSize caps one mountinfo read (0 = DefaultMaxMountInfoSize).
-	MaxMountInfoSize int64
 }
 
 // Checker gathers evidence of life. It implements reconstruct.LifeChecker.
-type Checker struct{ opts Options }
+type Checker struct {
+	opts             Options
+	defaultEndpoints bool // CRIEndpoints was nil
+}
 
 // New returns a Checker.
 func New(opts Options) *Checker {
 	if opts.ProcDir == "" {
 		opts.ProcDir = filepath.Join(opts.HostRoot, "/proc")
 	}
-	if opts.CRIEndpoints == nil {
-		opts.CRIEndpoints = DefaultCRIEndpoints()
-	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	if opts.MaxMountInfoSize <= 0 {
-		opts.MaxMountInfoSize = DefaultMaxMountInfoSize
+	return &Checker{opts: opts, defaultEndpoints: opts.CRIEndpoints == nil}
+}
+
+// endpoints are the CRI sockets to ask.
+func (c *Checker) endpoints() []string {
+	if c.defaultEndpoints {
+		return DefaultCRIEndpoints()
 	}
-	return &Checker{opts: opts}
+	return c.opts.CRIEndpoints
 }
 
 var _ reconstruct.LifeChecker = (*Checker)(nil)

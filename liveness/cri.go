@@ -7,9 +7,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
@@ -20,33 +24,126 @@ import (
 // it creates: the pod's UID.
 const PodUIDLabel = "io.kubernetes.pod.uid"
 
-// checkRuntimes asks each CRI runtime whose socket exists for the pods'
-// sandboxes and containers. A socket that exists but does not answer makes
-// every pod unknown: the runtime may be running them.
+// checkRuntimes asks the container runtimes for the pods' sandboxes and
+// containers. Evidence from the runtimes is complete only when a runtime
+// answered: with the default sockets, at least one of them; with sockets
+// the caller named, each of them. Otherwise every pod is unknown, and the
+// reason names the sockets tried. A socket that exists but does not answer
+// makes every pod unknown: the runtime may be running them.
 func (c *Checker) checkRuntimes(ctx context.Context, pods []reconstruct.PodRef, add, unknown func(uid, why string)) {
+	if len(pods) == 0 || c.opts.CRIEndpoints != nil && len(c.opts.CRIEndpoints) == 0 {
+		return // the caller says the node runs no CRI runtime
+	}
+	unknownAll := func(why string) {
+		for _, p := range pods {
+			unknown(p.UID, why)
+		}
+	}
 	wanted := map[string]bool{}
 	for _, p := range pods {
 		wanted[p.UID] = true
 	}
-	for _, endpoint := range c.opts.CRIEndpoints {
-		socket := filepath.Join(c.opts.HostRoot, endpoint)
-		if _, err := os.Stat(socket); errors.Is(err, fs.ErrNotExist) {
-			klog.FromContext(ctx).V(4).Info("No CRI socket", "endpoint", endpoint)
-			continue
-		}
-		found, err := listRuntimePods(ctx, socket, wanted)
-		if err != nil {
-			for _, p := range pods {
-				unknown(p.UID, "the container runtime at "+endpoint+" could not be asked: "+err.Error())
+	var missing []string
+	answered := 0
+	for _, endpoint := range c.endpoints() {
+		found, err := c.askRuntime(ctx, endpoint, wanted)
+		switch {
+		case errors.Is(err, errNoRuntime):
+			klog.FromContext(ctx).V(4).Info("No CRI runtime", "endpoint", endpoint, "reason", err)
+			missing = append(missing, err.Error())
+			if !c.defaultEndpoints {
+				unknownAll("the container runtime socket given could not be asked: " + err.Error())
 			}
 			continue
+		case err != nil:
+			unknownAll("the container runtime at " + endpoint + " could not be asked: " + err.Error())
+			continue
 		}
+		answered++
 		for uid, evidence := range found {
 			for _, e := range evidence {
 				add(uid, e+" in the runtime at "+endpoint)
 			}
 		}
 	}
+	if answered == 0 && c.defaultEndpoints {
+		unknownAll("no container runtime found, so none could be asked whether the pod runs (tried " + strings.Join(missing, ", ") +
+			"): pass the runtime's socket (--cri-endpoint, liveness.Options.CRIEndpoints), or none if the node runs no CRI runtime")
+	}
+}
+
+// errNoRuntime: no CRI runtime at a socket: the socket does not exist, or
+// what answers there serves no CRI v1 RuntimeService (Docker's own
+// containerd, whose CRI plugin is disabled, at the containerd socket of a
+// cri-dockerd node).
+var errNoRuntime = errors.New("no CRI runtime")
+
+// noRuntime is an error wrapping errNoRuntime whose text is the endpoint
+// and why.
+type noRuntime struct{ endpoint, why string }
+
+func (e *noRuntime) Error() string { return e.endpoint + " (" + e.why + ")" }
+func (e *noRuntime) Unwrap() error { return errNoRuntime }
+
+// askRuntime lists the wanted pods' sandboxes and containers in the runtime
+// at endpoint, a host path whose symlinks are resolved under HostRoot.
+func (c *Checker) askRuntime(ctx context.Context, endpoint string, wanted map[string]bool) (map[string][]string, error) {
+	socket, err := resolveUnder(c.opts.HostRoot, endpoint)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &noRuntime{endpoint, "does not exist"}
+	}
+	if err != nil {
+		return nil, err
+	}
+	found, err := listRuntimePods(ctx, socket, wanted)
+	if status.Code(err) == codes.Unimplemented {
+		return nil, &noRuntime{endpoint, "serves no CRI v1 runtime service: " + err.Error()}
+	}
+	return found, err
+}
+
+// resolveUnder returns the path of p, a host path, under root (the host's
+// /), its symlinks resolved there: an absolute link such as /var/run →
+// /run names the host's /run, not this container's.
+func resolveUnder(root, p string) (string, error) {
+	if root == "" || root == "/" {
+		return p, nil
+	}
+	const maxLinks = 40
+	links := 0
+	cur, rest := "/", strings.Split(p, "/")
+	for len(rest) > 0 {
+		name := rest[0]
+		rest = rest[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, name)
+		fi, err := os.Lstat(filepath.Join(root, next))
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if links++; links > maxLinks {
+			return "", fmt.Errorf("%s: %w", p, syscall.ELOOP)
+		}
+		target, err := os.Readlink(filepath.Join(root, next))
+		if err != nil {
+			return "", err
+		}
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return filepath.Join(root, cur), nil
 }
 
 // listRuntimePods lists the runtime's ready sandboxes and its containers that

@@ -4,17 +4,22 @@
 // log) are binds from the pod dir in the container's own mount namespace,
 // so the host's mount table shows nothing of them. This package looks:
 //
-//   - in every distinct mount namespace on the node (/proc/<pid>/ns/mnt,
-//     one read of /proc/<pid>/mountinfo per namespace, bounded in size and
-//     time) for a mount of the pod dir's filesystem whose root lies in the
-//     pod dir;
-//   - where a CRI socket exists, in the container runtime's pod sandboxes
-//     and containers, by their label io.kubernetes.pod.uid.
+//   - in every distinct mount namespace on the node, the namespaces of
+//     every task (/proc/<pid>/task/<tid>: a thread may hold a namespace of
+//     its own, a process whose main thread exited lives on in the others),
+//     each table read once, bounded in count, size and time, for a mount of
+//     the pod dir's filesystem whose root lies in the pod dir;
+//   - in the tasks' cgroups, for a task in the pod's own cgroup;
+//   - in the container runtime's pod sandboxes and containers, by their
+//     label io.kubernetes.pod.uid, at the runtime sockets of the common
+//     distributions (DefaultCRIEndpoints) or those given.
 //
 // A Checker implements reconstruct.LifeChecker: pass it as
 // reconstruct.Options.LifeChecker. Evidence that could not be gathered (an
-// unreadable /proc, a runtime that does not answer) is reported as Unknown,
-// and reconstruct keeps such a pod as it keeps a running one.
+// unreadable /proc or task, no runtime found at any socket, a runtime that
+// does not answer) is reported as Unknown, and reconstruct keeps such a
+// pod as it keeps a running one. Checker.ContainerPIDs tells the runtime's
+// container PIDs, for the attribution of mount namespaces to pods.
 //
 // It is not for deciding that a pod runs from the API server, nor for
 // talking to the runtime beyond listing: it never stops or removes anything.

@@ -9,8 +9,8 @@ import (
 )
 
 // A scan that looks for evidence of life before it calls an orphan
-// removable: in every mount namespace of the host, and in containerd's and
-// CRI-O's lists where their sockets exist.
+// removable: in every mount namespace of the host, in its tasks' cgroups,
+// and in the container runtime found at one of the default sockets.
 func Example() {
 	opts := reconstruct.Options{ActivePods: reconstruct.PodList{"0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91"}, LifeChecker: liveness.New(liveness.Options{})}
 	st, err := reconstruct.Scan(context.Background(), opts)

@@ -34,9 +34,13 @@ func (d podOnDisk) holds(m mountscan.Mount) bool {
 }
 
 // checkMountNamespaces reads each distinct mount namespace's table once and
-// reports the pods whose dir a mount in it comes from.
+// reports the pods whose dir a mount in it comes from, and the pods whose
+// cgroups its tasks are in.
 func (c *Checker) checkMountNamespaces(ctx context.Context, table *mountscan.Table, pods []reconstruct.PodRef,
 	add, unknown func(uid, why string)) {
+	if len(pods) == 0 {
+		return
+	}
 	var onDisk []podOnDisk
 	for _, p := range pods {
 		d, err := locate(table, p)
@@ -46,34 +50,39 @@ func (c *Checker) checkMountNamespaces(ctx context.Context, table *mountscan.Tab
 		}
 		onDisk = append(onDisk, d)
 	}
-	if len(onDisk) == 0 {
-		return
-	}
-	namespaces, err := mountnamespaces.List(ctx, c.opts.ProcDir)
+	opts := mountnamespaces.Options{Timeout: c.opts.Timeout}
+	namespaces, err := mountnamespaces.List(ctx, c.opts.ProcDir, opts)
 	if err != nil {
-		for _, d := range onDisk {
-			unknown(d.uid, "the mount namespaces could not be listed: "+err.Error())
+		for _, p := range pods {
+			unknown(p.UID, err.Error())
 		}
-		return
 	}
 	log := klog.FromContext(ctx)
-	opts := mountnamespaces.Options{Timeout: c.opts.Timeout, MaxSize: c.opts.MaxMountInfoSize}
 	for _, ns := range namespaces {
-		table, pid, err := ns.Read(ctx, c.opts.ProcDir, opts)
+		for _, p := range pods {
+			if ns.Pods.Has(p.UID) {
+				log.V(4).Info("Task in a pod's cgroup", "podUID", p.UID, "namespace", ns.ID, "task", ns.Tasks[0].String())
+				add(p.UID, fmt.Sprintf("%s: tasks in the pod's cgroup", ns))
+			}
+		}
+		if len(onDisk) == 0 {
+			continue
+		}
+		table, from, err := ns.ReadTable(ctx, c.opts.ProcDir, opts)
 		if err != nil {
 			for _, d := range onDisk {
-				unknown(d.uid, "mount namespace "+ns.ID+" could not be read: "+err.Error())
+				unknown(d.uid, "a mount namespace could not be read: "+err.Error())
 			}
 			continue
 		}
 		if table == nil {
-			continue // every process of it exited: nothing runs in it
+			continue // every task of it left: nothing runs in it
 		}
 		for _, m := range table.Mounts() {
 			for _, d := range onDisk {
 				if d.holds(m) {
-					log.V(4).Info("Mount from a pod dir in a mount namespace", "podUID", d.uid, "namespace", ns.ID, "pid", pid, "mountPoint", m.MountPoint)
-					add(d.uid, fmt.Sprintf("mount namespace %s (pid %s) has %s mounted from %s", ns.ID, pid, m.MountPoint, m.Root))
+					log.V(4).Info("Mount from a pod dir in a mount namespace", "podUID", d.uid, "namespace", ns.ID, "task", from.String(), "mountPoint", m.MountPoint)
+					add(d.uid, fmt.Sprintf("%s has %s mounted from %s", ns, m.MountPoint, m.Root))
 				}
 			}
 		}

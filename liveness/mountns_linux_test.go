@@ -13,6 +13,7 @@ import (
 
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/internal/kubeletdir"
+	"github.com/volrecon/volrecon/internal/mountnamespaces/taskholder"
 	"github.com/volrecon/volrecon/internal/mountns"
 	"github.com/volrecon/volrecon/liveness"
 	"github.com/volrecon/volrecon/reconstruct"
@@ -63,6 +64,65 @@ func TestRunningContainerKeepsItsOrphanedPod(t *testing.T) {
 	}
 	cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Apply: true})
 	assert.FileExists(t, data)
+}
+
+// A mount namespace is held by tasks, not processes. An orphan's emptyDir
+// bind-mounted by a second thread in a namespace of its own (the Go
+// LockOSThread pattern), or in the namespace of a process whose main thread
+// has exited, keeps the orphan: OrphanedPodRunning, and cleanup --apply
+// deletes nothing. Reading the leaders' /proc/<pid>/ns/mnt and mountinfo
+// only, both were removable and the data was deleted (issue 18, item 1).
+func TestRunningThreadKeepsItsOrphanedPod(t *testing.T) {
+	if !mountns.Enter(t) {
+		return
+	}
+	for _, kind := range []taskholder.Kind{taskholder.SecondThread, taskholder.LeaderExited} {
+		t.Run(string(kind), func(t *testing.T) {
+			n := kubeletdir.New(t)
+			emptyDir := n.Volume(kubeletdir.UID1, "kubernetes.io~empty-dir", "data")
+			data := filepath.Join(emptyDir, "db", "rows")
+			n.Write(data, "the app's data")
+			taskholder.Start(t, kind, emptyDir, t.TempDir())
+
+			st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{kubeletdir.UID2},
+				LifeChecker: liveness.New(liveness.Options{CRIEndpoints: []string{}})})
+			running := kubeletdir.FindingsOf(st, reconstruct.OrphanedPodRunning)
+			require.Len(t, running, 1, "%+v", st.Findings)
+			assert.Contains(t, running[0].Message, "mounted from")
+			plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: true})
+			for _, a := range plan.Actions {
+				assert.Equal(t, cleanup.Keep, a.Action, "%s %s", a.Path, a.Reason)
+			}
+			cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Apply: true})
+			assert.FileExists(t, data)
+		})
+	}
+}
+
+// A task in the orphan's own pod cgroup is evidence of life by itself, in
+// both cgroup drivers' spellings: a container of the pod runs, whether or
+// not its namespace shows a mount from the pod dir.
+func TestATaskInThePodsCgroupKeepsItsOrphanedPod(t *testing.T) {
+	if !mountns.Enter(t) {
+		return
+	}
+	for _, driver := range []taskholder.Driver{taskholder.Systemd, taskholder.Cgroupfs} {
+		t.Run(string(driver), func(t *testing.T) {
+			n := kubeletdir.New(t)
+			data := filepath.Join(n.Volume(kubeletdir.UID1, "kubernetes.io~empty-dir", "data"), "rows")
+			n.Write(data, "the app's data")
+			h := taskholder.Start(t, taskholder.OwnNamespace, "", "")
+			taskholder.InPodCgroup(t, h.PID, driver, kubeletdir.UID1)
+
+			st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{kubeletdir.UID2},
+				LifeChecker: liveness.New(liveness.Options{CRIEndpoints: []string{}})})
+			running := kubeletdir.FindingsOf(st, reconstruct.OrphanedPodRunning)
+			require.Len(t, running, 1, "%+v", st.Findings)
+			assert.Contains(t, running[0].Message, "tasks in the pod's cgroup")
+			cleanup.Execute(t.Context(), cleanup.Plan(t.Context(), st, cleanup.Options{}), cleanup.ExecOptions{Apply: true})
+			assert.FileExists(t, data)
+		})
+	}
 }
 
 // Without any other namespace holding it, the same orphan is removable:

@@ -57,10 +57,10 @@ func newCLICSINode(t *testing.T, published bool) *cliCSINode {
 	}
 	n.flush()
 
-	proc := filepath.Join(n.hostRoot, "proc")
-	require.NoError(t, os.MkdirAll(filepath.Join(proc, "1", "ns"), 0o750))
-	require.NoError(t, os.Symlink("mnt:[4026531841]", filepath.Join(proc, "1", "ns", "mnt")))
-	require.NoError(t, os.Symlink(n.mountinfo, filepath.Join(proc, "1", "mountinfo")))
+	task := filepath.Join(n.hostRoot, "proc", "1", "task", "1")
+	require.NoError(t, os.MkdirAll(filepath.Join(task, "ns"), 0o750))
+	require.NoError(t, os.Symlink("mnt:[4026531841]", filepath.Join(task, "ns", "mnt")))
+	require.NoError(t, os.Symlink(n.mountinfo, filepath.Join(task, "mountinfo")))
 
 	n.driver = &csifake.Driver{Name: cliDriver, StageUnstage: true, Act: func(c csifake.Call) error {
 		n.mu.Lock()
@@ -232,7 +232,7 @@ func TestAnotherNamespaceThatUsesThePodOrTheVolumeKeepsIt(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			n := newCLICSINode(t, true)
-			ns := filepath.Join(n.hostRoot, "proc", "2")
+			ns := filepath.Join(n.hostRoot, "proc", "2", "task", "2")
 			require.NoError(t, os.MkdirAll(filepath.Join(ns, "ns"), 0o750))
 			require.NoError(t, os.Symlink("mnt:[4026532000]", filepath.Join(ns, "ns", "mnt")))
 			require.NoError(t, os.WriteFile(filepath.Join(ns, "mountinfo"), []byte("1 0 0:50 / / rw - overlay overlay rw\n"+line+"\n"), 0o600))

@@ -71,7 +71,7 @@ func TestEndToEnd(t *testing.T) {
 	defer held.Close()
 	activePods := filepath.Join(t.TempDir(), "active-pods")
 	require.NoError(t, os.WriteFile(activePods, []byte(e2eActive+"\n"), 0o600))
-	common := []string{"--root-dir", root, "-o", "json"}
+	common := []string{"--root-dir", root, "-o", "json", "--cri-endpoint", "none"} // no CRI runtime on this machine
 
 	code, out := runBinary(t, bin, append([]string{"scan", "--active-pods", activePods}, common...)...)
 	require.Equal(t, exitOK, code)

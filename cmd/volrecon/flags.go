@@ -31,13 +31,39 @@ type nodeFlags struct {
 	emptyActivePodsOK            bool
 	kube                         kubeFlags
 	evidenceOfLife               bool
-	criEndpoints                 stringList
+	criEndpoints                 criEndpointList
 }
 
 type stringList []string
 
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// criEndpointList is --cri-endpoint: repeatable, or "none" alone.
+type criEndpointList []string
+
+func (l *criEndpointList) String() string { return strings.Join(*l, ",") }
+func (l *criEndpointList) Set(v string) error {
+	if v == "" {
+		return errors.New("empty: give a socket path, or none")
+	}
+	if v == criNone && len(*l) > 0 || slices.Contains(*l, criNone) {
+		return errors.New(`"none" says the node runs no CRI runtime: give it alone`)
+	}
+	*l = append(*l, v)
+	return nil
+}
+
+// endpoints is the list for liveness.Options: nil for the defaults, empty
+// for none.
+func (l criEndpointList) endpoints() []string {
+	if slices.Equal(l, criEndpointList{criNone}) {
+		return []string{}
+	}
+	return l
+}
+
+const criNone = "none"
 
 // commaList is a repeatable flag whose values may each be a comma-separated list.
 type commaList []string
@@ -69,7 +95,10 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.evidenceOfLife, "evidence-of-life", true, "before calling an orphan removable, look for its mounts in every mount namespace\n"+
 		"and for its sandboxes and containers in the CRI runtime (false only for fixtures and tests: a pod\n"+
 		"missing from --active-pods whose containers still run could lose its data)")
-	fs.Var(&f.criEndpoints, "cri-endpoint", "CRI runtime socket to ask for evidence of life (repeatable; host path; \"none\" for no runtime)\n"+
+	fs.Var(&f.criEndpoints, "cri-endpoint", "CRI runtime socket to ask for evidence of life (repeatable; a host path, under --host-root).\n"+
+		"By default the sockets of containerd, CRI-O, k3s and RKE2, k0s, MicroK8s and cri-dockerd are tried, and at least\n"+
+		"one must answer; a socket named here must answer. When none does, every orphan is kept as OrphanedPodRunning\n"+
+		"(unknown). \"none\", alone: the node runs no CRI runtime, ask none\n"+
 		"(default "+strings.Join(liveness.DefaultCRIEndpoints(), ", ")+")")
 }
 
@@ -79,11 +108,7 @@ func (f *nodeFlags) lifeChecker() reconstruct.LifeChecker {
 	if !f.evidenceOfLife || f.demo {
 		return nil
 	}
-	endpoints := []string(f.criEndpoints)
-	if slices.Contains(endpoints, "none") {
-		endpoints = []string{}
-	}
-	return liveness.New(liveness.Options{HostRoot: f.hostRoot, CRIEndpoints: endpoints})
+	return liveness.New(liveness.Options{HostRoot: f.hostRoot, CRIEndpoints: f.criEndpoints.endpoints()})
 }
 
 // commandFlags holds a command's flag set and the flags every command has.
