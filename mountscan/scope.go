@@ -29,8 +29,11 @@ import (
 // and Refs and SameSubtree list exactly the entries that lie in the scope.
 // Mounts and Len see only the kept entries; Skipped counts the others.
 type Scope struct {
-	dirs     []string  // tree keys of the dirs
-	subtrees []Subtree // filesystem subtrees whose every mount is kept
+	dirs []string // tree keys of the dirs
+	// subtrees holds the roots (tree keys) of the filesystem subtrees whose
+	// every mount is kept, by device: a line of another device is passed
+	// over at once.
+	subtrees map[DevID][]string
 }
 
 // Subtree names a part of a filesystem: its device and a path inside it
@@ -79,10 +82,17 @@ func NewScope(dirs ...string) *Scope {
 // a staging mount, say, even outside the dirs. SameSubtree of such a
 // subtree then answers as on the whole table.
 func (s *Scope) WithSubtrees(subtrees ...Subtree) *Scope {
-	c := &Scope{dirs: s.dirs, subtrees: slices.Clip(s.subtrees)}
+	c := &Scope{dirs: s.dirs, subtrees: make(map[DevID][]string, len(s.subtrees)+len(subtrees))}
+	for dev, roots := range s.subtrees {
+		c.subtrees[dev] = slices.Clip(roots)
+	}
 	for _, t := range subtrees {
-		if t.Root != "" {
-			c.subtrees = append(c.subtrees, t)
+		if t.Root == "" {
+			continue
+		}
+		k := treeKey(t.Root)
+		if roots := c.subtrees[t.Dev]; !slices.ContainsFunc(roots, func(r string) bool { return isAtOrBelow(k, r) }) {
+			c.subtrees[t.Dev] = append(roots, k)
 		}
 	}
 	return c
@@ -118,12 +128,12 @@ func (s *Scope) keeps(k string) bool {
 
 // keepsSubtree reports whether m mounts one of the scope's subtrees.
 func (s *Scope) keepsSubtree(m *Mount) bool {
-	for _, t := range s.subtrees {
-		if t.Contains(*m) {
-			return true
-		}
+	roots, ok := s.subtrees[m.Dev]
+	if !ok {
+		return false
 	}
-	return false
+	k := treeKey(m.Root)
+	return slices.ContainsFunc(roots, func(r string) bool { return isAtOrBelow(k, r) })
 }
 
 // ReadFileScoped is ReadFile keeping only the entries in scope (see

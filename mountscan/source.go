@@ -149,9 +149,11 @@ func (s *Scope) coversScope(other *Scope) bool {
 			return false
 		}
 	}
-	for _, t := range other.subtrees {
-		if !s.keepsSubtree(&Mount{Dev: t.Dev, Root: t.Root}) {
-			return false
+	for dev, roots := range other.subtrees {
+		for _, r := range roots {
+			if !s.keepsSubtree(&Mount{Dev: dev, Root: r}) {
+				return false
+			}
 		}
 	}
 	return true
