@@ -600,3 +600,55 @@ func TestNodeUnstageChecksTheActiveVolumesAgain(t *testing.T) {
 		})
 	}
 }
+
+// Two pods share one CSI volume: the live pod's container holds a bind of
+// it, the other pod is gone and its vol_data.json too (issue 18, item 3).
+// A namespace whose tasks all belong to the live pod is its use: the dead
+// pod's target is unpublished, the staging mount stays for the live pod. A
+// namespace that cannot be attributed so is an unknown user: nothing.
+func TestAPodSharingTheVolumeIsNotTheDeadPodsUser(t *testing.T) {
+	systemd := func(uid string) string {
+		return "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" +
+			strings.ReplaceAll(uid, "-", "_") + ".slice/cri-containerd-0123abcd.scope\n"
+	}
+	for name, c := range map[string]struct {
+		cgroup      string // of the task holding the live pod's bind
+		unpublished bool
+	}{
+		"the live pod's container":     {cgroup: systemd(csiActive), unpublished: true},
+		"a process of no pod":          {cgroup: "0::/system.slice/backup.service\n"},
+		"the dead pod's own container": {cgroup: systemd(csiUID)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := newCSINode(t)
+			dead := n.publish(csiUID, false)
+			live := n.publish(csiActive, true)
+			n.namespace(2, "mnt:[4026532000]", "200 1 259:3 / /data rw - ext4 /dev/nvme1n1 rw")
+			require.NoError(t, os.WriteFile(n.at("/proc/2/task/2/cgroup"), []byte(c.cgroup), 0o600))
+
+			plan := n.plan(n.teardown(), false)
+			if !c.unpublished {
+				assert.NotEqual(t, cleanup.NodeUnpublish, csiKindAt(plan, dead))
+				assert.NotEqual(t, cleanup.NodeUnstage, csiKindAt(plan, n.staging))
+				return
+			}
+			require.Equal(t, cleanup.NodeUnpublish, csiKindAt(plan, dead))
+			a, _ := csiActionAt(plan, n.staging)
+			assert.Equal(t, cleanup.NeedsDriver, a.Action)
+			assert.Contains(t, a.Reason, csiActive+" still use")
+			n.apply(plan)
+			assert.False(t, n.mounted(dead))
+			assert.True(t, n.mounted(live))
+			assert.True(t, n.mounted(n.staging))
+			assert.Equal(t, []string{"GetPluginInfo", "NodeUnpublishVolume"}, methodsOf(n.driver))
+		})
+	}
+}
+
+func methodsOf(d *csifake.Driver) []string {
+	var out []string
+	for _, c := range d.Calls() {
+		out = append(out, c.Method)
+	}
+	return out
+}

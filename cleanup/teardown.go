@@ -3,6 +3,7 @@ package cleanup
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -99,20 +100,17 @@ func (t *CSITeardown) gatherEvidence(ctx context.Context, st *reconstruct.State,
 		ev.notes = append(ev.notes, "nothing is torn down: the mount table could not be read when planning")
 		return ev
 	}
-	g := gatherer{st: st, host: snap.table, root: filepath.Dir(st.PodsDir), ev: ev}
+	g := newGatherer(st, snap.table, ev)
 	if g.candidates() {
 		procDir := t.ProcDir
 		if procDir == "" {
 			procDir = node.HostPath("/proc")
 		}
-		nss, err := mountnamespaces.Read(ctx, procDir, mountnamespaces.Options{})
-		if err != nil {
+		if err := g.readNamespaces(ctx, procDir); err != nil {
 			ev.notes = append(ev.notes, "nothing is torn down: the mount namespaces could not all be read: "+err.Error())
 			return ev
 		}
-		g.nss = nss
-		g.deadPods()
-		g.unusedStaging()
+		g.conclude()
 	}
 	t.trackLeaks(st, ev)
 	t.askActiveVolumes(ctx, st, ev)
@@ -159,51 +157,80 @@ func (t *CSITeardown) askActiveVolumes(ctx context.Context, st *reconstruct.Stat
 	ev.activeVolumes = names
 }
 
-// gatherer reads the evidence out of the node's mount namespaces.
+// gatherer reads the evidence out of the node's mount namespaces, one
+// namespace at a time: each table is let go once it was looked at.
 type gatherer struct {
 	st   *reconstruct.State
 	host *mountscan.Table // the plan's snapshot
-	nss  []mountnamespaces.Namespace
-	root string // the kubelet root, as the pods dir's parent
+	root string           // the kubelet root, as the pods dir's parent
 	ev   *evidence
+	// pods are the orphans that may be dead on evidence, each with the
+	// subtrees a container of it would mount; used: a user was seen.
+	pods []*podSubtrees
+	// staging are the mounted filesystem staging mounts, each with the
+	// mount points of the users seen.
+	staging []*stagingUsersSeen
+	// namespaces counts the namespaces read.
+	namespaces int
+}
+
+type podSubtrees struct {
+	pod      reconstruct.Pod
+	dir      mountscan.Mount   // the pod dir on its filesystem
+	subtrees []mountscan.Mount // its mounts
+	used     bool
+}
+
+type stagingUsersSeen struct {
+	g     reconstruct.GlobalMount
+	users []string // mount points of users, in any namespace
+}
+
+func newGatherer(st *reconstruct.State, host *mountscan.Table, ev *evidence) *gatherer {
+	g := &gatherer{st: st, host: host, root: filepath.Dir(st.PodsDir), ev: ev}
+	for _, gm := range st.GlobalMounts {
+		if gm.State == reconstruct.Mounted && gm.Mode == podsdir.Filesystem && gm.Mount != nil {
+			g.staging = append(g.staging, &stagingUsersSeen{g: gm})
+		}
+	}
+	if !st.EvidenceOfLife {
+		return g
+	}
+	for _, pod := range st.Pods {
+		if pod.Status != reconstruct.PodOrphaned || !g.hasRecoveredTarget(pod.UID) || runningOrUnknown(st, pod.UID) {
+			continue
+		}
+		holder, ok := host.Containing(pod.Path)
+		if !ok {
+			continue // where the pod dir lies is unknown: never dead on evidence
+		}
+		p := &podSubtrees{pod: pod, dir: mountscan.Mount{Dev: holder.Dev, MountPoint: pod.Path,
+			Root: filepath.Join(holder.Root, strings.TrimPrefix(pod.Path, holder.MountPoint))}}
+		for _, mp := range pod.MountPoints {
+			p.subtrees = append(p.subtrees, host.At(mp)...)
+		}
+		g.pods = append(g.pods, p)
+	}
+	return g
 }
 
 // candidates reports whether anything may be torn down at all: an orphan
 // with a recovered, mounted CSI target, or a mounted filesystem staging
 // mount. Without one no mount namespace is read.
 func (g *gatherer) candidates() bool {
-	for _, gm := range g.st.GlobalMounts {
-		if gm.State == reconstruct.Mounted && gm.Mode == podsdir.Filesystem && gm.Mount != nil {
-			return true
-		}
+	if !g.st.EvidenceOfLife && g.hasRecoveredOrphan() {
+		g.ev.notes = append(g.ev.notes, "no NodeUnpublish without evidence of life: the scan did not look for it")
 	}
+	return len(g.pods) > 0 || len(g.staging) > 0
+}
+
+func (g *gatherer) hasRecoveredOrphan() bool {
 	for _, pod := range g.st.Pods {
 		if pod.Status == reconstruct.PodOrphaned && g.hasRecoveredTarget(pod.UID) {
 			return true
 		}
 	}
 	return false
-}
-
-// deadPods gives each orphan that the plan could NodeUnpublish for the
-// evidence that nothing of it runs: the scan's evidence of life found
-// nothing (no OrphanedPodRunning: no namespace holds a mount from its dir,
-// the container runtime lists none of it), and no namespace holds a mount
-// of one of its mounts either (a container's bind of its CSI volume),
-// their own copies under the kubelet root aside.
-func (g *gatherer) deadPods() {
-	if !g.st.EvidenceOfLife {
-		g.ev.notes = append(g.ev.notes, "no NodeUnpublish without evidence of life: the scan did not look for it")
-		return
-	}
-	for _, pod := range g.st.Pods {
-		if pod.Status == reconstruct.PodOrphaned && g.hasRecoveredTarget(pod.UID) && !runningOrUnknown(g.st, pod.UID) {
-			if proof := g.nothingRuns(pod); proof != "" {
-				g.ev.deadPods[pod.UID] = []string{"the scan's evidence of life found nothing: no mount from the pod dir in any mount namespace, " +
-					"no sandbox or container of it in the container runtime", proof}
-			}
-		}
-	}
 }
 
 // runningOrUnknown: the scan reported the pod as running, or could not tell.
@@ -221,27 +248,119 @@ func (g *gatherer) hasRecoveredTarget(uid string) bool {
 	return false
 }
 
-// nothingRuns returns the evidence that no namespace uses the pod, or "".
-func (g *gatherer) nothingRuns(pod reconstruct.Pod) string {
-	holder, ok := g.host.Containing(pod.Path)
-	if !ok {
-		return ""
+// readNamespaces reads every mount namespace of the node once, looks at
+// its table and lets it go. Any namespace that cannot be listed or read
+// is an error: the evidence is then incomplete.
+func (g *gatherer) readNamespaces(ctx context.Context, procDir string) error {
+	opts := mountnamespaces.Options{}
+	nss, err := mountnamespaces.List(ctx, procDir, opts)
+	if err != nil {
+		return err
 	}
-	subtrees := []mountscan.Mount{{Dev: holder.Dev, Root: filepath.Join(holder.Root, strings.TrimPrefix(pod.Path, holder.MountPoint)), MountPoint: pod.Path}}
-	for _, mp := range pod.MountPoints {
-		subtrees = append(subtrees, g.host.At(mp)...)
+	for _, ns := range nss {
+		table, _, err := ns.ReadTable(ctx, procDir, opts)
+		switch {
+		case err != nil:
+			return err
+		case table == nil:
+			continue // every task of it left: nothing runs in it
+		}
+		g.namespaces++
+		g.look(ns, table)
 	}
-	rel := strings.TrimPrefix(pod.Path, g.root)
-	for _, ns := range g.nss {
-		for _, s := range subtrees {
-			for _, m := range subtreeUsers(ns.Table, g.root, s.MountPoint, mountscan.SubtreeOf(s)) {
-				if !isKubeletCopy(m.MountPoint, rel) {
-					return ""
-				}
+	return nil
+}
+
+// look notes the users that one namespace's table shows.
+func (g *gatherer) look(ns *mountnamespaces.Namespace, table *mountscan.Table) {
+	for _, p := range g.pods {
+		if !p.used {
+			p.used = g.podUsedIn(p, ns, table)
+		}
+	}
+	for _, s := range g.staging {
+		for _, at := range table.Mounts() {
+			if at.Dev.String() != s.g.Mount.MajorMinor {
+				continue
+			}
+			for _, m := range subtreeUsers(table, g.root, s.g.Path, mountscan.Subtree{Dev: at.Dev, Root: s.g.Mount.Root}) {
+				s.users = append(s.users, m.MountPoint)
+			}
+			break
+		}
+	}
+}
+
+// podUsedIn reports whether namespace ns uses pod p: a task of it is in
+// the pod's cgroup, or it mounts the pod dir's subtree, or one of the
+// pod's mounts, anywhere but at the pod's own paths and the kubelet's
+// copies of them. A mount of one of the pod's volumes by a namespace whose
+// tasks all belong to other, active pods that hold the same volume is
+// their use, not the dead pod's (pods that share a PVC); a namespace that
+// cannot be attributed so is an unknown user.
+func (g *gatherer) podUsedIn(p *podSubtrees, ns *mountnamespaces.Namespace, table *mountscan.Table) bool {
+	if ns.Pods.Has(p.pod.UID) {
+		return true
+	}
+	rel := strings.TrimPrefix(p.pod.Path, g.root)
+	for _, m := range subtreeUsers(table, g.root, p.dir.MountPoint, mountscan.SubtreeOf(p.dir)) {
+		if !isKubeletCopy(m.MountPoint, rel) {
+			return true
+		}
+	}
+	for _, s := range p.subtrees {
+		for _, m := range subtreeUsers(table, g.root, s.MountPoint, mountscan.SubtreeOf(s)) {
+			if !isKubeletCopy(m.MountPoint, rel) && !g.ofAnotherPod(m.MountPoint, p.pod.UID) && !g.activePodsUse(ns, p.pod.UID, m) {
+				return true
 			}
 		}
 	}
-	return "no mount namespace of the " + strconv.Itoa(len(g.nss)) + " on the node holds a mount from the pod dir or of its volumes"
+	return false
+}
+
+// ofAnotherPod: mp is a path of another pod's dir (its publish target of
+// the same volume, a subpath of it), in the kubelet root or a copy of it:
+// that pod's mount, not a container of the dead one.
+func (g *gatherer) ofAnotherPod(mp, dead string) bool {
+	podsRel := strings.TrimPrefix(g.st.PodsDir, g.root) + "/"
+	for rest := mp; ; {
+		i := strings.Index(rest, podsRel)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(podsRel):]
+		uid, _, _ := strings.Cut(rest, "/")
+		if uid != dead && slices.ContainsFunc(g.st.Pods, func(p reconstruct.Pod) bool { return p.UID == uid }) {
+			return true
+		}
+	}
+}
+
+// activePodsUse reports whether m, a mount in ns, is the use of active
+// pods that share the volume: every task of ns belongs to a pod, none of
+// them the dead pod, each of them Active in the State and holding a
+// Mounted CSI volume of the same device whose subtree holds m's.
+func (g *gatherer) activePodsUse(ns *mountnamespaces.Namespace, dead string, m mountscan.Mount) bool {
+	a := ns.Pods
+	if !a.Complete || len(a.PodUIDs) == 0 || a.Has(dead) {
+		return false
+	}
+	for _, uid := range a.PodUIDs {
+		if !g.activeWithVolume(uid, m) {
+			return false
+		}
+	}
+	return true
+}
+
+func (g *gatherer) activeWithVolume(uid string, m mountscan.Mount) bool {
+	if !slices.ContainsFunc(g.st.Pods, func(p reconstruct.Pod) bool { return p.UID == uid && p.Status == reconstruct.PodActive }) {
+		return false
+	}
+	return slices.ContainsFunc(g.st.Volumes, func(v reconstruct.Volume) bool {
+		t, ok := refSubtree(v.Mount)
+		return v.PodUID == uid && v.Plugin == podsdir.CSIPluginName && v.State == reconstruct.Mounted && ok && t.Contains(m)
+	})
 }
 
 // isKubeletCopy: mp is the pod's own path, or a staging path, seen in some
@@ -250,36 +369,24 @@ func isKubeletCopy(mp, podRel string) bool {
 	return strings.Contains(mp+"/", podRel+"/") || strings.Contains(mp, "/plugins/kubernetes.io/csi/")
 }
 
-// unusedStaging gives each mounted staging dir that no namespace uses (the
-// mounts of pods dead on evidence aside: the plan unpublishes them first)
-// the evidence of it.
-func (g *gatherer) unusedStaging() {
-	for _, gm := range g.st.GlobalMounts {
-		if gm.State != reconstruct.Mounted || gm.Mode != podsdir.Filesystem || gm.Mount == nil {
-			continue
-		}
-		if g.stagingUnused(gm) {
-			g.ev.stagingUnused[gm.Path] = []string{"no mount namespace of the " + strconv.Itoa(len(g.nss)) +
-				" on the node mounts its filesystem subtree elsewhere"}
-		}
-	}
-}
-
-func (g *gatherer) stagingUnused(gm reconstruct.GlobalMount) bool {
-	for _, ns := range g.nss {
-		for _, at := range ns.Table.Mounts() {
-			if at.Dev.String() != gm.Mount.MajorMinor {
-				continue
-			}
-			for _, m := range subtreeUsers(ns.Table, g.root, gm.Path, mountscan.Subtree{Dev: at.Dev, Root: gm.Mount.Root}) {
-				if !g.ofDeadPod(m.MountPoint) {
-					return false
-				}
-			}
-			break
+// conclude turns what the namespaces showed into evidence: each orphan
+// that no namespace uses is dead on evidence; each staging mount whose
+// every user is a mount of a pod dead on evidence (the plan unpublishes
+// those first) is unused.
+func (g *gatherer) conclude() {
+	n := strconv.Itoa(g.namespaces)
+	for _, p := range g.pods {
+		if !p.used {
+			g.ev.deadPods[p.pod.UID] = []string{"the scan's evidence of life found nothing: no mount from the pod dir in any mount namespace, " +
+				"no sandbox or container of it in the container runtime",
+				"no mount namespace of the " + n + " on the node holds a mount from the pod dir or of its volumes"}
 		}
 	}
-	return true
+	for _, s := range g.staging {
+		if !slices.ContainsFunc(s.users, func(mp string) bool { return !g.ofDeadPod(mp) }) {
+			g.ev.stagingUnused[s.g.Path] = []string{"no mount namespace of the " + n + " on the node mounts its filesystem subtree elsewhere"}
+		}
+	}
 }
 
 func (g *gatherer) ofDeadPod(mp string) bool {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -315,4 +316,69 @@ func TestCSITeardownNeverUnstagesAStartingPod(t *testing.T) {
 func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// Issue 18, item 3: two pods on the node share one CSI PVC; one is
+// force-deleted while the kubelet is down and its vol_data.json deleted,
+// so the restarted kubelet leaks its publish target for good. The other,
+// live pod's container holds a mount of the same device and root, which
+// by device and root alone cannot be told apart from the dead pod's: its
+// namespace is attributed to the live pod by its tasks' cgroups. The dead
+// pod's target is unpublished; the staging mount stays for the live pod,
+// whose data is intact.
+func TestCSITeardownOfAPodSharingAPVCWithALivePod(t *testing.T) {
+	needCluster(t)
+	cleanupPods(t)
+	ensureCSIDriver(t)
+	boundCSIVolume(t, fsPV, fsHandle, corev1.PersistentVolumeFilesystem)
+	live := runPod(t, csiPod("shared-live", fsPV, ""))
+	dead := runPod(t, csiPod("shared-dead", fsPV, ""))
+	liveTarget := targetPathOf(t, string(live.UID), fsPV)
+	deadTarget, staging := targetPathOf(t, string(dead.UID), fsPV), stagingPathOf(t, fsHandle)
+	marker := filepath.Join(liveTarget, "live-pod-data")
+	require.NoError(t, os.WriteFile(marker, []byte("the live pod's rows"), 0o644))
+
+	stopKubelet(t, syscall.SIGKILL)
+	require.NoError(t, os.Remove(csiVolData(t, string(dead.UID), fsPV)))
+	forceDelete(t, dead.Name)
+	restartCurrentKubelet(t)
+	active := nodePods(t)
+	// The restarted kubelet stops the dead pod's containers but cannot tear
+	// its volume down without vol_data.json.
+	eventually(t, "the dead pod's containers stopped, its target left mounted", 90*time.Second, func() error {
+		st := scan(t, active)
+		switch {
+		case !mounted(t, deadTarget):
+			return fmt.Errorf("the dead pod's target is not mounted")
+		case hasFinding(st, "OrphanedPodRunning", string(dead.UID)):
+			return fmt.Errorf("the dead pod still runs: %v", st.findings("OrphanedPodRunning"))
+		}
+		return nil
+	})
+
+	since := time.Now()
+	pl, code := plan(t, active, teardownFlags...)
+	require.Equal(t, 0, code)
+	unpublish, ok := actionAt(pl, deadTarget)
+	require.True(t, ok, "an action at the dead pod's target")
+	assert.Equal(t, "NodeUnpublish", unpublish.Action, unpublish.Reason)
+	assert.Equal(t, "Done", unpublish.Result, unpublish.Error)
+	unstage, ok := actionAt(pl, staging)
+	require.True(t, ok, "an action at the staging mount")
+	assert.Equal(t, "NeedsDriver", unstage.Action)
+	assert.Contains(t, unstage.Reason, string(live.UID)+" still use", "the live pod keeps the staging mount")
+
+	calls := callsFor(csiCalls(t, since), fsHandle)
+	require.Len(t, calls, 1, "the driver's call log: %+v", calls)
+	assert.Equal(t, "NodeUnpublishVolume", calls[0].Method)
+	assert.Equal(t, deadTarget, calls[0].TargetPath)
+	assert.False(t, mounted(t, deadTarget), "the dead pod's target is unpublished")
+	assert.True(t, mounted(t, liveTarget), "the live pod's target stays")
+	assert.True(t, mounted(t, staging), "the staging mount stays for the live pod")
+	data, err := os.ReadFile(marker)
+	require.NoError(t, err)
+	assert.Equal(t, "the live pod's rows", string(data))
+	waitPodRunning(t, live.Name)
+	took := waitPodDirGone(t, string(dead.UID), 90*time.Second)
+	t.Logf("the kubelet removed the dead pod's dir %s after volrecon's NodeUnpublish", took.Round(time.Millisecond))
 }
