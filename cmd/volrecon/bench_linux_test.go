@@ -96,8 +96,36 @@ func BenchmarkPeakRSS(b *testing.B) {
 					return exec.Command(bin, append([]string{"serve", "--interval", "1s", "--listen", addr}, common...)...)
 				}, func(cmd *exec.Cmd) { loadServe(b, cmd, "http://"+addr) })
 			})
+			b.Run("plan-json", func(b *testing.B) { peakRSSOfPlan(b, bin, node) })
 		})
 	}
+	// The same 1,000-pod tree with a hostile mount table: 300,000 container
+	// overlay lines outside the kubelet's dirs (195 MB, the most of them a
+	// table under mountscan.MaxTableSize holds). The plan reads the table
+	// within the kubelet's dirs and the staging mounts' subtrees, so its
+	// peak follows the tree, not the table (issue 18, item 12).
+	b.Run("1000x10-300k-overlays", func(b *testing.B) {
+		node, err := nodegen.Generate(b.TempDir(), nodegen.Config{Pods: 1000, VolumesPerPod: 10, MountInfoLines: 300_000})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("plan-json", func(b *testing.B) { peakRSSOfPlan(b, bin, node) })
+	})
+}
+
+// peakRSSOfPlan runs `plan -o json` with half the node's pods active, so
+// that the other half are orphans the plan walks.
+func peakRSSOfPlan(b *testing.B, bin string, node *nodegen.Node) {
+	active := filepath.Join(b.TempDir(), "active-pods")
+	if err := os.WriteFile(active, []byte(strings.Join(node.PodUIDs[:len(node.PodUIDs)/2], "\n")+"\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	peakRSS(b, func() *exec.Cmd {
+		cmd := exec.Command(bin, "plan", "-o", "json", "--root-dir", node.RootDir, "--host-root", node.HostRoot,
+			"--mountinfo", node.MountInfoPath, "--active-pods", active, "--evidence-of-life=false")
+		cmd.Stdout = io.Discard
+		return cmd
+	}, nil)
 }
 
 // peakRSS runs the command made by newCmd once per iteration (with during,

@@ -25,6 +25,8 @@ BenchmarkLiveScan/1000x10/scan-2     	       5	 600000000 ns/op	1100000000 cpu-n
 BenchmarkLiveScan/1000x10/floor-2    	       5	 500000000 ns/op	 500000000 cpu-ns/op
 BenchmarkPeakRSS/1000x10/scan-json-2 	       1	4000000000 ns/op	        60.00 peak-RSS-MiB
 BenchmarkPeakRSS/1000x10/serve-2     	       1	9000000000 ns/op	        70.00 peak-RSS-MiB
+BenchmarkPeakRSS/1000x10/plan-json-2 	       1	5000000000 ns/op	        56.00 peak-RSS-MiB
+BenchmarkPeakRSS/1000x10-300k-overlays/plan-json-2 	       1	8000000000 ns/op	        58.80 peak-RSS-MiB
 PASS
 `
 	_ = run(strings.NewReader(in), os.Stdout)
@@ -40,4 +42,6 @@ PASS
 	//   live mounts 1000x10 vs floor:          1.20× the time (target ≤ 1.3×: met, aim ≤ 1.0×), 2.20× the CPU
 	//   peak RSS, serve 1000x10:               70.0 MiB (target ≤ 64 MiB: MISSED)
 	//   peak RSS, scan-json 1000x10:           60.0 MiB (target ≤ 64 MiB: met)
+	//   peak RSS, plan-json 1000x10:           56.0 MiB (target ≤ 96 MiB, the DaemonSet's limit: met)
+	//   plan peak RSS, 300k-line vs 30k table: 1.05× (target ≤ 1.2×: met)
 }

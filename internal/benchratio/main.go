@@ -152,5 +152,9 @@ func run(in io.Reader, out io.Writer) error {
 		p, ok := r.median("peak-RSS-MiB", "BenchmarkPeakRSS/1000x10/"+job)
 		line("peak RSS, "+job+" 1000x10:", ok, "%.1f MiB (target ≤ 64 MiB: %s)", p, target(p, 64))
 	}
+	p, ok := r.median("peak-RSS-MiB", "BenchmarkPeakRSS/1000x10/plan-json")
+	line("peak RSS, plan-json 1000x10:", ok, "%.1f MiB (target ≤ 96 MiB, the DaemonSet's limit: %s)", p, target(p, 96))
+	h, ok := r.ratio("peak-RSS-MiB", []string{"BenchmarkPeakRSS/1000x10-300k-overlays/plan-json"}, []string{"BenchmarkPeakRSS/1000x10/plan-json"})
+	line("plan peak RSS, 300k-line vs 30k table:", ok, "%.2f× (target ≤ 1.2×: %s)", h, target(h, 1.2))
 	return nil
 }
