@@ -59,7 +59,9 @@ func newScheme() *runtime.Scheme {
 // Client is a narrow client of the API server: a REST client for core/v1
 // and one for storage.k8s.io/v1, sharing one HTTP client (so one
 // connection pool and one set of credentials), each with client-go's
-// default rate limit as the generated clientset gives each group.
+// default rate limit as the generated clientset gives each group. Every
+// answer is bounded in bytes (ClientOptions); the callers in this package
+// bound each in time.
 type Client struct {
 	core, storage rest.Interface
 }
@@ -67,12 +69,16 @@ type Client struct {
 var _ API = (*Client)(nil)
 
 // newClientFor builds a Client from cfg, as kubernetes.NewForConfig does
-// for these two groups.
-func newClientFor(cfg *rest.Config) (*Client, error) {
+// for these two groups, with every response body bounded (boundedTransport):
+// the caps apply to the bytes as they arrive, before the REST client
+// decodes them.
+func newClientFor(cfg *rest.Config, opts ClientOptions) (*Client, error) {
 	cfg = rest.CopyConfig(cfg)
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
+	opts = opts.withDefaults()
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &boundedTransport{next: rt, opts: opts} })
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kube: HTTP client for %s: %w", cfg.Host, err)

@@ -32,7 +32,7 @@ func (k *kubeFlags) apiClient() (kube.API, string, error) {
 	if err != nil {
 		return nil, "", &exitError{code: exitUsage, err: fmt.Errorf("--active-pods api: %w", err)}
 	}
-	client, err := kube.NewClient(k.kubeconfig)
+	client, err := kube.NewClient(k.kubeconfig, kube.ClientOptions{})
 	if err != nil {
 		return nil, "", &exitError{code: exitUsage, err: fmt.Errorf("--active-pods api: %w", err)}
 	}
