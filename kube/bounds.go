@@ -162,7 +162,7 @@ func (b *limitedBody) fits(n int64) error {
 		b.budget.mu.Lock()
 		defer b.budget.mu.Unlock()
 		if b.budget.used+n > b.limit {
-			return &ResponseTooLargeError{Request: b.request, What: "a list, all its pages together", Limit: b.limit}
+			return &ResponseTooLargeError{Request: b.request, What: "a list (all its pages together)", Limit: b.limit}
 		}
 	}
 	return nil

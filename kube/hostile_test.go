@@ -163,7 +163,7 @@ func TestHostileListsAreErrorsNeverPartialAnswers(t *testing.T) {
 			_, _ = w.Write(buf.Bytes())
 		}, tooLarge: "a response"},
 		"pages larger than the cap together": {pages: script(page("7", "t1", bigPod("a", 25<<10)), page("7", "t2", bigPod("b", 25<<10)),
-			page("7", "", bigPod("c", 25<<10))), tooLarge: "a list, all its pages together"},
+			page("7", "", bigPod("c", 25<<10))), tooLarge: "a list (all its pages together)"},
 		"a response that trickles": {timeout: 300 * time.Millisecond, pages: func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			for {
