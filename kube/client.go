@@ -64,6 +64,7 @@ func newScheme() *runtime.Scheme {
 // bound each in time.
 type Client struct {
 	core, storage rest.Interface
+	watchGrace    time.Duration // past a watch's timeoutSeconds (watchGrace)
 }
 
 var _ API = (*Client)(nil)
@@ -91,7 +92,7 @@ func newClientFor(cfg *rest.Config, opts ClientOptions) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{core: core, storage: storage}, nil
+	return &Client{core: core, storage: storage, watchGrace: watchGrace}, nil
 }
 
 func groupClient(cfg *rest.Config, httpClient *http.Client, apiPath string, gv schema.GroupVersion) (*rest.RESTClient, error) {
@@ -116,7 +117,7 @@ func (c *Client) ListPods(ctx context.Context, opts metav1.ListOptions) (*corev1
 }
 
 func (c *Client) WatchPods(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return watchRequest(c.core, "pods", opts).Watch(ctx)
+	return c.watch(ctx, c.core, "pods", opts)
 }
 
 func (c *Client) GetPersistentVolumeClaim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
@@ -139,7 +140,7 @@ func (c *Client) ListCSIDrivers(ctx context.Context, opts metav1.ListOptions) (*
 }
 
 func (c *Client) WatchCSIDrivers(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return watchRequest(c.storage, "csidrivers", opts).Watch(ctx)
+	return c.watch(ctx, c.storage, "csidrivers", opts)
 }
 
 // listRequest is a list of every namespace's resources, bounded by the server
@@ -149,9 +150,43 @@ func listRequest(c rest.Interface, resource string, opts metav1.ListOptions) *re
 		VersionedParams(&opts, parameterCodec).Timeout(timeoutOf(opts))
 }
 
-func watchRequest(c rest.Interface, resource string, opts metav1.ListOptions) *rest.Request {
+const (
+	// maxWatch bounds a watch that asks for no timeoutSeconds (the
+	// reflector always asks for 5-10 minutes).
+	maxWatch = 10 * time.Minute
+	// watchGrace is how long past its timeoutSeconds a watch may last: the
+	// server ends it then; one that does not is cut off.
+	watchGrace = 30 * time.Second
+)
+
+// watch opens a watch that ends, client side, at most watchGrace after the
+// timeoutSeconds it asks the server for (the REST client sets no deadline
+// on a watch): a server that holds it open beyond is cut off, and the
+// channel closes.
+func (c *Client) watch(ctx context.Context, client rest.Interface, resource string, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
-	return listRequest(c, resource, opts)
+	limit := maxWatch
+	if opts.TimeoutSeconds != nil {
+		limit = timeoutOf(opts) + c.watchGrace
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	w, err := listRequest(client, resource, opts).Watch(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &boundedWatch{Interface: w, cancel: cancel}, nil
+}
+
+// boundedWatch releases its deadline when stopped.
+type boundedWatch struct {
+	watch.Interface
+	cancel context.CancelFunc
+}
+
+func (w *boundedWatch) Stop() {
+	w.Interface.Stop()
+	w.cancel()
 }
 
 func timeoutOf(opts metav1.ListOptions) time.Duration {

@@ -431,3 +431,25 @@ func TestEventSinkIsBoundedByItsTimeout(t *testing.T) {
 	var slow *ResponseTooSlowError
 	require.ErrorAs(t, err, &slow)
 }
+
+// A watch the server holds open past the timeoutSeconds it was asked for
+// is cut off by the client soon after: its channel closes.
+func TestWatchIsCutOffPastItsTimeout(t *testing.T) {
+	f, client := newFakeAPI(t)
+	client.watchGrace = 100 * time.Millisecond
+	f.routes["GET /api/v1/pods"] = func(w http.ResponseWriter, r *http.Request) {
+		streamWatch(watchEvent(t, watch.Added, apiPod("a", "a")))(w, r)
+		<-r.Context().Done() // ignores timeoutSeconds
+	}
+	wi, err := client.WatchPods(t.Context(), metav1.ListOptions{TimeoutSeconds: new(int64(1))})
+	require.NoError(t, err)
+	defer wi.Stop()
+	ev := <-wi.ResultChan()
+	assert.Equal(t, watch.Added, ev.Type)
+	select {
+	case _, open := <-wi.ResultChan():
+		assert.False(t, open, "no event after the first")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the watch is still open 30s after its timeout")
+	}
+}
