@@ -23,7 +23,8 @@ import (
 // watch, and the Events of Events. Client implements it over client-go's
 // REST client; tests adapt a fake clientset to it.
 type API interface {
-	// ListPods and WatchPods span all namespaces.
+	// ListPods and WatchPods span all namespaces. A List is one request,
+	// one page: the callers in this package follow its continue token.
 	ListPods(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
 	WatchPods(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	GetPersistentVolumeClaim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error)

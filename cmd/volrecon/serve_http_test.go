@@ -71,14 +71,15 @@ func dial(t *testing.T, addr string) net.Conn {
 	return c
 }
 
-// closedByServer waits (at most 10 s) for the server to close c, reading
+// closedByServer waits (at most 5 s, half the header timeout serve had
+// before its limits) for the server to close c, reading
 // and discarding whatever it sent before.
 func closedByServer(c net.Conn) error {
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	_, err := io.Copy(io.Discard, c)
 	var netErr net.Error
 	if errors.As(err, &netErr) && netErr.Timeout() {
-		return errors.New("still open after 10s")
+		return errors.New("still open after 5s")
 	}
 	return nil // EOF (io.Copy's nil) or a reset: closed
 }
