@@ -197,8 +197,9 @@ func (b *limitedBody) Close() error { return b.body.Close() }
 
 // eventLimiter fails a watch stream at the first event larger than the
 // cap, as soon as it is seen to be: protobuf events are length-prefixed
-// frames (the prefix says), JSON events are objects one per line, as the
-// API server writes them.
+// frames (the prefix says), JSON events are top-level values, followed
+// through their strings and brackets (a line is no event: pretty JSON
+// breaks an event into many).
 type eventLimiter struct {
 	body     io.ReadCloser
 	request  string
@@ -206,10 +207,15 @@ type eventLimiter struct {
 	protobuf bool
 	err      error
 
-	header  [4]byte // protobuf: the frame's length prefix, as read so far
+	// protobuf
+	header  [4]byte // the frame's length prefix, as read so far
 	inHead  int     // bytes of header read
-	payload int64   // protobuf: bytes of the current frame's payload still to come
-	line    int64   // JSON: bytes since the last newline
+	payload int64   // bytes of the current frame's payload still to come
+
+	// JSON
+	size             int64 // bytes of the current top-level value so far
+	depth            int   // of brackets, outside strings
+	inString, escape bool
 }
 
 func newEventLimiter(body io.ReadCloser, contentType string, limit int64, request string) *eventLimiter {
@@ -231,18 +237,20 @@ func (l *eventLimiter) Read(p []byte) (int, error) {
 
 // count follows the framing through b, failing on an event over the cap.
 func (l *eventLimiter) count(b []byte) error {
-	tooLarge := &ResponseTooLargeError{Request: l.request, What: "a watch event", Limit: l.limit}
-	if !l.protobuf {
-		for _, c := range b {
-			l.line++
-			if c == '\n' {
-				l.line = 0
-			} else if l.line > l.limit {
-				return tooLarge
-			}
-		}
-		return nil
+	var over bool
+	if l.protobuf {
+		over = l.countFrames(b)
+	} else {
+		over = l.countJSON(b)
 	}
+	if over {
+		return &ResponseTooLargeError{Request: l.request, What: "a watch event", Limit: l.limit}
+	}
+	return nil
+}
+
+// countFrames follows length-prefixed frames; true at a prefix past the cap.
+func (l *eventLimiter) countFrames(b []byte) bool {
 	for len(b) > 0 {
 		if l.payload > 0 {
 			skip := min(int64(len(b)), l.payload)
@@ -257,11 +265,44 @@ func (l *eventLimiter) count(b []byte) error {
 			l.inHead = 0
 			l.payload = int64(binary.BigEndian.Uint32(l.header[:]))
 			if l.payload > l.limit {
-				return tooLarge
+				return true
 			}
 		}
 	}
-	return nil
+	return false
+}
+
+// countJSON follows top-level JSON values; true once one is past the cap.
+// Only whitespace between values is free: anything else at the top level
+// counts (the decoder refuses what is not an object).
+func (l *eventLimiter) countJSON(b []byte) bool {
+	for _, c := range b {
+		l.size++
+		switch {
+		case l.inString && l.escape:
+			l.escape = false
+		case l.inString && c == '\\':
+			l.escape = true
+		case l.inString && c == '"':
+			l.inString = false
+		case l.inString:
+		case c == '"':
+			l.inString = true
+		case c == '{' || c == '[':
+			l.depth++
+		case (c == '}' || c == ']') && l.depth > 0:
+			l.depth--
+			if l.depth == 0 {
+				l.size = 0 // the end of a value
+			}
+		case l.depth == 0 && (c == ' ' || c == '\t' || c == '\r' || c == '\n'):
+			l.size = 0
+		}
+		if l.size > l.limit {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *eventLimiter) Close() error { return l.body.Close() }

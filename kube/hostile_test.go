@@ -367,6 +367,39 @@ func TestEventLimiterProtobufFrames(t *testing.T) {
 	}
 }
 
+// The JSON framing: an event is a top-level value, followed through its
+// strings (with braces and escaped quotes in them) and brackets, whatever
+// its lines; only whitespace between values is free.
+func TestEventLimiterJSONValues(t *testing.T) {
+	small := `{"type":"ADDED","object":{"s":"a } \" { ] x"}}` // 41 bytes
+	for name, c := range map[string]struct {
+		stream string
+		over   bool
+	}{
+		"events within the cap, one per line":   {strings.Repeat(small+"\n", 20), false},
+		"events within the cap, no newlines":    {strings.Repeat(small, 20), false},
+		"whitespace between events is free":     {small + strings.Repeat(" \n", 1000) + small, false},
+		"an event past the cap":                 {small[:40] + strings.Repeat("x", 60) + `"}}`, true},
+		"an event past the cap, pretty-printed": {`{"type":"ADDED",` + strings.Repeat("\n  \"k\": 1,", 20) + `"o":{}}`, true},
+		"a string past the cap":                 {`"` + strings.Repeat("x", 100) + `"`, true},
+		"a number past the cap":                 {strings.Repeat("1", 100), true},
+	} {
+		for _, chunk := range []int{1, 7, len(c.stream)} {
+			l := newEventLimiter(nil, "application/json", 64, "GET /w")
+			var err error
+			for b := []byte(c.stream); len(b) > 0 && err == nil; b = b[min(chunk, len(b)):] {
+				err = l.count(b[:min(chunk, len(b))])
+			}
+			if c.over {
+				var large *ResponseTooLargeError
+				assert.ErrorAs(t, err, &large, "%s, chunks of %d", name, chunk)
+			} else {
+				assert.NoError(t, err, "%s, chunks of %d", name, chunk)
+			}
+		}
+	}
+}
+
 // A watch that would grow the cache past its bound is ended, and the
 // Watcher says why until a list replaces the cache; past the bound, only
 // events of objects the cache holds pass.
