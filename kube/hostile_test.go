@@ -486,3 +486,23 @@ func TestWatchIsCutOffPastItsTimeout(t *testing.T) {
 		t.Fatal("the watch is still open 30s after its timeout")
 	}
 }
+
+// A relist of the informer at the resourceVersion it last saw asks for a
+// list not older than that, never exactly at it: the API server would
+// answer from etcd at that old version, and the watch from it would fail
+// with 410 Gone after every relist (found by the e2e suite, after an API
+// server restart).
+func TestWatcherRelistIsNotOlderThanItsVersion(t *testing.T) {
+	f, client := newFakeAPI(t)
+	f.routes["GET /api/v1/pods"] = page("9", "", apiPod("a", "a"))
+	w := NewWatcher(client, "node-a", WatcherOptions{})
+	for _, rv := range []string{"", "0", "275"} {
+		_, err := w.listWatch().ListWithContext(t.Context(), metav1.ListOptions{ResourceVersion: rv})
+		require.NoError(t, err)
+	}
+	var matches []string
+	for _, r := range f.requests() {
+		matches = append(matches, r.URL.Query().Get("resourceVersion")+":"+r.URL.Query().Get("resourceVersionMatch"))
+	}
+	assert.Equal(t, []string{":", "0:", "275:NotOlderThan"}, matches)
+}

@@ -171,9 +171,16 @@ func (w *Watcher) driversListWatch() *cache.ListWatch {
 }
 
 // pageOptions are the reflector's list options with our page size: its
-// pager asks for pages of its own, or none.
+// pager asks for pages of its own, or none. A relist at the resourceVersion
+// last seen asks for one not older than it: with a limit and no match, the
+// API server would answer exactly at that version, from etcd, and a watch
+// from it fails (410 Gone) once the watch cache has moved past it, again
+// and again (the reflector's pager lists without a limit for this reason).
 func (w *Watcher) pageOptions(o metav1.ListOptions) metav1.ListOptions {
 	o.Limit, o.Continue = w.pageSize, ""
+	if o.ResourceVersion != "" && o.ResourceVersion != "0" && o.ResourceVersionMatch == "" {
+		o.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
+	}
 	return o
 }
 
