@@ -46,8 +46,8 @@ func (o ClientOptions) withDefaults() ClientOptions {
 }
 
 // ResponseTooLargeError: the API server's answer to Request was larger than
-// volrecon reads (Limit bytes of What: "a response", "a list, all its
-// pages together" or "a watch event"). Nothing of it is decoded; the
+// volrecon reads (Limit bytes of What: "a response", "a list (all its
+// pages together)" or "a watch event"). Nothing of it is decoded; the
 // answer is unknown.
 type ResponseTooLargeError struct {
 	Request string // method and path with query, e.g. "GET /api/v1/pods?limit=500"
