@@ -58,11 +58,27 @@ func TestInClusterServe(t *testing.T) {
 	hash := mirror.Annotations[corev1.MirrorPodAnnotationKey]
 	other := podOnAnotherNode(t)
 
-	srv := startServe(t, kubeconfig, "--events")
-	srv.waitStatuses(t, "every pod Active", map[string]string{string(keep.UID): "Active", string(gone.UID): "Active", hash: "Active"})
+	// One pod per page (issue 18, item 4): the real API server pages the
+	// node's pods, and every list volrecon takes (serve's informer and its
+	// quorum confirm, scan's list) follows every page.
+	page, err := client(t).CoreV1().Pods("").List(ctxT(t), metav1.ListOptions{FieldSelector: "spec.nodeName=" + cluster.NodeName, Limit: 1})
+	require.NoError(t, err)
+	require.NotEmpty(t, page.Continue, "the API server pages the node's pods one at a time")
+	srv := startServe(t, kubeconfig, "--events", "--api-page-size", "1")
+	allActive := map[string]string{string(keep.UID): "Active", string(gone.UID): "Active", hash: "Active"}
+	srv.waitStatuses(t, "every pod Active", allActive)
 	st := srv.report(t)
 	require.NotNil(t, st.ActivePods)
 	assert.Equal(t, len(podKeysOf(nodePods(t))), st.ActivePods.Count, "only this node's pods (not %s on another node) are listed", other.Name)
+	st = scanWithAPI(t, kubeconfig, "--api-page-size", "1")
+	require.NotNil(t, st.ActivePods)
+	assert.Empty(t, st.ActivePods.Error)
+	assert.Equal(t, len(podKeysOf(nodePods(t))), st.ActivePods.Count, "every page listed")
+	for _, p := range st.Pods {
+		if want, ok := allActive[p.UID]; ok {
+			assert.Equal(t, want, p.Status, "pod %s", p.UID)
+		}
+	}
 	// The static pod goes while the kubelet runs, as in TestStaticPod.
 	require.NoError(t, os.Remove(manifest))
 	eventually(t, "the static pod's dir removed by the kubelet", 90*time.Second, func() error {
@@ -261,9 +277,10 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-func scanWithAPI(t *testing.T, kubeconfig string) vrState {
+func scanWithAPI(t *testing.T, kubeconfig string, extra ...string) vrState {
 	t.Helper()
-	out, _ := volrecon(t, nil, "scan", "-o", "json", "--active-pods", "api", "--kubeconfig", kubeconfig, "--node-name", cluster.NodeName)
+	out, _ := volrecon(t, nil, append([]string{"scan", "-o", "json", "--active-pods", "api", "--kubeconfig", kubeconfig,
+		"--node-name", cluster.NodeName}, extra...)...)
 	var st vrState
 	require.NoError(t, json.Unmarshal(out, &st))
 	return st

@@ -23,7 +23,8 @@ import (
 // watch, and the Events of Events. Client implements it over client-go's
 // REST client; tests adapt a fake clientset to it.
 type API interface {
-	// ListPods and WatchPods span all namespaces.
+	// ListPods and WatchPods span all namespaces. A List is one request,
+	// one page: the callers in this package follow its continue token.
 	ListPods(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
 	WatchPods(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	GetPersistentVolumeClaim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error)
@@ -59,20 +60,27 @@ func newScheme() *runtime.Scheme {
 // Client is a narrow client of the API server: a REST client for core/v1
 // and one for storage.k8s.io/v1, sharing one HTTP client (so one
 // connection pool and one set of credentials), each with client-go's
-// default rate limit as the generated clientset gives each group.
+// default rate limit as the generated clientset gives each group. Every
+// answer is bounded in bytes (ClientOptions); the callers in this package
+// bound each in time.
 type Client struct {
 	core, storage rest.Interface
+	watchGrace    time.Duration // past a watch's timeoutSeconds (watchGrace)
 }
 
 var _ API = (*Client)(nil)
 
 // newClientFor builds a Client from cfg, as kubernetes.NewForConfig does
-// for these two groups.
-func newClientFor(cfg *rest.Config) (*Client, error) {
+// for these two groups, with every response body bounded (boundedTransport):
+// the caps apply to the bytes as they arrive, before the REST client
+// decodes them.
+func newClientFor(cfg *rest.Config, opts ClientOptions) (*Client, error) {
 	cfg = rest.CopyConfig(cfg)
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
+	opts = opts.withDefaults()
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &boundedTransport{next: rt, opts: opts} })
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kube: HTTP client for %s: %w", cfg.Host, err)
@@ -85,7 +93,7 @@ func newClientFor(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{core: core, storage: storage}, nil
+	return &Client{core: core, storage: storage, watchGrace: watchGrace}, nil
 }
 
 func groupClient(cfg *rest.Config, httpClient *http.Client, apiPath string, gv schema.GroupVersion) (*rest.RESTClient, error) {
@@ -110,7 +118,7 @@ func (c *Client) ListPods(ctx context.Context, opts metav1.ListOptions) (*corev1
 }
 
 func (c *Client) WatchPods(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return watchRequest(c.core, "pods", opts).Watch(ctx)
+	return c.watch(ctx, c.core, "pods", opts)
 }
 
 func (c *Client) GetPersistentVolumeClaim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
@@ -133,7 +141,7 @@ func (c *Client) ListCSIDrivers(ctx context.Context, opts metav1.ListOptions) (*
 }
 
 func (c *Client) WatchCSIDrivers(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return watchRequest(c.storage, "csidrivers", opts).Watch(ctx)
+	return c.watch(ctx, c.storage, "csidrivers", opts)
 }
 
 // listRequest is a list of every namespace's resources, bounded by the server
@@ -143,9 +151,43 @@ func listRequest(c rest.Interface, resource string, opts metav1.ListOptions) *re
 		VersionedParams(&opts, parameterCodec).Timeout(timeoutOf(opts))
 }
 
-func watchRequest(c rest.Interface, resource string, opts metav1.ListOptions) *rest.Request {
+const (
+	// maxWatch bounds a watch that asks for no timeoutSeconds (the
+	// reflector always asks for 5-10 minutes).
+	maxWatch = 10 * time.Minute
+	// watchGrace is how long past its timeoutSeconds a watch may last: the
+	// server ends it then; one that does not is cut off.
+	watchGrace = 30 * time.Second
+)
+
+// watch opens a watch that ends, client side, at most watchGrace after the
+// timeoutSeconds it asks the server for (the REST client sets no deadline
+// on a watch): a server that holds it open beyond is cut off, and the
+// channel closes.
+func (c *Client) watch(ctx context.Context, client rest.Interface, resource string, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
-	return listRequest(c, resource, opts)
+	limit := maxWatch
+	if opts.TimeoutSeconds != nil {
+		limit = timeoutOf(opts) + c.watchGrace
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	w, err := listRequest(client, resource, opts).Watch(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &boundedWatch{Interface: w, cancel: cancel}, nil
+}
+
+// boundedWatch releases its deadline when stopped.
+type boundedWatch struct {
+	watch.Interface
+	cancel context.CancelFunc
+}
+
+func (w *boundedWatch) Stop() {
+	w.Interface.Stop()
+	w.cancel()
 }
 
 func timeoutOf(opts metav1.ListOptions) time.Duration {

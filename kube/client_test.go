@@ -42,10 +42,16 @@ type fakeAPI struct {
 }
 
 func newFakeAPI(t *testing.T) (*fakeAPI, *Client) {
+	return newFakeAPIWith(t, ClientOptions{}, 0)
+}
+
+// newFakeAPIWith is newFakeAPI with a client of these caps and rate limit
+// (qps 0 = client-go's default, -1 = none).
+func newFakeAPIWith(t *testing.T, opts ClientOptions, qps float32) (*fakeAPI, *Client) {
 	f := &fakeAPI{t: t, routes: map[string]http.HandlerFunc{}, body: map[string]string{}}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
-	client, err := newClientFor(&rest.Config{Host: srv.URL})
+	client, err := newClientFor(&rest.Config{Host: srv.URL, QPS: qps}, opts)
 	require.NoError(t, err)
 	return f, client
 }
@@ -257,25 +263,18 @@ func TestClientCSIDrivers(t *testing.T) {
 	assert.Equal(t, "efs.csi.aws.com", ev.Object.(*storagev1.CSIDriver).Name)
 }
 
-// The Watcher's informer over the client: the initial list (streamed as a
-// watch list, client-go's default, or a list), then a watch from its
-// resourceVersion, and the probe of each ActivePods.
+// The Watcher's informer over the client: the initial list (a list of
+// pages, never streamed as a watch list, even where client-go would), then
+// a watch from its resourceVersion, and the probe of each ActivePods.
 func TestClientWatcher(t *testing.T) {
 	f, client := newFakeAPI(t)
-	initialEnd := corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{
-		ResourceVersion: "7", Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}}
 	f.routes["GET /api/v1/pods"] = func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
-		switch {
-		case q.Get("watch") != "true":
+		if q.Get("watch") != "true" {
 			answer(podList("7", apiPod("a", "a")))(w, r)
 			return
-		case q.Get("sendInitialEvents") == "true":
-			streamWatch(watchEvent(t, watch.Added, apiPod("a", "a")), watchEvent(t, watch.Bookmark, initialEnd),
-				watchEvent(t, watch.Added, apiPod("b", "b")))(w, r)
-		default:
-			streamWatch(watchEvent(t, watch.Added, apiPod("b", "b")))(w, r)
 		}
+		streamWatch(watchEvent(t, watch.Added, apiPod("b", "b")))(w, r)
 		<-r.Context().Done() // a watch stays open
 	}
 	f.routes["GET /apis/storage.k8s.io/v1/csidrivers"] = func(w http.ResponseWriter, r *http.Request) {
@@ -295,28 +294,28 @@ func TestClientWatcher(t *testing.T) {
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{"uid-a", "uid-b"}, keys)
 
-	var watchRV, streamed, probes int
+	var watchRV, listed, probes int
 	for _, r := range f.requests() {
 		q := r.URL.Query()
 		if r.URL.Path != "/api/v1/pods" {
 			continue
 		}
 		assert.Equal(t, "spec.nodeName=node-a", q.Get("fieldSelector"), "every pod request selects the node")
-		if q.Get("watch") == "true" && (q.Get("resourceVersion") == "7" || q.Get("sendInitialEvents") == "true") {
+		assert.False(t, q.Has("sendInitialEvents"), "never a watch list: %s", r.URL)
+		switch {
+		case q.Get("watch") == "true" && q.Get("resourceVersion") == "7":
 			watchRV++
-		}
-		if q.Get("sendInitialEvents") == "true" && q.Get("resourceVersionMatch") == "NotOlderThan" {
-			streamed++
-		}
-		if q.Get("limit") == "1" && q.Get("resourceVersion") == "0" {
+		case q.Get("limit") == "500":
+			listed++
+		case q.Get("limit") == "1" && q.Get("resourceVersion") == "0":
 			probes++
 		}
 	}
-	assert.Positive(t, watchRV, "watched from the list's resourceVersion, or streamed the list")
+	assert.Positive(t, listed, "listed in pages of DefaultPageSize")
+	assert.Positive(t, watchRV, "watched from the list's resourceVersion")
 	assert.Positive(t, probes, "probed")
-	if clientfeatures.FeatureGates().Enabled(clientfeatures.WatchListClient) {
-		assert.Positive(t, streamed, "the real client streams the initial list")
-	}
+	assert.True(t, clientfeatures.FeatureGates().Enabled(clientfeatures.WatchListClient),
+		"client-go streams an informer's initial list by default: this informer is told not to")
 }
 
 // Events go to the default namespace about the Node, and a finding seen
@@ -394,7 +393,7 @@ contexts: [{name: x, context: {cluster: c, user: u}}]
 current-context: x
 `, "URL", srv.URL)
 	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
-	client, err := NewClient(path)
+	client, err := NewClient(path, ClientOptions{})
 	require.NoError(t, err)
 	_, err = client.ListPods(t.Context(), metav1.ListOptions{})
 	require.NoError(t, err)

@@ -24,8 +24,9 @@ func NodeName(flag string) (string, error) {
 }
 
 // NewClient builds a client from the kubeconfig file at path, or, when path
-// is empty, from the in-cluster config of a pod's service account.
-func NewClient(kubeconfig string) (*Client, error) {
+// is empty, from the in-cluster config of a pod's service account, with
+// the caps of opts on what it reads.
+func NewClient(kubeconfig string, opts ClientOptions) (*Client, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig != "" {
@@ -41,5 +42,5 @@ func NewClient(kubeconfig string) (*Client, error) {
 		return nil, fmt.Errorf("kube: %s: %w", where, err)
 	}
 	cfg.UserAgent = "volrecon"
-	return newClientFor(cfg)
+	return newClientFor(cfg, opts)
 }

@@ -7,7 +7,10 @@
 // Only a confirmed answer counts. A list that failed, timed out, was
 // refused (403) or comes from a watch that has gone quiet is an error, and
 // reconstruct then keeps every pod Unknown: nothing is ever orphaned on a
-// lookup that failed.
+// lookup that failed. A list is every page of it within one resource
+// version, or an error (IncompleteListError): part of a list is never taken
+// for the whole. Every answer is bounded in bytes before it is decoded
+// (ResponseTooLargeError, ClientOptions) and in time (ResponseTooSlowError).
 //
 // A pod is active under its UID and, for a static pod, under its config
 // hash (annotation kubernetes.io/config.hash of its mirror pod), which is

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,7 +33,7 @@ type findingKey struct {
 // NewEvents starts a recorder of Events on node; Shutdown stops it.
 func NewEvents(ctx context.Context, client API, node string) *Events {
 	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&eventSink{ctx: context.WithoutCancel(ctx), client: client})
+	b.StartRecordingToSink(&eventSink{ctx: context.WithoutCancel(ctx), client: client, timeout: DefaultTimeout})
 	return &Events{
 		broadcaster: b,
 		recorder:    b.NewRecorder(scheme, corev1.EventSource{Component: "volrecon", Host: node}),
@@ -81,18 +82,31 @@ func eventType(s reconstruct.Severity) string {
 // without the cancel: the broadcaster still sends what it holds when the
 // caller's context is done (Shutdown), as client-go's own sink does.
 type eventSink struct {
-	ctx    context.Context
-	client API
+	ctx     context.Context
+	client  API
+	timeout time.Duration // per call
 }
 
 func (s *eventSink) Create(e *corev1.Event) (*corev1.Event, error) {
-	return s.client.CreateEvent(s.ctx, e)
+	return s.within(func(ctx context.Context) (*corev1.Event, error) { return s.client.CreateEvent(ctx, e) })
 }
 func (s *eventSink) Update(e *corev1.Event) (*corev1.Event, error) {
-	return s.client.UpdateEvent(s.ctx, e)
+	return s.within(func(ctx context.Context) (*corev1.Event, error) { return s.client.UpdateEvent(ctx, e) })
 }
 func (s *eventSink) Patch(e *corev1.Event, patch []byte) (*corev1.Event, error) {
-	return s.client.PatchEvent(s.ctx, e, patch)
+	return s.within(func(ctx context.Context) (*corev1.Event, error) { return s.client.PatchEvent(ctx, e, patch) })
+}
+
+// within bounds one call by the timeout: the recorder sends one Event at a
+// time, and a server that does not answer must not hold it forever.
+func (s *eventSink) within(call func(context.Context) (*corev1.Event, error)) (*corev1.Event, error) {
+	var out *corev1.Event
+	err := withDeadline(s.ctx, s.timeout, func(ctx context.Context) error {
+		var err error
+		out, err = call(ctx)
+		return err
+	})
+	return out, err
 }
 
 // Shutdown flushes and stops the recorder.

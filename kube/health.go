@@ -19,8 +19,8 @@ type health struct {
 	synced      bool
 	lastContact time.Time // a list, a watch start, or any watch event (bookmarks too)
 	lastFailure time.Time
-	lastErr     string
-	probeErr    string // of the last probe, "" when it succeeded
+	lastErr     error
+	probeErr    error // of the last probe, nil when it succeeded
 }
 
 func (h *health) contact() {
@@ -32,16 +32,13 @@ func (h *health) contact() {
 func (h *health) fail(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.lastFailure, h.lastErr = h.clock.Now(), err.Error()
+	h.lastFailure, h.lastErr = h.clock.Now(), err
 }
 
 func (h *health) probed(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.probeErr = ""
-	if err != nil {
-		h.probeErr = err.Error()
-	}
+	h.probeErr = err
 }
 
 func (h *health) setSynced() {
@@ -57,23 +54,30 @@ type Status struct {
 	Synced      bool      `json:"synced"`
 	LastContact time.Time `json:"lastContact,omitzero"`
 	LastError   string    `json:"lastError,omitempty"`
+	cause       error     // the error behind Reason, if one is
 }
 
 func (h *health) status() Status {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := Status{Synced: h.synced, LastContact: h.lastContact, LastError: h.lastErr}
-	if h.probeErr != "" {
-		s.LastError = h.probeErr
+	s := Status{Synced: h.synced, LastContact: h.lastContact}
+	lastErr := h.lastErr
+	if h.probeErr != nil {
+		lastErr = h.probeErr
+	}
+	if lastErr != nil {
+		s.LastError = lastErr.Error()
 	}
 	age := h.clock.Since(h.lastContact)
 	switch {
+	case !h.synced && h.lastErr != nil:
+		s.Reason, s.cause = "the pod watch has not synced yet: the last request to the API server failed: "+h.lastErr.Error(), h.lastErr
 	case !h.synced:
 		s.Reason = "the pod watch has not synced yet"
-	case h.probeErr != "":
-		s.Reason = "the API server did not answer the probe: " + h.probeErr
+	case h.probeErr != nil:
+		s.Reason, s.cause = "the API server did not answer the probe: "+h.probeErr.Error(), h.probeErr
 	case !h.lastFailure.IsZero() && !h.lastFailure.Before(h.lastContact):
-		s.Reason = "the last request to the API server failed: " + h.lastErr
+		s.Reason, s.cause = "the last request to the API server failed: "+h.lastErr.Error(), h.lastErr
 	case age > h.staleAfter:
 		s.Reason = "no word from the API server for " + age.Round(time.Second).String() +
 			" (trusted for " + h.staleAfter.String() + ")"
@@ -81,4 +85,21 @@ func (h *health) status() Status {
 		s.Trusted = true
 	}
 	return s
+}
+
+// UntrustedError is the error of a Watcher's answer while its cache is not
+// trusted (errors.Is ErrUntrusted): Reason says why, and it wraps the
+// API server's error behind it, if one is.
+type UntrustedError struct {
+	Reason string
+	Err    error
+}
+
+func (e *UntrustedError) Error() string { return ErrUntrusted.Error() + ": " + e.Reason }
+
+func (e *UntrustedError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrUntrusted}
+	}
+	return []error{ErrUntrusted, e.Err}
 }

@@ -12,7 +12,8 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// DefaultTimeout bounds one request to the API server.
+// DefaultTimeout bounds one answer of the API server: a list, all its
+// pages together, or one Get.
 const DefaultTimeout = 10 * time.Second
 
 // Lister is a reconstruct.PodSource that lists the pods bound to one node
@@ -22,7 +23,8 @@ const DefaultTimeout = 10 * time.Second
 type Lister struct {
 	Client   API
 	NodeName string
-	Timeout  time.Duration // per request (0 = DefaultTimeout)
+	Timeout  time.Duration // per list, all its pages, and per Get (0 = DefaultTimeout)
+	PageSize int64         // objects per page of a list (0 = DefaultPageSize)
 
 	mu   sync.Mutex
 	last []*corev1.Pod // the pods of the last list that succeeded
@@ -66,7 +68,7 @@ func (l *Lister) CSIVolumesNow(ctx context.Context) ([]string, error) {
 // list lists the node's pods and keeps them for CSIVolumes; a list that
 // failed forgets the last one, which an older answer must not stand for.
 func (l *Lister) list(ctx context.Context) ([]*corev1.Pod, error) {
-	pods, err := listNodePods(ctx, l.Client, l.NodeName, l.Timeout)
+	pods, err := listNodePods(ctx, l.Client, l.NodeName, l.Timeout, l.PageSize)
 	l.mu.Lock()
 	l.last = pods
 	l.mu.Unlock()
@@ -78,22 +80,34 @@ func nodeSelector(node string) string {
 	return fields.OneTermEqualSelector("spec.nodeName", node).String()
 }
 
-func listNodePods(ctx context.Context, client API, node string, timeout time.Duration) ([]*corev1.Pod, error) {
+// listNodePods lists the pods bound to node with a quorum read, every page
+// of it (listAll) within timeout.
+func listNodePods(ctx context.Context, client API, node string, timeout time.Duration, pageSize int64) ([]*corev1.Pod, error) {
 	if node == "" {
 		return nil, ErrNoNodeName
 	}
-	ctx, cancel := context.WithTimeout(ctx, orDefault(timeout))
-	defer cancel()
 	// ResourceVersion "" asks for a quorum read, never a stale cache.
-	list, err := client.ListPods(ctx, metav1.ListOptions{FieldSelector: nodeSelector(node)})
+	opts := metav1.ListOptions{FieldSelector: nodeSelector(node), Limit: pageSize}
+	items, _, err := listWithin(ctx, orDefault(timeout), "pods", opts, podPages(client))
 	if err != nil {
 		return nil, fmt.Errorf("list the pods of node %s: %w", node, err)
 	}
-	pods := make([]*corev1.Pod, len(list.Items))
-	for i := range list.Items {
-		pods[i] = &list.Items[i]
+	pods := make([]*corev1.Pod, len(items))
+	for i := range items {
+		pods[i] = &items[i]
 	}
 	return pods, nil
+}
+
+// podPages lists one page of pods.
+func podPages(client API) pageFunc[corev1.Pod] {
+	return func(ctx context.Context, opts metav1.ListOptions) ([]corev1.Pod, *metav1.ListMeta, error) {
+		list, err := client.ListPods(ctx, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		return list.Items, &list.ListMeta, nil
+	}
 }
 
 func orDefault(d time.Duration) time.Duration {

@@ -143,9 +143,12 @@ func (r *resolver) pvc(ctx context.Context, namespace, name string) (*corev1.Per
 	if pvc, ok := r.pvcs[key]; ok {
 		return pvc, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
-	pvc, err := r.client.GetPersistentVolumeClaim(ctx, namespace, name)
+	var pvc *corev1.PersistentVolumeClaim
+	err := withDeadline(ctx, r.timeout, func(ctx context.Context) error {
+		var err error
+		pvc, err = r.client.GetPersistentVolumeClaim(ctx, namespace, name)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("get: %w", err)
 	}
@@ -157,9 +160,12 @@ func (r *resolver) pv(ctx context.Context, name string) (*corev1.PersistentVolum
 	if pv, ok := r.pvs[name]; ok {
 		return pv, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
-	pv, err := r.client.GetPersistentVolume(ctx, name)
+	var pv *corev1.PersistentVolume
+	err := withDeadline(ctx, r.timeout, func(ctx context.Context) error {
+		var err error
+		pv, err = r.client.GetPersistentVolume(ctx, name)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("get: %w", err)
 	}

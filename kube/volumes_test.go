@@ -125,7 +125,7 @@ func TestCSIVolumesAreBoundedByTheTimeout(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(hang)
-	client, err := newClientFor(&rest.Config{Host: srv.URL})
+	client, err := newClientFor(&rest.Config{Host: srv.URL}, ClientOptions{})
 	require.NoError(t, err)
 	start := time.Now()
 	names, err := CSIVolumes(t.Context(), client, []*corev1.Pod{claimPod("p", pvcVolume("a", "c"))}, 200*time.Millisecond)

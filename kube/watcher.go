@@ -36,8 +36,10 @@ type WatcherOptions struct {
 	// StaleAfter bounds the age of the last contact with the API server
 	// (0 = DefaultStaleAfter; serve passes max(3 intervals, the default)).
 	StaleAfter time.Duration
-	// Timeout bounds one request (0 = DefaultTimeout).
+	// Timeout bounds one list, all its pages, and the probe (0 = DefaultTimeout).
 	Timeout time.Duration
+	// PageSize is how many objects a page of a list asks for (0 = DefaultPageSize).
+	PageSize int64
 	// Clock is for tests (nil = the real clock).
 	Clock clock.Clock
 }
@@ -53,9 +55,11 @@ type Watcher struct {
 	client   API
 	node     string
 	timeout  time.Duration
+	pageSize int64
 	health   *health
 	informer cache.SharedIndexInformer
 	drivers  cache.SharedIndexInformer // CSIDriver objects
+	maxCache int                       // objects per cache (maxCachedObjects; tests lower it)
 }
 
 // NewWatcher makes a Watcher; Run starts it.
@@ -68,24 +72,24 @@ func NewWatcher(client API, node string, opts WatcherOptions) *Watcher {
 	if stale <= 0 {
 		stale = DefaultStaleAfter
 	}
-	w := &Watcher{client: client, node: node, timeout: orDefault(opts.Timeout),
-		health: &health{clock: clk, staleAfter: stale}}
-	// Each informer asks the client whether it can stream a watch list (the
-	// reflector's default way to list); a fake clientset in tests cannot.
-	w.informer = cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(w.listWatch(), client),
+	w := &Watcher{client: client, node: node, timeout: orDefault(opts.Timeout), pageSize: opts.PageSize,
+		health: &health{clock: clk, staleAfter: stale}, maxCache: maxCachedObjects}
+	w.informer = cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(w.listWatch(), listOnly{}),
 		&corev1.Pod{}, 0, cache.Indexers{})
 	_ = w.informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) { w.health.fail(err) })
 	_ = w.informer.SetTransform(keysOnly)
-	drivers := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return client.ListCSIDrivers(ctx, o)
-		},
-		WatchFuncWithContext: client.WatchCSIDrivers,
-	}
-	w.drivers = cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(drivers, client),
+	w.drivers = cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(w.driversListWatch(), listOnly{}),
 		&storagev1.CSIDriver{}, 0, cache.Indexers{})
 	return w
 }
+
+// listOnly makes an informer list (listAll: every page, within the caps)
+// and then watch, never stream its initial list as a watch list
+// (sendInitialEvents): the initial events of a watch list end only when
+// the server says so, and no cap on one list applies to them.
+type listOnly struct{}
+
+func (listOnly) IsWatchListSemanticsUnSupported() bool { return true }
 
 // Run runs the informer until ctx is done.
 func (w *Watcher) Run(ctx context.Context) {
@@ -118,15 +122,20 @@ func (w *Watcher) AttachFreeDrivers() []string {
 }
 
 // listWatch lists and watches the node's pods, noting every contact with
-// the API server and every failure.
+// the API server and every failure. A list is every page of it (listAll)
+// within the timeout; the reflector's own pager then sees one page without
+// a continue token, the whole list.
 func (w *Watcher) listWatch() *cache.ListWatch {
 	selector := nodeSelector(w.node)
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector
-			list, err := w.client.ListPods(ctx, o)
+			items, meta, err := listWithin(ctx, w.timeout, "pods", w.pageOptions(o), podPages(w.client))
 			w.note(err)
-			return list, err
+			if err != nil {
+				return nil, fmt.Errorf("list the pods of node %s: %w", w.node, err)
+			}
+			return &corev1.PodList{ListMeta: meta, Items: items}, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = selector
@@ -135,9 +144,44 @@ func (w *Watcher) listWatch() *cache.ListWatch {
 			if err != nil {
 				return nil, err
 			}
-			return newNotingWatch(wi, w.health), nil
+			return newNotingWatch(wi, w.health, w.admit(w.informer)), nil
 		},
 	}
+}
+
+// driversListWatch lists and watches the CSIDriver objects, as listWatch
+// the pods (without noting contacts: the pod watch is what is trusted).
+func (w *Watcher) driversListWatch() *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			items, meta, err := listWithin(ctx, w.timeout, "csidrivers", w.pageOptions(o), driverPages(w.client))
+			if err != nil {
+				return nil, fmt.Errorf("list CSIDrivers: %w", err)
+			}
+			return &storagev1.CSIDriverList{ListMeta: meta, Items: items}, nil
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			wi, err := w.client.WatchCSIDrivers(ctx, o)
+			if err != nil {
+				return nil, err
+			}
+			return newNotingWatch(wi, nil, w.admit(w.drivers)), nil
+		},
+	}
+}
+
+// pageOptions are the reflector's list options with our page size: its
+// pager asks for pages of its own, or none. A relist at the resourceVersion
+// last seen asks for one not older than it: with a limit and no match, the
+// API server would answer exactly at that version, from etcd, and a watch
+// from it fails (410 Gone) once the watch cache has moved past it, again
+// and again (the reflector's pager lists without a limit for this reason).
+func (w *Watcher) pageOptions(o metav1.ListOptions) metav1.ListOptions {
+	o.Limit, o.Continue = w.pageSize, ""
+	if o.ResourceVersion != "" && o.ResourceVersion != "0" && o.ResourceVersionMatch == "" {
+		o.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
+	}
+	return o
 }
 
 func (w *Watcher) note(err error) {
@@ -156,7 +200,7 @@ func (w *Watcher) Status() Status { return w.health.status() }
 func (w *Watcher) ActivePods(ctx context.Context) ([]string, error) {
 	w.probe(ctx)
 	if s := w.Status(); !s.Trusted {
-		return nil, fmt.Errorf("%w: %s", ErrUntrusted, s.Reason)
+		return nil, &UntrustedError{Reason: s.Reason, Err: s.cause}
 	}
 	var pods []*corev1.Pod
 	for _, obj := range w.informer.GetStore().List() {
@@ -167,11 +211,11 @@ func (w *Watcher) ActivePods(ctx context.Context) ([]string, error) {
 	return keysOf(pods), nil
 }
 
-// ConfirmActivePods lists the node's pods with a quorum read, for pods the
-// cache would leave out: one created just before the scan may not have
-// reached the cache yet.
+// ConfirmActivePods lists the node's pods with a quorum read, every page
+// of it (as Lister does), for pods the cache would leave out: one created
+// just before the scan may not have reached the cache yet.
 func (w *Watcher) ConfirmActivePods(ctx context.Context) ([]string, error) {
-	pods, err := listNodePods(ctx, w.client, w.node, w.timeout)
+	pods, err := listNodePods(ctx, w.client, w.node, w.timeout, w.pageSize)
 	w.note(err)
 	if err != nil {
 		return nil, err
@@ -181,27 +225,69 @@ func (w *Watcher) ConfirmActivePods(ctx context.Context) ([]string, error) {
 
 // probe asks the API server for at most one of the node's pods, from its
 // cache: cheap, and it fails when the server is down, unreachable or
-// refuses us.
+// refuses us. Its answer is one page, never taken for a list.
 func (w *Watcher) probe(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, w.timeout)
-	defer cancel()
-	_, err := w.client.ListPods(ctx,
-		metav1.ListOptions{FieldSelector: nodeSelector(w.node), Limit: 1, ResourceVersion: "0"})
+	err := withDeadline(ctx, w.timeout, func(ctx context.Context) error {
+		_, err := w.client.ListPods(ctx,
+			metav1.ListOptions{FieldSelector: nodeSelector(w.node), Limit: 1, ResourceVersion: "0"})
+		return err
+	})
 	w.health.probed(err)
 }
 
+// maxCachedObjects bounds what a watch may bring into an informer's cache
+// beyond its list, which the caps bound (one object each of a node's pods,
+// or of the cluster's CSIDrivers: a few hundred at most).
+const maxCachedObjects = 10 * DefaultPageSize
+
+// admit refuses an event that would grow the informer's cache past
+// maxCachedObjects: a server that keeps adding objects is hostile or
+// broken, and the watch ends (the reflector then lists again, which
+// replaces the cache). The cache lags the watch by the events on their way
+// into it, which may add a few more.
+func (w *Watcher) admit(informer cache.SharedIndexInformer) func(watch.Event) error {
+	return func(ev watch.Event) error {
+		if ev.Type != watch.Added && ev.Type != watch.Modified {
+			return nil
+		}
+		store := informer.GetStore()
+		if len(store.ListKeys()) < w.maxCache {
+			return nil
+		}
+		if key, err := cache.MetaNamespaceKeyFunc(ev.Object); err == nil {
+			if _, exists, _ := store.GetByKey(key); exists {
+				return nil
+			}
+		}
+		return fmt.Errorf("the watch would add a %s to a cache that holds %d, the most volrecon keeps: the watch is not read further",
+			typeName(ev.Object), w.maxCache)
+	}
+}
+
+func typeName(obj runtime.Object) string {
+	switch obj.(type) {
+	case *corev1.Pod:
+		return "pod"
+	case *storagev1.CSIDriver:
+		return "CSIDriver"
+	}
+	return fmt.Sprintf("%T", obj)
+}
+
 // notingWatch passes a watch's events on, noting each (bookmarks too) as
-// a contact and an error event as a failure.
+// a contact and an error event as a failure (with a nil health, notes
+// nothing). An event admit refuses ends it, with an error event instead.
 type notingWatch struct {
 	inner    watch.Interface
 	out      chan watch.Event
 	done     chan struct{}
 	stopOnce sync.Once
 	health   *health
+	admit    func(watch.Event) error
 }
 
-func newNotingWatch(inner watch.Interface, h *health) *notingWatch {
-	w := &notingWatch{inner: inner, out: make(chan watch.Event), done: make(chan struct{}), health: h}
+func newNotingWatch(inner watch.Interface, h *health, admit func(watch.Event) error) *notingWatch {
+	w := &notingWatch{inner: inner, out: make(chan watch.Event), done: make(chan struct{}), health: h, admit: admit}
 	go w.forward()
 	return w
 }
@@ -209,9 +295,14 @@ func newNotingWatch(inner watch.Interface, h *health) *notingWatch {
 func (w *notingWatch) forward() {
 	defer close(w.out)
 	for ev := range w.inner.ResultChan() {
-		if ev.Type == watch.Error {
-			w.health.fail(apierrors.FromObject(ev.Object))
-		} else {
+		refused := w.admit(ev)
+		switch {
+		case refused != nil:
+			ev = watch.Event{Type: watch.Error, Object: &apierrors.NewRequestEntityTooLargeError(refused.Error()).ErrStatus}
+			w.fail(refused)
+		case ev.Type == watch.Error:
+			w.fail(apierrors.FromObject(ev.Object))
+		case w.health != nil:
 			w.health.contact()
 		}
 		select {
@@ -219,6 +310,16 @@ func (w *notingWatch) forward() {
 		case <-w.done:
 			return
 		}
+		if refused != nil {
+			w.inner.Stop()
+			return
+		}
+	}
+}
+
+func (w *notingWatch) fail(err error) {
+	if w.health != nil {
+		w.health.fail(err)
 	}
 }
 

@@ -19,11 +19,14 @@ const activePodsAPI = "api"
 // kubeFlags say how to reach the API server for --active-pods api.
 type kubeFlags struct {
 	kubeconfig, nodeName string
+	pageSize             int64
 }
 
 func (k *kubeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "kubeconfig file for --active-pods api (default: the in-cluster config of the pod's service account)")
 	fs.StringVar(&k.nodeName, "node-name", "", "this node's name, for --active-pods api (default: $NODE_NAME)")
+	fs.Int64Var(&k.pageSize, "api-page-size", kube.DefaultPageSize, "objects per page of a list from the API server, for --active-pods api "+
+		"(every page is read, within one resource version)")
 }
 
 // apiClient connects to the API server and names the node.
@@ -32,7 +35,7 @@ func (k *kubeFlags) apiClient() (kube.API, string, error) {
 	if err != nil {
 		return nil, "", &exitError{code: exitUsage, err: fmt.Errorf("--active-pods api: %w", err)}
 	}
-	client, err := kube.NewClient(k.kubeconfig)
+	client, err := kube.NewClient(k.kubeconfig, kube.ClientOptions{})
 	if err != nil {
 		return nil, "", &exitError{code: exitUsage, err: fmt.Errorf("--active-pods api: %w", err)}
 	}
@@ -45,7 +48,7 @@ func (k *kubeFlags) apiPodSource() (reconstruct.PodSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &kube.Lister{Client: client, NodeName: node}, nil
+	return &kube.Lister{Client: client, NodeName: node, PageSize: k.pageSize}, nil
 }
 
 // apiAttachFreeDrivers asks the API server which CSI drivers are
@@ -79,7 +82,8 @@ func (k *kubeFlags) startAPIWatch(ctx context.Context, interval time.Duration, e
 	if err != nil {
 		return nil, err
 	}
-	w := &apiWatch{watcher: kube.NewWatcher(client, node, kube.WatcherOptions{StaleAfter: max(3*interval, kube.DefaultStaleAfter)})}
+	w := &apiWatch{watcher: kube.NewWatcher(client, node,
+		kube.WatcherOptions{StaleAfter: max(3*interval, kube.DefaultStaleAfter), PageSize: k.pageSize})}
 	go w.watcher.Run(ctx)
 	if events {
 		w.events = kube.NewEvents(ctx, client, node)

@@ -87,10 +87,38 @@ func runServe(ctx context.Context, args []string, e env) error {
 // must be longer.
 var shutdownGrace = 5 * time.Second
 
+// httpLimits bound what serve's HTTP server holds for its clients
+// (Prometheus, the kubelet's probes, an operator's curl; anything on the
+// pod network may connect): every connection lives a bounded time in each
+// state, and only so many at once.
+type httpLimits struct {
+	readHeader time.Duration // from accept (or the end of the last response) to the end of the request's headers
+	read       time.Duration // the whole request
+	write      time.Duration // from the end of the request's headers to the end of the response
+	idle       time.Duration // a keep-alive connection between requests
+	maxHeader  int           // bytes of request line and headers (net/http adds 4 KiB of slack)
+	maxConns   int           // open connections at once; one past that is closed as soon as accepted
+}
+
+// defaultHTTPLimits: a scrape or a probe sends a few hundred bytes of
+// header and is answered in milliseconds; /report, the largest answer
+// (~1 MiB compressed, ~15 MiB without gzip at 10,000 volumes), needs 60 s
+// only below 250 KB/s. Prometheus keeps one connection per target, the
+// kubelet opens one per probe: 64 leaves room for many scrapers.
+var defaultHTTPLimits = httpLimits{
+	readHeader: 5 * time.Second,
+	read:       10 * time.Second,
+	write:      60 * time.Second,
+	idle:       90 * time.Second,
+	maxHeader:  8 << 10,
+	maxConns:   64,
+}
+
 // server rescans the node and serves the latest result.
 type server struct {
 	node     *node
 	interval time.Duration
+	limits   httpLimits
 	registry *prometheus.Registry
 	metrics  *metrics.Metrics
 	compat   *metrics.KubeletCompat // nil without --kubelet-compat-metrics
@@ -106,6 +134,7 @@ type server struct {
 	reportGz []byte
 	lastOK   time.Time
 	lastErr  error
+	listener *cappedListener // while serving
 }
 
 func newServer(n *node, interval time.Duration) (*server, error) {
@@ -114,7 +143,7 @@ func newServer(n *node, interval time.Duration) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &server{node: n, interval: interval, registry: reg, metrics: m}, nil
+	return &server{node: n, interval: interval, limits: defaultHTTPLimits, registry: reg, metrics: m}, nil
 }
 
 // addKubeletCompat registers the kubelet-compatible metrics too.
@@ -188,9 +217,21 @@ func (s *server) writeTextfile(ctx context.Context, path string) error {
 	return s.lastErr
 }
 
-// serve scans every interval and serves HTTP on ln until ctx is done.
+// serve scans every interval and serves HTTP on ln, within s.limits,
+// until ctx is done.
 func (s *server) serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{
+		Handler:           s.handler(),
+		ReadHeaderTimeout: s.limits.readHeader,
+		ReadTimeout:       s.limits.read,
+		WriteTimeout:      s.limits.write,
+		IdleTimeout:       s.limits.idle,
+		MaxHeaderBytes:    s.limits.maxHeader,
+	}
+	capped := newCappedListener(ln, s.limits.maxConns)
+	s.mu.Lock()
+	s.listener = capped
+	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -212,7 +253,7 @@ func (s *server) serve(ctx context.Context, ln net.Listener) error {
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
-	err := srv.Serve(ln)
+	err := srv.Serve(capped)
 	// A scan stops at ctx's end, but a filesystem call stuck in a hung
 	// mount cannot be interrupted: past the grace period it is left to die
 	// with the process, so that SIGTERM is always obeyed.
@@ -224,6 +265,49 @@ func (s *server) serve(ctx context.Context, ln net.Listener) error {
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
+	return err
+}
+
+// cappedListener accepts at most max connections at a time: one past that
+// is closed as soon as it is accepted, so that neither it nor the kernel's
+// backlog waits on the connections held. A connection frees its place when
+// it is closed.
+type cappedListener struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func newCappedListener(ln net.Listener, max int) *cappedListener {
+	return &cappedListener{Listener: ln, slots: make(chan struct{}, max)}
+}
+
+func (l *cappedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &cappedConn{Conn: c, release: func() { <-l.slots }}, nil
+		default:
+			_ = c.Close()
+		}
+	}
+}
+
+// open is how many accepted connections are open.
+func (l *cappedListener) open() int { return len(l.slots) }
+
+type cappedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *cappedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
 	return err
 }
 

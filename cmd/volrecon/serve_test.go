@@ -26,7 +26,7 @@ import (
 
 // demoNode materialises the sample node in a temp dir and writes its mount
 // table to a file, so the command reads it like a real one.
-func demoNode(t *testing.T) (hostRoot, mountinfo string) {
+func demoNode(t testing.TB) (hostRoot, mountinfo string) {
 	t.Helper()
 	demo := fixture.Demo()
 	hostRoot = t.TempDir()
