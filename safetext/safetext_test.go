@@ -23,7 +23,7 @@ import (
 func TestQuote(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"pvc-d5f7b9c1", "pvc-d5f7b9c1"},
-		{"share\\data", "share\\data"},            // a backslash prints as itself
+		{"share\\data", "share\\data"},               // a backslash prints as itself
 		{"my kubelet/données", "my kubelet/données"}, // spaces and letters of any script
 		{"", ""},
 		{"x\nRmdir", `"x\nRmdir"`},
