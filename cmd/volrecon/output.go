@@ -151,11 +151,7 @@ func (p *printer) plan(plan *cleanup.ActionPlan, results []cleanup.ActionResult)
 		if results == nil {
 			return p.json(plan)
 		}
-		return p.json(struct {
-			SchemaVersion string                 `json:"schemaVersion"`
-			PodsDir       string                 `json:"podsDir,omitempty"`
-			Actions       []cleanup.ActionResult `json:"actions"`
-		}{plan.SchemaVersion, plan.PodsDir, results})
+		return p.json(cleanup.Executed(plan, results))
 	}
 	w := tabwriter.NewWriter(p.out, 0, 4, 2, ' ', 0)
 	header := "ACTION\tPOD\tPATH\tREASON"
