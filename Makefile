@@ -5,15 +5,23 @@ GOBIN := $(shell $(GO) env GOPATH)/bin
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: test bench lint demo build update-fixtures fuzz e2e
+.PHONY: test test-schema bench lint demo build update-fixtures fuzz e2e
 
-## test: gofmt check, go vet, and every test with the race detector.
-## As root, the tests that need real mounts run in private mount namespaces.
+## test: gofmt check, go vet, and every test with the race detector, then
+## the schema's tests. As root, the tests that need real mounts run in
+## private mount namespaces.
 test:
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then \
 		echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race ./...
+	$(MAKE) test-schema
+
+## test-schema: schema/volrecon.v1.json against the goldens, the command's
+## -o json output and the Go types (module schema/, so that its JSON Schema
+## validator never reaches an importer's build).
+test-schema:
+	cd schema && $(GO) vet ./... && $(GO) test -race ./...
 
 ## bench: every benchmark with allocations, BENCH_COUNT runs each (default 1), saved in
 ## BENCH_OUT (bench.out), then the ratios of BENCHMARKS.md (internal/benchratio).
@@ -31,6 +39,7 @@ lint:
 	$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$(GOBIN)/staticcheck ./...
 	cd e2e && $(GO) vet ./... && $(GOBIN)/staticcheck ./...
+	cd schema && $(GOBIN)/staticcheck ./...
 
 ## build: the volrecon binary, with its version.
 build:
@@ -58,6 +67,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReadVolData$$' -fuzztime $(FUZZTIME) ./podsdir
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodePlainVolData$$' -fuzztime $(FUZZTIME) ./podsdir
 	$(GO) test -run '^$$' -fuzz '^FuzzScanTree$$' -fuzztime $(FUZZTIME) ./cleanup
+	$(GO) test -run '^$$' -fuzz '^FuzzQuote$$' -fuzztime $(FUZZTIME) ./safetext
 
 ## e2e: the end-to-end suite against a real kubelet, API server, containerd and
 ## CSI driver on 127.0.0.1 (as root; installs Debian packages, builds Kubernetes

@@ -24,7 +24,7 @@ import (
 //     volume of the State, as reconstruct_common.go reconstructVolume counts
 //     one per volume dir of every pod dir.
 //   - reconstruct_volume_operations_errors_total: those the kubelet fails to
-//     reconstruct (failsKubeletReconstruction): a plugin it cannot
+//     reconstruct (reconstruct.Volume.FailsKubeletReconstruction): a plugin it cannot
 //     reconstruct (anything but CSI, emptyDir, secret, configMap, projected,
 //     downwardAPI, local, NFS, iSCSI, FC and gitRepo); a CSI volume whose
 //     pod-level vol_data.json (block: data/vol_data.json) is missing or
@@ -109,7 +109,7 @@ func (k *KubeletCompat) ObserveReconstruction(st *reconstruct.State) {
 	}
 	failed := 0
 	for _, v := range st.Volumes {
-		if failsKubeletReconstruction(v) {
+		if v.FailsKubeletReconstruction() {
 			failed++
 		}
 	}
@@ -139,20 +139,6 @@ func (k *KubeletCompat) ObserveOrphanCleanup(st *reconstruct.State, results []cl
 	k.orphanPodsNotClean.Set(float64(notCleaned))
 }
 
-// failsKubeletReconstruction says whether the kubelet would fail to
-// reconstruct v (see KubeletCompat).
-func failsKubeletReconstruction(v reconstruct.Volume) bool {
-	switch {
-	case !reconstruct.KnownPlugin(v.Plugin):
-		return true
-	case v.Plugin == podsdir.CSIPluginName:
-		return v.CSI == nil || v.CSI.Recovered
-	case v.Plugin == "kubernetes.io/iscsi" || v.Plugin == "kubernetes.io/fc":
-		return v.UniqueName == "" // no global mount named the volume
-	}
-	return false
-}
-
 // forceCleanedVolumes counts the volumes the kubelet's one-shot cleanup of
 // failed reconstructions would try (they fail reconstruction and their pod
 // is Orphaned), and those of them whose unmount it could not start.
@@ -164,7 +150,7 @@ func forceCleanedVolumes(st *reconstruct.State) (cleaned, errs int) {
 		}
 	}
 	for _, v := range st.Volumes {
-		if !orphaned[v.PodUID] || !failsKubeletReconstruction(v) {
+		if !orphaned[v.PodUID] || !v.FailsKubeletReconstruction() {
 			continue
 		}
 		cleaned++

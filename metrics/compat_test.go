@@ -165,35 +165,6 @@ func TestKubeletCompatLint(t *testing.T) {
 	assert.Empty(t, problems)
 }
 
-func TestFailsKubeletReconstruction(t *testing.T) {
-	noIdentity := volume("u", csi, "v", reconstruct.Mounted)
-	noIdentity.CSI = nil
-	recovered := volume("u", csi, "v", reconstruct.Unmounted)
-	recovered.CSI.Recovered = true
-	iscsiNamed := volume("u", "kubernetes.io/iscsi", "v", reconstruct.Mounted)
-	iscsiNamed.UniqueName = "kubernetes.io/iscsi/10.0.0.1:3260:iqn.2001-04.com.example:disk:0"
-	tests := []struct {
-		name string
-		v    reconstruct.Volume
-		want bool
-	}{
-		{"CSI with identity", volume("u", csi, "v", reconstruct.Mounted), false},
-		{"CSI identity recovered from staging: the kubelet has no such fallback", recovered, true},
-		{"CSI of unknown identity", noIdentity, true},
-		{"emptyDir", volume("u", emptyDir, "v", reconstruct.Unmounted), false},
-		{"projected", volume("u", projected, "v", reconstruct.Uncertain), false},
-		{"iSCSI named from its global mount", iscsiNamed, false},
-		{"iSCSI without a global mount", volume("u", "kubernetes.io/iscsi", "v", reconstruct.Mounted), true},
-		{"FlexVolume", volume("u", "example.com/fuse", "v", reconstruct.Mounted), true},
-		{"in-tree plugin migrated to CSI", volume("u", "kubernetes.io/aws-ebs", "v", reconstruct.Mounted), true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, metrics.FailsKubeletReconstruction(tt.v))
-		})
-	}
-}
-
 func TestOrphanPodSweep(t *testing.T) {
 	b, c := podsDir+"bbbb", podsDir+"cccc"
 	tests := []struct {

@@ -6,8 +6,7 @@ import "time"
 func SetClock(m *Metrics, now func() time.Time) { m.now = now }
 
 var (
-	AllFindingKinds            = allFindingKinds
-	FailsKubeletReconstruction = failsKubeletReconstruction
-	ForceCleanedVolumes        = forceCleanedVolumes
-	OrphanPodSweep             = orphanPodSweep
+	AllFindingKinds     = allFindingKinds
+	ForceCleanedVolumes = forceCleanedVolumes
+	OrphanPodSweep      = orphanPodSweep
 )

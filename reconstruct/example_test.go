@@ -69,3 +69,31 @@ func ExampleScan_inconsistentMountTable() {
 	// token Uncertain
 	// InconsistentMountTable
 }
+
+// Look up what an agent needs of a State: a pod's volumes, the pods that
+// use one volume, and whether the kubelet could reconstruct each.
+func ExampleIndex() {
+	hostRoot, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(hostRoot)
+	pod := "/var/lib/kubelet/pods/0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91"
+	_ = os.MkdirAll(filepath.Join(hostRoot, pod, "volumes/kubernetes.io~empty-dir/cache"), 0o750)
+	_ = os.MkdirAll(filepath.Join(hostRoot, pod, "volumes/kubernetes.io~csi/pvc-1/mount"), 0o750) // vol_data.json is gone
+	st, err := reconstruct.Scan(context.Background(), reconstruct.Options{Node: reconstruct.Node{HostRoot: hostRoot, MountTable: mountscan.Source{Read: func(context.Context) (*mountscan.Table, error) {
+		return mountscan.FromLines("1 0 259:1 / / rw - ext4 /dev/nvme0n1p1 rw")
+	}}}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	index := reconstruct.NewIndex(st)
+	for _, v := range index.PodVolumes("0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91") {
+		fmt.Printf("%s: unique name %q, the kubelet fails to reconstruct it: %v\n", v.Name, v.UniqueName, v.FailsKubeletReconstruction())
+	}
+	for _, v := range index.VolumesNamed("kubernetes.io/empty-dir/0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91-cache") {
+		fmt.Println("used by pod", v.PodUID)
+	}
+	// Output:
+	// pvc-1: unique name "", the kubelet fails to reconstruct it: true
+	// cache: unique name "kubernetes.io/empty-dir/0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91-cache", the kubelet fails to reconstruct it: false
+	// used by pod 0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91
+}

@@ -20,7 +20,8 @@ type csiFlags struct {
 
 func (f *csiFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.teardown, "csi-teardown", false, "plan NodeUnpublish and NodeUnstage through the CSI driver where the kubelet cannot\n"+
-		"(a publish target whose pod's vol_data.json is gone, a staging mount no pod uses); never by hand")
+		"(a publish target whose pod's vol_data.json is gone, of a pod dead on evidence; a staging mount no pod uses),\n"+
+		"and with cleanup --apply make those calls; never unmounted by hand")
 	fs.BoolVar(&f.assumeNoNewPods, "assume-no-new-pods", false, "with --csi-teardown: vouch that no pod will start on this node with a volume "+
 		"whose staging mount looks unused\n(needed for NodeUnstage unless --active-pods api tells which volumes the active pods use, from their PVCs and PVs)")
 	fs.DurationVar(&f.minLeakAge, "min-leak-age", 10*time.Minute, "with --csi-teardown: how long a leaked staging mount must have been seen unused, "+

@@ -89,11 +89,13 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.probeTimeout, "probe-timeout", reconstruct.DefaultProbeTimeout, "how long one probe, or one filesystem call of the scan, may take before the mount counts as hung")
 	fs.BoolVar(&f.demo, "demo", false, "use an embedded sample node (an EBS-like node of three pods) instead of this machine")
 	fs.StringVar(&f.activePods, "active-pods", "", "the pods that should exist on this node: \"api\" to ask the API server (see --kubeconfig, --node-name),\n"+
-		"or a file (or - for stdin): one UID per line, or the JSON of kubectl get pods -A --field-selector spec.nodeName=NODE -o json")
+		"or a file (or - for stdin): one UID (or static pod config hash) per line, or the JSON of\n"+
+		"kubectl get pods -A --field-selector spec.nodeName=NODE -o json; read within 2m, at most 256 MiB,\n"+
+		"and by serve again whenever the file changed")
 	f.kube.register(fs)
 	fs.BoolVar(&f.emptyActivePodsOK, "empty-active-pods-ok", false, "accept an empty --active-pods list: every pod dir is then orphaned")
-	fs.BoolVar(&f.evidenceOfLife, "evidence-of-life", true, "before calling an orphan removable, look for its mounts in every mount namespace\n"+
-		"and for its sandboxes and containers in the CRI runtime (false only for fixtures and tests: a pod\n"+
+	fs.BoolVar(&f.evidenceOfLife, "evidence-of-life", true, "before calling an orphan removable, look for its mounts in every mount namespace,\n"+
+		"for a task in its pod's cgroup and for its sandboxes and containers in the CRI runtime (false only for fixtures and tests: a pod\n"+
 		"missing from --active-pods whose containers still run could lose its data)")
 	fs.Var(&f.criEndpoints, "cri-endpoint", "CRI runtime socket to ask for evidence of life (repeatable; a host path, under --host-root).\n"+
 		"By default the sockets of containerd, CRI-O, k3s and RKE2, k0s, MicroK8s and cri-dockerd are tried, and at least\n"+

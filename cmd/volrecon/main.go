@@ -53,13 +53,15 @@ type env struct {
 }
 
 const usage = `volrecon rebuilds a Kubernetes node's volume state from the mount table
-and the kubelet root dir, without an API server or CSI driver.
+and the kubelet root dir alone. It needs no API server, though it can ask one
+which pods should run (--active-pods api), and it calls a CSI driver only to
+tear down what the kubelet never will (cleanup --csi-teardown --apply).
 
 Usage:
   volrecon scan [flags]      print the node's volume state
   volrecon plan [flags]      print the cleanup plan for orphaned pod dirs
   volrecon cleanup [flags]   print the plan, and apply it with --apply
-  volrecon serve [flags]     export Prometheus metrics (read-only)
+  volrecon serve [flags]     rescan, and serve metrics, health and the state (read-only)
   volrecon version           print the version
 
 Run "volrecon <command> --help" for the flags of a command.

@@ -5,17 +5,18 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"text/tabwriter"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/safetext"
 )
 
-// printer writes a State or a Plan in one output format.
+// printer writes a State or a Plan in one output format. In table output
+// every string from the node (a name a pod controls, a path, a message
+// that holds them) goes through safetext.Quote, so it can neither forge
+// rows nor reach the terminal; JSON shows it as it is.
 type printer struct {
 	out    io.Writer
 	format string
@@ -88,10 +89,10 @@ func (p *printer) pods(w io.Writer, st *reconstruct.State) {
 	}
 	for _, pod := range st.Pods {
 		// A line without tabs ends a column block: each pod aligns on its own.
-		fmt.Fprintf(w, "pod %s (%s, %s)\n", safe(pod.UID), p.paint(string(pod.Status)), plural(len(pod.MountPoints), "mount point"))
+		fmt.Fprintf(w, "pod %s (%s, %s)\n", safetext.Quote(pod.UID), p.paint(string(pod.Status)), plural(len(pod.MountPoints), "mount point"))
 		fmt.Fprintln(w, "  VOLUME\tPLUGIN\tSTATE\tDRIVER\tDEVICE MOUNT PATH"+p.wideHeader())
 		for _, v := range byPod[pod.UID] {
-			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s%s\n", safe(v.Name), safe(v.Plugin), p.paint(string(v.State)), safe(driverOf(v)), safe(dash(v.DeviceMountPath)), p.wideColumns(v.Mount))
+			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s%s\n", safetext.Quote(v.Name), safetext.Quote(v.Plugin), p.paint(string(v.State)), safetext.Quote(driverOf(v)), safetext.Quote(dash(v.DeviceMountPath)), p.wideColumns(v.Mount))
 		}
 		fmt.Fprintln(w)
 	}
@@ -103,7 +104,7 @@ func (p *printer) globalMounts(w io.Writer, st *reconstruct.State) {
 	}
 	fmt.Fprintln(w, "GLOBAL MOUNT\tSTATE\tDRIVER\tPODS"+p.wideHeader())
 	for _, g := range st.GlobalMounts {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d%s\n", safe(g.Path), p.paint(string(g.State)), safe(dash(g.DriverName)), len(g.PodUIDs), p.wideColumns(g.Mount))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d%s\n", safetext.Quote(g.Path), p.paint(string(g.State)), safetext.Quote(dash(g.DriverName)), len(g.PodUIDs), p.wideColumns(g.Mount))
 	}
 	fmt.Fprintln(w)
 }
@@ -114,7 +115,7 @@ func (p *printer) findings(w io.Writer, st *reconstruct.State) {
 	}
 	fmt.Fprintln(w, "FINDING\tSEVERITY\tPATH\tMESSAGE")
 	for _, f := range st.Findings {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", f.Kind, p.paint(string(f.Severity)), safe(dash(f.Path)), safe(f.Message))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", f.Kind, p.paint(string(f.Severity)), safetext.Quote(dash(f.Path)), safetext.Quote(f.Message))
 	}
 	fmt.Fprintln(w)
 }
@@ -150,11 +151,7 @@ func (p *printer) plan(plan *cleanup.ActionPlan, results []cleanup.ActionResult)
 		if results == nil {
 			return p.json(plan)
 		}
-		return p.json(struct {
-			SchemaVersion string                 `json:"schemaVersion"`
-			PodsDir       string                 `json:"podsDir,omitempty"`
-			Actions       []cleanup.ActionResult `json:"actions"`
-		}{plan.SchemaVersion, plan.PodsDir, results})
+		return p.json(cleanup.Executed(plan, results))
 	}
 	w := tabwriter.NewWriter(p.out, 0, 4, 2, ' ', 0)
 	header := "ACTION\tPOD\tPATH\tREASON"
@@ -166,12 +163,12 @@ func (p *printer) plan(plan *cleanup.ActionPlan, results []cleanup.ActionResult)
 		if results != nil {
 			fmt.Fprintln(w, p.resultLine(results[i], plan.PodsDir))
 		} else {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", a.Action, safe(shortUID(a.PodUID)), safe(relPath(plan.PodsDir, a)), safe(a.Reason))
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", a.Action, safetext.Quote(shortUID(a.PodUID)), safetext.Quote(relPath(plan.PodsDir, a)), safetext.Quote(a.Reason))
 		}
 		if a.CSI != nil {
 			// A call to a driver shows what it is sent and what it rests on.
 			fmt.Fprintf(w, "%s\t  csi: %s volume %s; evidence: %s\n", strings.Repeat("\t", strings.Count(header, "\t")-1),
-				safe(a.CSI.Driver), safe(a.CSI.VolumeID), safe(strings.Join(a.Evidence, "; ")))
+				safetext.Quote(a.CSI.Driver), safetext.Quote(a.CSI.VolumeID), safetext.Quote(strings.Join(a.Evidence, "; ")))
 		}
 	}
 	if err := w.Flush(); err != nil {
@@ -189,7 +186,7 @@ func (p *printer) resultLine(r cleanup.ActionResult, podsDir string) string {
 	if len(r.Changed) > 0 {
 		reason += " (after the call: " + strings.Join(r.Changed, "; ") + ")"
 	}
-	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", r.Action.Action, p.paint(string(r.Result)), safe(shortUID(r.PodUID)), safe(relPath(podsDir, r.Action)), safe(reason))
+	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", r.Action.Action, p.paint(string(r.Result)), safetext.Quote(shortUID(r.PodUID)), safetext.Quote(relPath(podsDir, r.Action)), safetext.Quote(reason))
 }
 
 func planTotals(plan *cleanup.ActionPlan, results []cleanup.ActionResult) string {
@@ -273,17 +270,5 @@ func (p *printer) wideColumns(m *reconstruct.MountRef) string {
 	case m == nil:
 		return "\t-\t-"
 	}
-	return "\t" + safe(m.Source) + "\t" + safe(m.FSType)
-}
-
-// safe shows a string from the node (a name a pod controls, a path, a
-// message that holds them) on one table cell: with a newline, a tab, an
-// escape sequence, any other character that does not print, or bytes that
-// are not UTF-8, it is shown Go-quoted ("a\nb", "\x1b[2J"), so it can
-// neither forge rows nor reach the terminal. JSON output is not affected.
-func safe(s string) string {
-	if !utf8.ValidString(s) || strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
-		return strconv.Quote(s)
-	}
-	return s
+	return "\t" + safetext.Quote(m.Source) + "\t" + safetext.Quote(m.FSType)
 }

@@ -11,13 +11,21 @@ import (
 )
 
 const planSummary = `Prints the cleanup plan for the orphaned pod dirs: what would be removed,
-unmounted (with --unmount), left to the CSI driver, or kept, and why. Orphans
-are the pod dirs whose UID is not in --active-pods. Nothing is changed.`
+unmounted (with --unmount), torn down through the CSI driver (with
+--csi-teardown), left to the driver, or kept, and why. Orphans are the pod
+dirs that --active-pods does not list (by UID, or a static pod's config
+hash); one that shows evidence of life is kept whole. Without --active-pods
+every pod is Unknown and none is planned. Nothing on the node is changed
+(with --csi-teardown, --state-dir records when each staging mount was first
+seen unused).`
 
 const cleanupSummary = `Prints the cleanup plan for the orphaned pod dirs and, with --apply, applies
 it: nothing at or below a mount point, nothing recursive, nothing uncertain, and
-each action re-checked against a fresh mount table right before it runs. It
-refuses to run without --active-pods.
+each action re-checked against the current mount table right before it runs.
+--unmount unmounts pod-level mounts first (never a CSI target or staging
+mount); --csi-teardown calls the CSI driver's NodeUnpublishVolume and
+NodeUnstageVolume where the kubelet never will. It refuses to run without
+--active-pods.
 
 Exit codes: 0 done, 1 the scan could not be done, 2 bad usage, 3 --apply
 finished with failed actions.`

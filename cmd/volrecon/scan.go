@@ -9,10 +9,12 @@ var outputFormats = []string{"table", "wide", "json"}
 
 const scanSummary = `Prints the node's volume state: pods, volumes, CSI staging (global) mounts, the
 volumes that must not be detached, and findings. With --active-pods it also
-tells which pod dirs are orphaned.
+tells which pod dirs are orphaned, and which of those still run
+(--evidence-of-life). It changes nothing.
 
 Exit codes: 0 the scan was done (findings are not errors), 1 it could not be
-done (no such root dir, mount table unreadable or torn), 2 bad usage.`
+done (no such root dir, mount table unreadable or torn), 2 bad usage (a bad
+or empty --active-pods list among them).`
 
 func runScan(ctx context.Context, args []string, e env) error {
 	c := newCommandFlags("scan", scanSummary, outputFormats, e)

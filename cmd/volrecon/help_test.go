@@ -1,0 +1,53 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The flags by which the command reaches beyond the node: the usage and
+// the command's doc must say that it does, and through which flags.
+var reachesBeyondTheNode = []string{"--active-pods api", "--csi-teardown", "--events"}
+
+func TestUsageSaysWhatReachesBeyondTheNode(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	docText := strings.Join(strings.Fields(strings.ReplaceAll(string(doc), "//", "")), " ")
+	for _, flag := range reachesBeyondTheNode {
+		assert.Contains(t, docText, flag, "doc.go")
+	}
+	for _, flag := range reachesBeyondTheNode[:2] {
+		assert.Contains(t, usage, flag, "the usage")
+	}
+	assert.NotContains(t, docText, "never calls a CSI driver")
+	assert.NotContains(t, usage, "without an API server or CSI driver")
+}
+
+// Every flag a help text names is a flag of some command (or of the
+// kubectl command it shows).
+func TestHelpTextsNameRealFlags(t *testing.T) {
+	otherTools := map[string]bool{"help": true, "field-selector": true}
+	defined := map[string]bool{}
+	var texts []string
+	for _, cmd := range []string{"scan", "plan", "cleanup", "serve"} {
+		_, _, help := runCLI(t, "", cmd, "--help")
+		require.Contains(t, help, "Usage: volrecon "+cmd)
+		texts = append(texts, help)
+		for _, m := range regexp.MustCompile(`(?m)^  -([a-z-]+)`).FindAllStringSubmatch(help, -1) {
+			defined[m[1]] = true
+		}
+	}
+	doc, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	texts = append(texts, usage, string(doc))
+	for _, text := range texts {
+		for _, m := range regexp.MustCompile(`--([a-z][a-z-]+)`).FindAllStringSubmatch(text, -1) {
+			assert.True(t, defined[m[1]] || otherTools[m[1]], "--%s is named but no command has it", m[1])
+		}
+	}
+}

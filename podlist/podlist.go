@@ -1,0 +1,156 @@
+package podlist
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/volrecon/volrecon/internal/boundedread"
+	"github.com/volrecon/volrecon/podsdir"
+	"github.com/volrecon/volrecon/reconstruct"
+)
+
+// Default bounds of a read: the JSON of thousands of pods with their
+// annotations fits DefaultMaxSize many times over, and kubectl piping into a
+// reader on a large cluster answers within DefaultTimeout.
+const (
+	DefaultMaxSize = 256 << 20
+	DefaultTimeout = 2 * time.Minute
+)
+
+// Limits bound one read of a pod list; a zero field is its default.
+type Limits struct {
+	// MaxSize is the most bytes read: more is ErrTooLarge (/dev/zero).
+	MaxSize int64
+	// Timeout bounds the open and the read: past it, ErrTimeout (a FIFO
+	// without a writer). A read that timed out is abandoned, not
+	// interrupted: its goroutine stays blocked until the file answers.
+	Timeout time.Duration
+}
+
+func (l Limits) maxSize() int64 {
+	if l.MaxSize <= 0 {
+		return DefaultMaxSize
+	}
+	return l.MaxSize
+}
+
+func (l Limits) timeout() time.Duration {
+	if l.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return l.Timeout
+}
+
+// Errors an *Error wraps, for errors.Is.
+var (
+	// ErrTooLarge: the file or stream holds more than Limits.MaxSize.
+	ErrTooLarge = boundedread.ErrTooLarge
+	// ErrTimeout: the file or stream did not answer within Limits.Timeout.
+	ErrTimeout = boundedread.ErrTimeout
+	// ErrNotPodKey: a line, or an items[].metadata.uid, is not a pod UID
+	// (nor a static pod's config hash).
+	ErrNotPodKey = errors.New("is not a pod UID")
+	// ErrNotKubectlJSON: the content starts with "{" but is not JSON.
+	ErrNotKubectlJSON = errors.New("not kubectl's JSON")
+	// ErrNoItems: JSON without "items", such as one pod's JSON instead of
+	// a list.
+	ErrNoItems = errors.New(`JSON without "items"`)
+)
+
+// Error is a pod list that could not be read or parsed.
+type Error struct {
+	// Path is the file, or the name given for a stream.
+	Path string
+	// Line is the 1-based line that is not a pod key, or 0.
+	Line int
+	Err  error
+}
+
+func (e *Error) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s: line %d: %v", e.Path, e.Line, e.Err)
+	}
+	return e.Path + ": " + e.Err.Error()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ReadFile reads and parses the pod list at path, within l. It opens the
+// file within the bound too: opening a FIFO blocks until a writer comes.
+func ReadFile(ctx context.Context, path string, l Limits) ([]string, error) {
+	data, err := boundedread.ReadFile(ctx, path, l.maxSize(), l.timeout())
+	if err != nil {
+		return nil, &Error{Path: path, Err: err}
+	}
+	return Parse(path, data)
+}
+
+// Read reads and parses a pod list from r (say, stdin), within l; name
+// names it in errors.
+func Read(ctx context.Context, name string, r io.Reader, l Limits) ([]string, error) {
+	data, err := boundedread.Read(ctx, name, r, l.maxSize(), l.timeout())
+	if err != nil {
+		return nil, &Error{Path: name, Err: err}
+	}
+	return Parse(name, data)
+}
+
+// Parse parses a pod list that was read already: kubectl's JSON when it
+// starts with "{", else one pod key per line. It returns the pod keys, for
+// a reconstruct.PodSource; name names the list in errors. An empty list is
+// no error (reconstruct refuses it where pod dirs exist, unless told that
+// empty is authoritative).
+func Parse(name string, data []byte) ([]string, error) {
+	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
+		return parseJSON(name, trimmed)
+	}
+	var keys []string
+	for i, line := range strings.Split(string(data), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if !podsdir.IsPodUID(line) {
+			return nil, &Error{Path: name, Line: i + 1,
+				Err: fmt.Errorf("%q %w (want one UID per line, or kubectl's JSON)", line, ErrNotPodKey)}
+		}
+		keys = append(keys, line)
+	}
+	return keys, nil
+}
+
+// kubectlList is the part of kubectl's JSON that matters.
+type kubectlList struct {
+	Kind  string `json:"kind"`
+	Items *[]struct {
+		Metadata struct {
+			UID         string            `json:"uid"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	} `json:"items"`
+}
+
+func parseJSON(name string, data []byte) ([]string, error) {
+	var list kubectlList
+	if err := json.Unmarshal(data, &list); err != nil {
+		return nil, &Error{Path: name, Err: fmt.Errorf("%w: %w", ErrNotKubectlJSON, err)}
+	}
+	if list.Items == nil {
+		return nil, &Error{Path: name, Err: fmt.Errorf("%w (kind %q): pass the output of kubectl get pods -o json", ErrNoItems, list.Kind)}
+	}
+	keys := make([]string, 0, len(*list.Items))
+	for i, item := range *list.Items {
+		if !podsdir.IsPodUID(item.Metadata.UID) {
+			return nil, &Error{Path: name, Err: fmt.Errorf("items[%d].metadata.uid %q %w", i, item.Metadata.UID, ErrNotPodKey)}
+		}
+		keys = append(keys, reconstruct.PodKeys(item.Metadata.UID, item.Metadata.Annotations)...)
+	}
+	return keys, nil
+}
