@@ -1,0 +1,109 @@
+//go:build unix
+
+package bounded
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Limits cap one listing (0 = no cap).
+type Limits struct {
+	Entries   int // entries
+	NameBytes int // bytes of their names
+}
+
+// ErrLimit is wrapped by every *LimitError.
+var ErrLimit = errors.New("directory too large")
+
+// LimitError says that the listing of Path stopped past a cap: more than
+// Entries entries, or more than NameBytes bytes of names (the other is 0).
+type LimitError struct {
+	Path      string
+	Entries   int
+	NameBytes int
+}
+
+func (e *LimitError) Error() string { return e.Path + ": " + e.Reason() }
+
+// Reason says which cap was passed, without the path.
+func (e *LimitError) Reason() string {
+	if e.Entries > 0 {
+		return "more than " + strconv.Itoa(e.Entries) + " entries (an endless directory?): not listed further"
+	}
+	return "more than " + strconv.Itoa(e.NameBytes) + " bytes of names (an endless directory?): not listed further"
+}
+
+// Unwrap makes errors.Is(err, ErrLimit) true.
+func (e *LimitError) Unwrap() error { return ErrLimit }
+
+// Over returns a *LimitError for path when entries or nameBytes are past
+// lim, else nil.
+func (lim Limits) Over(path string, entries, nameBytes int) error {
+	switch {
+	case lim.Entries > 0 && entries > lim.Entries:
+		return &LimitError{Path: path, Entries: lim.Entries}
+	case lim.NameBytes > 0 && nameBytes > lim.NameBytes:
+		return &LimitError{Path: path, NameBytes: lim.NameBytes}
+	}
+	return nil
+}
+
+// readDirChunk is how many entries one call of ReadDir reads.
+const readDirChunk = 256
+
+// ReadDir lists the directory at path as os.ReadDir does (sorted by name,
+// an entry's type from readdir), but never follows a symlink at path and
+// reads in chunks: the open, each chunk of entries and the close are each
+// a Call with timeout. A directory that hangs is abandoned like any call
+// (the path is hung for the process); one that never ends, such as a FUSE
+// daemon answering every READDIR with fresh names, stops past lim with a
+// *LimitError, where os.ReadDir would read, and grow, for good. The
+// entries read before an error are returned with it; on a *HungError the
+// directory stays open in the call that hangs.
+func ReadDir(ctx context.Context, path string, timeout time.Duration, lim Limits) ([]fs.DirEntry, error) {
+	f, err := Call(ctx, path, timeout, func() (*os.File, error) {
+		return os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var entries []fs.DirEntry
+	names := 0
+	for {
+		chunk, err := Call(ctx, path, timeout, func() ([]fs.DirEntry, error) { return f.ReadDir(readDirChunk) })
+		if errors.Is(err, ErrHung) || (ctx.Err() != nil && errors.Is(err, ctx.Err())) {
+			return sorted(entries), err // f is the blocked call's
+		}
+		entries = append(entries, chunk...)
+		for _, e := range chunk {
+			names += len(e.Name())
+		}
+		if over := lim.Over(path, len(entries), names); over != nil {
+			err = over
+		}
+		if err != nil || len(chunk) == 0 {
+			_, cerr := Call(ctx, path, timeout, func() (struct{}, error) { return struct{}{}, f.Close() })
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			if err == nil && cerr != nil && errors.Is(cerr, ErrHung) {
+				err = cerr
+			}
+			return sorted(entries), err
+		}
+	}
+}
+
+func sorted(entries []fs.DirEntry) []fs.DirEntry {
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries
+}
