@@ -1,8 +1,12 @@
 package reconstruct
 
 import (
+	"context"
+	"slices"
 	"strings"
 
+	boundedcall "github.com/volrecon/volrecon/internal/bounded"
+	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 )
 
@@ -66,4 +70,56 @@ func related(paths []string, ps ...string) (string, bool) {
 // within reports whether p is dir or lies below it.
 func within(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, dir+"/") || dir == "/"
+}
+
+// MountsNotToEnter returns the mount points of table that a walk of the
+// kubelet's dirs must not enter, each with its filesystem type: every
+// mount, topmost at its path, of a filesystem that may hang
+// (bounded.MayHang: FUSE, NFS, CIFS, ...) at or below one of dirs (the
+// kubelet root, pods and plugins dirs, as resolved), but not dirs
+// themselves, which are the node's choice. The walks of the kubelet's
+// layout never enter a mount point of it (a volume's mount, a staging
+// mount, a subpath bind), so such a mount is met only where the layout has
+// none (a pod dir, volumes/, a plugin dir, the CSI dirs, plugins_registry/,
+// plugins/<driver>/), and nothing is sent into it: a FUSE daemon stuck
+// after reading a request holds the caller's thread, which no signal frees.
+func MountsNotToEnter(table *mountscan.Table, dirs ...string) map[string]string {
+	if table == nil {
+		return nil
+	}
+	top := map[string]string{}
+	for _, dir := range dirs {
+		if dir == "" {
+			continue
+		}
+		for _, m := range table.AtOrBelow(dir) { // stacked mounts in order: the last is on top
+			top[m.MountPoint] = m.FSType
+		}
+	}
+	out := map[string]string{}
+	for mp, fstype := range top {
+		if boundedcall.MayHang(fstype) && !slices.Contains(dirs, mp) {
+			out[mp] = fstype
+		}
+	}
+	return out
+}
+
+// notToEnter is MountsNotToEnter of the mount table read before the walk,
+// within the kubelet's dirs: the read under way if there is one (the join
+// takes it too when nothing changed since), else one of its own. When no
+// table can be read, there is nothing to go by: the walk's deadlines alone
+// bound it.
+func (e *earlyTable) notToEnter(ctx context.Context, opts Options) map[string]string {
+	e.wait()
+	dirs, scope := e.dirs, e.scope
+	if scope == nil {
+		dirs = opts.podsdirOptions().KubeletDirs(ctx)
+		scope = tableScope(dirs, opts.RootDirAliases)
+	}
+	table, err := e.cur.Table(ctx, scope)
+	if err != nil {
+		return nil
+	}
+	return MountsNotToEnter(table, dirs...)
 }

@@ -76,7 +76,7 @@ func init() {
 // FUSEServer is a FUSE filesystem mounted by ServeFUSE and served by a
 // child process.
 type FUSEServer struct {
-	t      *testing.T
+	t      testing.TB
 	target string
 	cmd    *exec.Cmd
 	ctrl   *os.File      // the server's stdin: commands
@@ -90,13 +90,13 @@ type FUSEServer struct {
 // child process, and returns once the server has answered the kernel's
 // FUSE_INIT. At the end of the test the mount is detached and the server
 // killed, in that order, so that nothing stays blocked in the connection.
-func ServeFUSE(t *testing.T, target string) *FUSEServer {
+func ServeFUSE(t testing.TB, target string) *FUSEServer {
 	t.Helper()
 	return ServeFUSEWith(t, target, FUSEOptions{})
 }
 
 // ServeFUSEWith is ServeFUSE of the filesystem opts describe.
-func ServeFUSEWith(t *testing.T, target string, opts FUSEOptions) *FUSEServer {
+func ServeFUSEWith(t testing.TB, target string, opts FUSEOptions) *FUSEServer {
 	t.Helper()
 	optsJSON, err := json.Marshal(opts)
 	if err != nil {
