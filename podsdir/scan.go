@@ -421,8 +421,7 @@ func (s *scanner) unread(p, podUID string, err error) bool {
 	case errors.As(err, &ne):
 		if !s.seen(ne.MountPoint) {
 			s.problem(ProblemHung, s.opts.unHostPath(ne.MountPoint), podUID, "a %s mount where the kubelet's layout has none: "+
-				"never entered (a FUSE daemon or a server that reads a request and never answers would hold the scan for good); "+
-				"what lies below is unknown", ne.FSType)
+				"never entered (a FUSE daemon or a server that reads a request and never answers would hold the scan for good)", ne.FSType)
 		}
 	case errors.As(err, &be):
 		if !s.overBudget {
@@ -430,10 +429,9 @@ func (s *scanner) unread(p, podUID string, err error) bool {
 			s.problem(ProblemHung, cmp.Or(s.jobRoot, p), podUID, "%s", s.overBudgetText(be, p))
 		}
 	case errors.As(err, &qe):
-		s.problem(ProblemHung, p, podUID, "not listed: the scan has listed %s in all, its limit (an endless directory?); "+
-			"what lies below is unknown", strings.TrimSuffix(qe.Reason(), " (an endless directory?): not listed further"))
+		s.problem(ProblemHung, p, podUID, "not listed: the scan has listed %s in all, its limit (an endless directory?)", strings.TrimSuffix(qe.Reason(), " (an endless directory?): not listed further"))
 	case errors.As(err, &le):
-		s.problem(ProblemHung, p, podUID, "its listing returned %s; what lies below is unknown", le.Reason())
+		s.problem(ProblemHung, p, podUID, "its listing returned %s", le.Reason())
 	case err != nil && s.ctx.Err() != nil && errors.Is(err, s.ctx.Err()):
 		s.problem(ProblemHung, p, podUID, "not read: the scan was cancelled")
 	default:
@@ -461,10 +459,10 @@ func (s *scanner) overBudgetText(be *bounded.OverBudgetError, p string) string {
 		if s.jobRoot != "" && p != s.jobRoot {
 			at = " at " + p
 		}
-		return "its walk ran past its budget of " + be.Budget.String() + at + ": not read further (a slow mount?); what lies below is unknown"
+		return "its walk ran past its budget of " + be.Budget.String() + at + ": not read further (a slow mount?)"
 	}
 	return "not read completely: the scan ran past its budget of " + s.opts.scanBudget().String() +
-		" (a slow mount?); what lies below is unknown"
+		" (a slow mount?)"
 }
 
 func (s *scanner) problem(kind ProblemKind, p, podUID, format string, args ...any) {
