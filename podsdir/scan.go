@@ -8,11 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -545,9 +545,9 @@ func (s *scanner) walk(ctx context.Context, csi bool, pods []Pod) error {
 func (s *scanner) fork(w *bounded.Walker) *scanner {
 	return &scanner{ctx: s.ctx, opts: s.opts, log: s.log, readDir: s.readDir, walker: w, names: s.names,
 		fence: s.fence, quota: s.quota, deadline: s.deadline, inv: &Inventory{
-		RootDir: s.inv.RootDir, ResolvedRootDir: s.inv.ResolvedRootDir, PodsDir: s.inv.PodsDir,
-		PluginsDir: s.inv.PluginsDir, CSIDir: s.inv.CSIDir,
-	}}
+			RootDir: s.inv.RootDir, ResolvedRootDir: s.inv.ResolvedRootDir, PodsDir: s.inv.PodsDir,
+			PluginsDir: s.inv.PluginsDir, CSIDir: s.inv.CSIDir,
+		}}
 }
 
 // merge adds what a forked scanner found (everything but pods, which the

@@ -4,8 +4,8 @@ package podsdir
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
