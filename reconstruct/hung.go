@@ -2,6 +2,7 @@ package reconstruct
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -87,22 +88,46 @@ func MountsNotToEnter(table *mountscan.Table, dirs ...string) map[string]string 
 	if table == nil {
 		return nil
 	}
-	top := map[string]string{}
+	out := map[string]string{}
 	for _, dir := range dirs {
 		if dir == "" {
 			continue
 		}
-		for _, m := range table.AtOrBelow(dir) { // stacked mounts in order: the last is on top
-			top[m.MountPoint] = m.FSType
-		}
-	}
-	out := map[string]string{}
-	for mp, fstype := range top {
-		if boundedcall.MayHang(fstype) && !slices.Contains(dirs, mp) {
-			out[mp] = fstype
+		for _, m := range table.AtOrBelow(dir) {
+			if fstype, ok := notToEnter(table, m.MountPoint, dirs); ok {
+				out[m.MountPoint] = fstype
+			}
 		}
 	}
 	return out
+}
+
+// MountNotToEnter is MountsNotToEnter for one path: the mount point at or
+// above path (up to the first of dirs) that a walk must not enter, and its
+// filesystem type. It costs a lookup per component, not a pass over the
+// table.
+func MountNotToEnter(table *mountscan.Table, path string, dirs ...string) (mountPoint, fstype string, ok bool) {
+	below := func(dir string) bool { return dir != "" && within(path, dir) }
+	if table == nil || !slices.ContainsFunc(dirs, below) {
+		return "", "", false
+	}
+	for p := path; p != "/" && p != "." && !slices.Contains(dirs, p); p = filepath.Dir(p) {
+		if fstype, ok := notToEnter(table, p, dirs); ok {
+			return p, fstype, true
+		}
+	}
+	return "", "", false
+}
+
+// notToEnter: the topmost mount at mp is of a filesystem that may hang,
+// and mp is none of dirs.
+func notToEnter(table *mountscan.Table, mp string, dirs []string) (string, bool) {
+	stack := table.At(mp)
+	if len(stack) == 0 || slices.Contains(dirs, mp) {
+		return "", false
+	}
+	fstype := stack[len(stack)-1].FSType
+	return fstype, boundedcall.MayHang(fstype)
 }
 
 // notToEnter is MountsNotToEnter of the mount table read before the walk,
