@@ -28,21 +28,22 @@ type dirLister struct {
 	sc *direntScratch
 }
 
-// openLister opens the directory at host path hp, as a says, for a
-// listing; the last component is not followed if it was swapped for a
-// symlink. Children at or below a mount point of fence are never stat'ed.
-func openLister(hp string, a at, fence *bounded.Fence) (*dirLister, error) {
+// open opens the directory at host path hp, as a says, for a listing by
+// l; the last component is not followed if it was swapped for a symlink.
+// Children at or below a mount point of fence are never stat'ed.
+func (l *dirLister) open(hp string, a at, fence *bounded.Fence) error {
 	var fd int
 	err := ignoringEINTR(func() (err error) {
 		fd, err = unix.Openat(a.dirfd, a.name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		return err
 	})
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: hp, Err: err}
+		return &fs.PathError{Op: "open", Path: hp, Err: err}
 	}
 	sc := direntScratches.Get().(*direntScratch)
 	sc.reset(hp, fence)
-	return &dirLister{fd: fd, sc: sc}, nil
+	l.fd, l.sc = fd, sc
+	return nil
 }
 
 // next reads one getdents64's worth of entries; done at the end of the

@@ -19,8 +19,8 @@ import (
 
 // readDirentsPath lists the dir at host path hp by its whole path.
 func readDirentsPath(hp string) ([]dirent, error) {
-	l, err := openLister(hp, at{unix.AT_FDCWD, hp}, nil)
-	if err != nil {
+	var l dirLister
+	if err := l.open(hp, at{unix.AT_FDCWD, hp}, nil); err != nil {
 		return nil, err
 	}
 	for {

@@ -16,21 +16,21 @@ import (
 // stats only where the filesystem does not give one. It keeps no
 // directory open (finish returns fd -1).
 type dirLister struct {
-	f        *os.File
-	entries  []dirent
-	names    int
-	finished bool
+	f       *os.File
+	entries []dirent
+	names   int
 }
 
-// openLister opens the directory at host path hp for a listing, without
+// open opens the directory at host path hp for a listing by l, without
 // following a symlink there. The fence is not needed: the stat of an
 // entry without a type is made by os.File.ReadDir.
-func openLister(hp string, _ at, _ *bounded.Fence) (*dirLister, error) {
+func (l *dirLister) open(hp string, _ at, _ *bounded.Fence) error {
 	f, err := os.OpenFile(hp, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return &dirLister{f: f}, nil
+	*l = dirLister{f: f}
+	return nil
 }
 
 // next reads the next chunk of entries; done at the end of the directory.
@@ -52,5 +52,7 @@ func (l *dirLister) read() (entries, nameBytes int) { return len(l.entries), l.n
 // finish closes the directory and returns the entries read.
 func (l *dirLister) finish() (int, []dirent) {
 	_ = l.f.Close()
-	return -1, l.entries
+	entries := l.entries
+	*l = dirLister{}
+	return -1, entries
 }

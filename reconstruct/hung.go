@@ -88,15 +88,19 @@ func MountsNotToEnter(table *mountscan.Table, dirs ...string) map[string]string 
 	if table == nil {
 		return nil
 	}
-	out := map[string]string{}
+	top := map[string]string{} // the type of the topmost mount at each mount point
 	for _, dir := range dirs {
-		if dir == "" {
-			continue
+		if dir == "" || slices.ContainsFunc(dirs, func(d string) bool { return d != dir && d != "" && within(dir, d) }) {
+			continue // a dir below another of dirs: its mounts are that one's
 		}
-		for _, m := range table.AtOrBelow(dir) {
-			if fstype, ok := notToEnter(table, m.MountPoint, dirs); ok {
-				out[m.MountPoint] = fstype
-			}
+		for _, m := range table.AtOrBelow(dir) { // stacked mounts in order: the last is on top
+			top[m.MountPoint] = m.FSType
+		}
+	}
+	out := map[string]string{}
+	for mp, fstype := range top {
+		if mayHangAt(mp, fstype, dirs) {
+			out[mp] = fstype
 		}
 	}
 	return out
@@ -119,15 +123,20 @@ func MountNotToEnter(table *mountscan.Table, path string, dirs ...string) (mount
 	return "", "", false
 }
 
-// notToEnter: the topmost mount at mp is of a filesystem that may hang,
-// and mp is none of dirs.
+// notToEnter: the topmost mount at mp is one not to enter.
 func notToEnter(table *mountscan.Table, mp string, dirs []string) (string, bool) {
 	stack := table.At(mp)
-	if len(stack) == 0 || slices.Contains(dirs, mp) {
+	if len(stack) == 0 {
 		return "", false
 	}
 	fstype := stack[len(stack)-1].FSType
-	return fstype, boundedcall.MayHang(fstype)
+	return fstype, mayHangAt(mp, fstype, dirs)
+}
+
+// mayHangAt: a mount of fstype at mp is not to be entered: its filesystem
+// may hang, and mp is none of dirs.
+func mayHangAt(mp, fstype string, dirs []string) bool {
+	return boundedcall.MayHang(fstype) && !slices.Contains(dirs, mp)
 }
 
 // notToEnter is MountsNotToEnter of the mount table read before the walk,
