@@ -125,7 +125,7 @@ func TestRealPlanDriverCheckIsBounded(t *testing.T) {
 	st := leftoverVolData(t, n)
 	dir := n.Path("plugins", boundedDriver)
 	mountns.ServeFUSE(t, dir).Stop()
-	plan := planWithin(t, 20*time.Second, st, cleanup.Options{Node: cleanup.Node{ReadMountTable: withoutMountAt(dir)}})
+	plan := planWithin(t, 20*time.Second, st, cleanup.Options{Node: reconstruct.Node{MountTable: mountscan.Source{Read: withoutMountAt(dir)}}})
 	assert.Equal(t, cleanup.NeedsDriver, volDataAction(t, n, plan).Action)
 }
 
@@ -143,7 +143,7 @@ func TestRealPlanStopsAnEndlessPodDir(t *testing.T) {
 	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{}, EmptyActivePodsAuthoritative: true})
 	podDir := n.Path("pods", realUID1)
 	srv := mountns.ServeFUSEWith(t, podDir, mountns.FUSEOptions{Endless: []string{""}})
-	plan := planWithin(t, 20*time.Second, st, cleanup.Options{Node: cleanup.Node{ReadMountTable: withoutMountAt(podDir)}})
+	plan := planWithin(t, 20*time.Second, st, cleanup.Options{Node: reconstruct.Node{MountTable: mountscan.Source{Read: withoutMountAt(podDir)}}})
 	require.Len(t, plan.Actions, 1, "%+v", plan.Actions)
 	assert.Equal(t, cleanup.Keep, plan.Actions[0].Action)
 	assert.Contains(t, plan.Actions[0].Reason, "the pod dir holds more than 100000 entries")
