@@ -629,11 +629,13 @@ func (s *fuseServer) handle(h fuseInHeader, body []byte) error {
 		}
 		return s.reply(h, 0, fuseAttrOut{Attr: node.attr(h)})
 	case fuseLookup:
-		name := string(bytes.TrimRight(body, "\x00"))
-		if node == nil || node.child[name] == nil {
+		var c *fuseNode
+		if node != nil {
+			c = node.child[string(bytes.TrimRight(body, "\x00"))]
+		}
+		if c == nil {
 			return s.reply(h, unix.ENOENT, nil)
 		}
-		c := node.child[name]
 		return s.reply(h, 0, fuseEntryOut{NodeID: c.id, Attr: c.attr(h)})
 	case fuseOpendir, fuseOpen:
 		return s.reply(h, 0, fuseOpenOut{Fh: h.NodeID})
