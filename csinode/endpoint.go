@@ -105,8 +105,8 @@ func (o LocateOptions) rootDir() string {
 // the default path. It returns an *EndpointError wrapping ErrNoEndpoint
 // when nothing is found, and when where the driver listens cannot be told:
 // a filesystem call hung (each is bounded: LocateOptions.FSTimeout), a
-// path lies behind LocateOptions.NotEntered, or plugins_registry/ cannot
-// be listed whole (past its limits, unreadable); then nothing is sent.
+// path lies behind LocateOptions.NotEntered, or plugins_registry/ is past
+// its limits; then nothing is sent.
 func Locate(ctx context.Context, driver string, opts LocateOptions) (Endpoint, error) {
 	if err := checkDriverName(driver); err != nil {
 		return Endpoint{}, &EndpointError{Driver: driver, Err: err}
@@ -179,8 +179,10 @@ func registrationSockets(ctx context.Context, opts LocateOptions, fence *bounded
 		}
 		entries, err := bounded.ReadDir(ctx, dir, opts.fsTimeout(), bounded.Limits{Entries: maxRegistryEntries})
 		switch {
-		case errors.Is(err, bounded.ErrHung), errors.Is(err, bounded.ErrLimit), ctx.Err() != nil:
+		case errors.Is(err, bounded.ErrHung), errors.Is(err, bounded.ErrLimit):
 			return err
+		case ctx.Err() != nil:
+			return ctx.Err()
 		case err != nil:
 			return nil // gone, or unreadable: skipped, like the watcher does
 		}

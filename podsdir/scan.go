@@ -226,9 +226,11 @@ func (s *scanner) listDir(hp string) ([]dirent, error) {
 			return nil, err // the call given up may still use l: it is left to it
 		}
 		fd, entries := l.finish()
-		if err != nil || s.walker == nil {
+		switch {
+		case fd < 0: // not kept open (not Linux)
+		case err != nil || s.walker == nil:
 			s.closeDir(hp, fd)
-		} else {
+		default:
 			s.dirs.push(hp, fd)
 		}
 		if err != nil && (errors.As(err, new(*bounded.LimitError)) || errors.As(err, new(*quotaError))) {
@@ -459,7 +461,7 @@ func (s *scanner) unread(p, podUID string, err error) bool {
 			s.problem(ProblemHung, cmp.Or(s.jobRoot, p), podUID, "%s", s.overBudgetText(be, p))
 		}
 	case errors.As(err, &qe):
-		s.problem(ProblemHung, p, podUID, "not listed: the scan has listed %s in all, its limit (an endless directory?)", strings.TrimSuffix(qe.Reason(), " (an endless directory?): not listed further"))
+		s.problem(ProblemHung, p, podUID, "not listed: the scan has listed %s in all, its limit (an endless directory?)", qe.Passed())
 	case errors.As(err, &le):
 		s.problem(ProblemHung, p, podUID, "its listing returned %s", le.Reason())
 	case err != nil && s.ctx.Err() != nil && errors.Is(err, s.ctx.Err()):

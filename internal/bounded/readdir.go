@@ -34,12 +34,18 @@ type LimitError struct {
 
 func (e *LimitError) Error() string { return e.Path + ": " + e.Reason() }
 
-// Reason says which cap was passed, without the path.
+// Reason says which cap was passed and what became of the listing,
+// without the path.
 func (e *LimitError) Reason() string {
+	return e.Passed() + " (an endless directory?): not listed further"
+}
+
+// Passed says which cap was passed: "more than 50000 entries".
+func (e *LimitError) Passed() string {
 	if e.Entries > 0 {
-		return "more than " + strconv.Itoa(e.Entries) + " entries (an endless directory?): not listed further"
+		return "more than " + strconv.Itoa(e.Entries) + " entries"
 	}
-	return "more than " + strconv.Itoa(e.NameBytes) + " bytes of names (an endless directory?): not listed further"
+	return "more than " + strconv.Itoa(e.NameBytes) + " bytes of names"
 }
 
 // Unwrap makes errors.Is(err, ErrLimit) true.
