@@ -68,45 +68,67 @@ const readDirChunk = 256
 
 // ReadDir lists the directory at path as os.ReadDir does (sorted by name,
 // an entry's type from readdir), but never follows a symlink at path and
-// reads in chunks: the open, each chunk of entries and the close are each
-// a Call with timeout. A directory that hangs is abandoned like any call
+// reads in chunks of 256 entries, each a Call with timeout: the first
+// opens the directory, the one that reaches its end closes it, so a small
+// dir costs one call. A directory that hangs is abandoned like any call
 // (the path is hung for the process); one that never ends, such as a FUSE
 // daemon answering every READDIR with fresh names, stops past lim with a
 // *LimitError, where os.ReadDir would read, and grow, for good. The
 // entries read before an error are returned with it; on a *HungError the
 // directory stays open in the call that hangs.
 func ReadDir(ctx context.Context, path string, timeout time.Duration, lim Limits) ([]fs.DirEntry, error) {
-	f, err := Call(ctx, path, timeout, func() (*os.File, error) {
-		return os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
-	})
-	if err != nil {
-		return nil, err
-	}
+	var f *os.File
 	var entries []fs.DirEntry
 	names := 0
 	for {
-		chunk, err := Call(ctx, path, timeout, func() ([]fs.DirEntry, error) { return f.ReadDir(readDirChunk) })
+		c, err := Call(ctx, path, timeout, func() (chunk, error) { return readChunk(path, f) })
 		if errors.Is(err, ErrHung) || (ctx.Err() != nil && errors.Is(err, ctx.Err())) {
 			return sorted(entries), err // f is the blocked call's
 		}
-		entries = append(entries, chunk...)
-		for _, e := range chunk {
+		f = c.f
+		entries = append(entries, c.entries...)
+		for _, e := range c.entries {
 			names += len(e.Name())
 		}
-		if over := lim.Over(path, len(entries), names); over != nil {
-			err = over
-		}
-		if err != nil || len(chunk) == 0 {
-			_, cerr := Call(ctx, path, timeout, func() (struct{}, error) { return struct{}{}, f.Close() })
-			if errors.Is(err, io.EOF) {
-				err = nil
-			}
-			if err == nil && cerr != nil && errors.Is(cerr, ErrHung) {
-				err = cerr
-			}
+		over := lim.Over(path, len(entries), names)
+		switch {
+		case over != nil && f != nil:
+			_, _ = Call(ctx, path, timeout, func() (struct{}, error) { return struct{}{}, f.Close() })
+			return sorted(entries), over
+		case over != nil:
+			return sorted(entries), over
+		case err != nil || f == nil:
 			return sorted(entries), err
 		}
 	}
+}
+
+// chunk is what one call of ReadDir read; f is nil once the directory is
+// closed (at its end, or on an error).
+type chunk struct {
+	f       *os.File
+	entries []fs.DirEntry
+}
+
+// readChunk opens the directory at path if f is nil, reads the next
+// chunk of entries, and closes it when that was the last or failed.
+func readChunk(path string, f *os.File) (chunk, error) {
+	if f == nil {
+		var err error
+		if f, err = os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0); err != nil {
+			return chunk{}, err
+		}
+	}
+	es, err := f.ReadDir(readDirChunk)
+	// ReadDir(n) reads until it has n entries: fewer means the end.
+	if err != nil || len(es) < readDirChunk {
+		cerr := f.Close()
+		if errors.Is(err, io.EOF) || err == nil {
+			err = cerr
+		}
+		return chunk{entries: es}, err
+	}
+	return chunk{f: f, entries: es}, nil
 }
 
 func sorted(entries []fs.DirEntry) []fs.DirEntry {
