@@ -13,6 +13,7 @@ import (
 	"github.com/volrecon/volrecon/csinode"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
+	"github.com/volrecon/volrecon/reconstruct"
 )
 
 // CSIExec configures the calls Execute makes to CSI drivers.
@@ -57,7 +58,7 @@ func (e *executor) runCSI(a Action) ActionResult {
 	if err := e.stillUnused(a); err != nil {
 		return e.csiKeep(a, err)
 	}
-	err = e.callDriver(a, &r)
+	err = e.callDriver(a, table, &r)
 	after, readErr := e.opts.MountTable.ReadScoped(e.ctx, e.scope)
 	if readErr != nil {
 		r.Changed = []string{"the mount table could not be read afterwards: " + readErr.Error()}
@@ -160,7 +161,9 @@ func isTargetPath(podsDir, uid, path string) bool {
 
 // callDriver finds the driver, asks its capabilities where NodeUnstage
 // depends on them, and makes the action's call, once, recording each call.
-func (e *executor) callDriver(a Action, r *ActionResult) error {
+// Nothing is sent into a mount of table that may hang where the kubelet's
+// layout has none (csinode.LocateOptions.NotEntered).
+func (e *executor) callDriver(a Action, table *mountscan.Table, r *ActionResult) error {
 	record := func(call string, err error) {
 		res := CSICallResult{Call: call, Result: "ok"}
 		var callErr *csinode.CallError
@@ -175,7 +178,9 @@ func (e *executor) callDriver(a Action, r *ActionResult) error {
 		r.CSICalls = append(r.CSICalls, res)
 	}
 	ctx := e.ctx
-	ep, err := csinode.Locate(ctx, a.CSI.Driver, csinode.LocateOptions{HostRoot: e.opts.HostRoot, RootDir: filepath.Dir(e.plan.PodsDir)})
+	root := filepath.Dir(e.plan.PodsDir)
+	ep, err := csinode.Locate(ctx, a.CSI.Driver, csinode.LocateOptions{HostRoot: e.opts.HostRoot, RootDir: root,
+		NotEntered: reconstruct.MountsNotToEnter(table, root, e.plan.PodsDir, filepath.Join(root, "plugins"))})
 	var c *csinode.Client
 	if err == nil {
 		c, err = csinode.Dial(ctx, ep, csinode.Options{Timeout: e.opts.CSI.Timeout})

@@ -52,7 +52,7 @@ func TestHostileRealMounts(t *testing.T) {
 			n.real = true
 			n.buildPodTree(hDecoy)
 			n.onRead = func(read int) {
-				if read == 3 { // the scan's, the plan's, then right before the first action
+				if read == 4 { // the scan's two, the plan's, then right before the first action
 					mountns.Bind(n.t, n.p(hDecoy), n.p(hPod))
 				}
 			}

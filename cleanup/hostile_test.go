@@ -84,7 +84,7 @@ type hostileNode struct {
 
 	mu        sync.Mutex
 	lines     []string        // the mount table (host paths, escaped)
-	onRead    func(read int)  // called before each read, 1 = the scan's
+	onRead    func(read int)  // called before each read, 1 and 2 = the scan's (before and after its walk)
 	reads     int             // reads so far
 	seen      map[string]bool // the mount points of the scan's read
 	unmounted []string        // paths the fake unmount was called with
@@ -1417,7 +1417,7 @@ func mountTableCases() []hostileCase {
 		name: "missing-separator-during-cleanup",
 		setup: func(n *hostileNode) {
 			n.onRead = func(read int) {
-				if read == 3 { // the scan's, the plan's, then the first action's
+				if read == 4 { // the scan's two, the plan's, then the first action's
 					n.mount(missingSeparator)
 				}
 			}
@@ -1626,7 +1626,7 @@ func swapCases() []hostileCase {
 		setup: withDecoy,
 		beforeExec: func(n *hostileNode, _ *reconstruct.State, _ *cleanup.ActionPlan) {
 			n.onRead = func(read int) {
-				if read == 6 { // the scan's read, the plan's, then three actions done
+				if read == 7 { // the scan's two reads, the plan's, then three actions done
 					swapPodDir(n, func(hp string) { n.absLink(hDecoy, hp) })
 				}
 			}
@@ -1643,7 +1643,7 @@ func swapCases() []hostileCase {
 		setup: func(n *hostileNode) { n.buildPodTree(hDecoy + "/" + hUID) },
 		beforeExec: func(n *hostileNode, _ *reconstruct.State, _ *cleanup.ActionPlan) {
 			n.onRead = func(read int) {
-				if read == 5 { // the scan's read, the plan's, then two actions done
+				if read == 6 { // the scan's two reads, the plan's, then two actions done
 					require.NoError(n.t, os.Rename(n.p(hPods), n.p(hMoved)))
 					n.absLink(hDecoy, hPods)
 				}
@@ -1661,7 +1661,7 @@ func swapCases() []hostileCase {
 			first := slices.IndexFunc(plan.Actions, func(a cleanup.Action) bool { return under(a.Path, hPod+"/volumes") })
 			require.Positive(n.t, first)
 			n.onRead = func(read int) {
-				if read == 3+first { // after the scan's, the plan's and one per action
+				if read == 4+first { // after the scan's two, the plan's and one per action
 					require.NoError(n.t, os.Rename(n.p(hPod+"/volumes"), n.p(hMoved)))
 					n.absLink(hDecoy+"/volumes", hPod+"/volumes")
 				}
@@ -1679,7 +1679,7 @@ func swapCases() []hostileCase {
 		name: "mount-appears-on-the-pod-dir-during-cleanup",
 		setup: func(n *hostileNode) {
 			n.onRead = func(read int) {
-				if read == 4 { // the scan's, the plan's, the first action's, then this one
+				if read == 5 { // the scan's two, the plan's, the first action's, then this one
 					n.mount(hMountLine(951, "0:96", hPod, "tmpfs", "tmpfs"))
 				}
 			}
@@ -1694,7 +1694,7 @@ func swapCases() []hostileCase {
 		name: "mount-appears-during-cleanup",
 		setup: func(n *hostileNode) {
 			n.onRead = func(read int) {
-				if read == 4 { // the scan's, the plan's, the first action's, then this one
+				if read == 5 { // the scan's two, the plan's, the first action's, then this one
 					n.mount(hMountLine(950, "0:95", hPod+"/volumes/kubernetes.io~empty-dir/cache", "tmpfs", "tmpfs"))
 				}
 			}

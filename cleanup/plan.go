@@ -149,6 +149,7 @@ func leakedReason(st *reconstruct.State, path string) string {
 // podPlanner plans one orphaned pod.
 type podPlanner struct {
 	st       *reconstruct.State
+	snap     *snapshot // the node as the plan reads it
 	pod      reconstruct.Pod
 	contents *PodContents
 	opts     Options
@@ -183,7 +184,7 @@ func planPod(st *reconstruct.State, snap *snapshot, tableErr error, ev *evidence
 	for _, alias := range reconstruct.AliasPaths(st.ResolvedRootDir, opts.RootDirAliases, pod.Path) {
 		pod.MountPoints = unionMountPoints(pod.MountPoints, snap.table.AtOrBelow(alias))
 	}
-	p := &podPlanner{st: st, pod: pod, contents: contents, opts: opts, ev: ev, volumes: map[string]reconstruct.Volume{},
+	p := &podPlanner{st: st, snap: snap, pod: pod, contents: contents, opts: opts, ev: ev, volumes: map[string]reconstruct.Volume{},
 		children: map[string][]PodEntry{}, entries: map[string]PodEntry{}}
 	for _, v := range volumes {
 		p.volumes[v.Path] = v

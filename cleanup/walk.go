@@ -2,20 +2,29 @@ package cleanup
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/volrecon/volrecon/internal/bounded"
 	"github.com/volrecon/volrecon/podsdir"
 )
 
-// Limits of the walk of an orphaned pod dir. Past them the pod is kept.
+// Limits of the walk of an orphaned pod dir. Past them the pod is kept,
+// and the walk stops there: a dir that never ends (a FUSE daemon that
+// answers every READDIR with fresh names) is read no further than that.
 const (
-	maxPodEntries = 100_000
-	maxPodDepth   = 64
+	maxPodEntries   = 100_000
+	maxPodNameBytes = 16 << 20
+	maxPodDepth     = 64
+	// podWalkBudget bounds the walk of one pod dir, whose calls answer
+	// just within their deadline each (a healthy one of 10,000 volume
+	// dirs takes a second, 5 under the race detector).
+	podWalkBudget = time.Minute
 )
 
 // PodEntry is one entry under an orphaned pod dir, as the planner
@@ -45,10 +54,12 @@ type PodContents struct {
 
 // podWalk lists one orphaned pod dir.
 type podWalk struct {
-	ctx      context.Context
-	snap     *snapshot
-	dev      uint64
-	contents *PodContents
+	ctx       context.Context
+	snap      *snapshot
+	dev       uint64
+	contents  *PodContents
+	nameBytes int       // of the entries so far
+	deadline  time.Time // of the walk's budget
 }
 
 // walkPod lists what an orphaned pod dir holds. It reads inside the pod dir
@@ -56,9 +67,12 @@ type podWalk struct {
 // the device of every directory so that a mount the table does not show
 // (one of another mount namespace) is not entered either.
 //
-// Every lstat and readdir is bounded (internal/bounded): one that hangs
-// leaves the walk Incomplete, so the pod is kept. The planner holds no
-// context here; the deadline of each call is what bounds the walk.
+// Every lstat and readdir is bounded (internal/bounded: a listing is read
+// in chunks, each a call of its own): one that hangs, a walk past its
+// limits (maxPodEntries, maxPodNameBytes, maxPodDepth) or past its budget
+// (podWalkBudget) leaves the walk Incomplete, so the pod is kept, and
+// stops it there. The planner holds no context here; the deadline of each
+// call and the budget are what bound the walk.
 func (n *snapshot) walkPod(dir string) *PodContents {
 	ctx := context.Background()
 	c := &PodContents{}
@@ -72,7 +86,7 @@ func (n *snapshot) walkPod(dir string) *PodContents {
 		c.Incomplete = "cannot read the pod dir: " + errText(err, "not a directory")
 		return c
 	}
-	w := &podWalk{ctx: ctx, snap: n, dev: deviceOf(fi), contents: c}
+	w := &podWalk{ctx: ctx, snap: n, dev: deviceOf(fi), contents: c, deadline: time.Now().Add(podWalkBudget)}
 	w.walk(dir, 0)
 	return c
 }
@@ -80,24 +94,45 @@ func (n *snapshot) walkPod(dir string) *PodContents {
 // walk lists dir (which is not a mount point) and enters its subdirectories.
 // It returns the number of entries in dir.
 func (w *podWalk) walk(dir string, depth int) int {
-	if depth > maxPodDepth {
+	switch {
+	case w.contents.Incomplete != "":
+		return 0 // the walk stopped
+	case depth > maxPodDepth:
 		w.contents.Incomplete = "nested deeper than " + strconv.Itoa(maxPodDepth) + " levels at " + dir
+		return 0
+	case w.overBudget(dir):
 		return 0
 	}
 	hp := w.snap.hostPath(dir)
-	entries, err := bounded.Call(w.ctx, hp, 0, func() ([]fs.DirEntry, error) { return os.ReadDir(hp) })
-	if err != nil {
+	left := bounded.Limits{Entries: maxPodEntries - len(w.contents.Entries), NameBytes: maxPodNameBytes - w.nameBytes}
+	entries, err := bounded.ReadDir(w.ctx, hp, 0, left)
+	var le *bounded.LimitError
+	switch {
+	case errors.As(err, &le):
+		w.contents.Incomplete = "the pod dir holds more than " + strconv.Itoa(maxPodEntries) + " entries, or " +
+			strconv.Itoa(maxPodNameBytes) + " bytes of names: the listing of " + dir + " stopped there (an endless directory?)"
+		return 0
+	case err != nil:
 		w.contents.Incomplete = "cannot list " + dir + ": " + err.Error()
 		return len(entries)
 	}
 	for _, d := range entries {
-		if len(w.contents.Entries) >= maxPodEntries {
-			w.contents.Incomplete = "more than " + strconv.Itoa(maxPodEntries) + " entries"
-			return len(entries)
-		}
+		w.nameBytes += len(d.Name())
 		w.visit(filepath.Join(dir, d.Name()), d, depth)
+		if w.contents.Incomplete != "" {
+			break
+		}
 	}
 	return len(entries)
+}
+
+// overBudget says whether the walk ran past its budget, at dir, and stops it.
+func (w *podWalk) overBudget(dir string) bool {
+	if time.Now().Before(w.deadline) {
+		return false
+	}
+	w.contents.Incomplete = "the walk ran past its budget of " + podWalkBudget.String() + " at " + dir + " (a slow mount?)"
+	return true
 }
 
 func (w *podWalk) visit(p string, d fs.DirEntry, depth int) {
@@ -108,6 +143,9 @@ func (w *podWalk) visit(p string, d fs.DirEntry, depth int) {
 		return
 	}
 	// Not a mount point in the table: lstat is safe.
+	if w.overBudget(p) {
+		return
+	}
 	fi, err := lstat(w.ctx, w.snap.hostPath(p))
 	if err != nil {
 		w.contents.Incomplete = "cannot stat " + p + ": " + err.Error()

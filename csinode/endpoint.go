@@ -12,13 +12,20 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/volrecon/volrecon/internal/bounded"
 )
 
 // DefaultRootDir is the kubelet's default --root-dir.
 const DefaultRootDir = "/var/lib/kubelet"
 
-// maxRegistrationSockets bounds how many sockets Locate asks GetInfo of.
-const maxRegistrationSockets = 64
+// Bounds of the listing of plugins_registry/: how many sockets Locate asks
+// GetInfo of, how many entries a dir of it may hold, and how deep it goes.
+const (
+	maxRegistrationSockets = 64
+	maxRegistryEntries     = 4096
+	maxRegistryDepth       = 8
+)
 
 // Endpoint is where a CSI driver's node service listens.
 type Endpoint struct {
@@ -51,6 +58,35 @@ type LocateOptions struct {
 	RootDir string
 	// GetInfoTimeout bounds each GetInfo call (0 = 1s, as the kubelet's).
 	GetInfoTimeout time.Duration
+	// FSTimeout bounds each filesystem call: a listing of
+	// plugins_registry/, a stat of the default socket, the connect to a
+	// socket, whose path lookup is a filesystem call too (0 = 5s). One
+	// that hangs is abandoned (internal/bounded): where its socket is
+	// cannot be told, so the driver is unreachable and nothing is sent.
+	FSTimeout time.Duration
+	// NotEntered names mount points (host paths) into which nothing is
+	// sent, each with its filesystem type: a mount of a filesystem that
+	// may hang where the kubelet's layout has none (package cleanup passes
+	// reconstruct.MountsNotToEnter of its mount table). When
+	// plugins_registry/, a registration socket, the endpoint it names or
+	// the default socket lies at or below one, the endpoint cannot be
+	// told: the driver is unreachable, and nothing is sent.
+	NotEntered map[string]string
+}
+
+// fence is NotEntered by the paths this process reads (under HostRoot).
+func (o LocateOptions) fence() *bounded.Fence {
+	points := make(map[string]string, len(o.NotEntered))
+	for p, fstype := range o.NotEntered {
+		points[filepath.Join(o.HostRoot, p)] = fstype
+	}
+	return bounded.NewFence(points)
+}
+
+// unknown is the error of an endpoint that cannot be told: what was in the
+// way, wrapped in ErrNoEndpoint (the driver is unreachable).
+func unknown(driver, path string, err error) error {
+	return &EndpointError{Driver: driver, Path: path, Err: fmt.Errorf("%w: where it listens cannot be told: %w", ErrNoEndpoint, err)}
 }
 
 func (o LocateOptions) rootDir() string {
@@ -67,16 +103,26 @@ func (o LocateOptions) rootDir() string {
 // <root>/plugins/<driver>/csi.sock, when it exists. A socket that does not
 // answer is skipped: a dead registrar beside a live driver still leaves
 // the default path. It returns an *EndpointError wrapping ErrNoEndpoint
-// when nothing is found.
+// when nothing is found, and when where the driver listens cannot be told:
+// a filesystem call hung (each is bounded: LocateOptions.FSTimeout), a
+// path lies behind LocateOptions.NotEntered, or plugins_registry/ is past
+// its limits; then nothing is sent.
 func Locate(ctx context.Context, driver string, opts LocateOptions) (Endpoint, error) {
 	if err := checkDriverName(driver); err != nil {
 		return Endpoint{}, &EndpointError{Driver: driver, Err: err}
 	}
 	log := klog.FromContext(ctx)
+	fence := opts.fence()
+	socks, err := registrationSockets(ctx, opts, fence, driver)
+	if err != nil {
+		return Endpoint{}, unknown(driver, filepath.Join(opts.rootDir(), "plugins_registry"), err)
+	}
 	var tried []string
-	for _, sock := range registrationSockets(opts, driver) {
-		info, err := askRegistration(ctx, opts, sock)
+	for _, sock := range socks {
+		info, err := askRegistration(ctx, opts, fence, sock)
 		switch {
+		case errors.Is(err, bounded.ErrHung), errors.Is(err, bounded.ErrNotEntered):
+			return Endpoint{}, unknown(driver, sock, err)
 		case err != nil:
 			tried = append(tried, sock+": "+err.Error())
 			continue
@@ -88,11 +134,18 @@ func Locate(ctx context.Context, driver string, opts LocateOptions) (Endpoint, e
 		if err != nil {
 			return Endpoint{}, &EndpointError{Driver: driver, Path: sock, Err: err}
 		}
+		if err := fence.Check(ep.dialPath()); err != nil {
+			return Endpoint{}, unknown(driver, ep.Path, err)
+		}
 		log.V(4).Info("Located CSI driver through its registration socket", "driver", driver, "endpoint", ep.Path, "registration", sock)
 		return ep, nil
 	}
 	def := filepath.Join(opts.rootDir(), "plugins", driver, "csi.sock")
-	if fi, err := os.Stat(filepath.Join(opts.HostRoot, def)); err == nil && fi.Mode()&fs.ModeSocket != 0 {
+	fi, err := statSocket(ctx, opts, fence, filepath.Join(opts.HostRoot, def))
+	switch {
+	case errors.Is(err, bounded.ErrHung), errors.Is(err, bounded.ErrNotEntered):
+		return Endpoint{}, unknown(driver, def, err)
+	case err == nil && fi.Mode()&fs.ModeSocket != 0:
 		log.V(4).Info("Located CSI driver at its default socket", "driver", driver, "endpoint", def)
 		return Endpoint{Driver: driver, Path: def, hostRoot: opts.HostRoot}, nil
 	}
@@ -111,28 +164,65 @@ func checkDriverName(driver string) error {
 // registrationSockets lists the sockets under plugins_registry/ (host
 // paths), as the plugin watcher does: recursively, skipping names that start
 // with a dot, never following a symlink. Those whose name starts with the
-// driver's come first: by convention they are "<driver>-reg.sock".
-func registrationSockets(opts LocateOptions, driver string) []string {
-	dir := filepath.Join(opts.rootDir(), "plugins_registry")
+// driver's come first: by convention they are "<driver>-reg.sock". Every
+// listing is bounded (bounded.ReadDir); one that hangs, lies behind the
+// fence or is past its limits is an error: the registration cannot be
+// told. A dir that is not there holds no socket, one that cannot be read is
+// skipped, like the watcher does.
+func registrationSockets(ctx context.Context, opts LocateOptions, fence *bounded.Fence, driver string) ([]string, error) {
+	dir := filepath.Join(opts.HostRoot, opts.rootDir(), "plugins_registry")
 	var socks []string
-	_ = filepath.WalkDir(filepath.Join(opts.HostRoot, dir), func(p string, d fs.DirEntry, err error) error {
+	var walk func(dir string, depth int) error
+	walk = func(dir string, depth int) error {
+		if err := fence.Check(dir); err != nil {
+			return err
+		}
+		entries, err := bounded.ReadDir(ctx, dir, opts.fsTimeout(), bounded.Limits{Entries: maxRegistryEntries})
 		switch {
+		case errors.Is(err, bounded.ErrHung), errors.Is(err, bounded.ErrLimit):
+			return err
+		case ctx.Err() != nil:
+			return ctx.Err()
 		case err != nil:
-			return nil // an unreadable entry: skipped, like the watcher does
-		case strings.HasPrefix(d.Name(), ".") && p != filepath.Join(opts.HostRoot, dir):
-			if d.IsDir() {
-				return fs.SkipDir
+			return nil // gone, or unreadable: skipped, like the watcher does
+		}
+		for _, d := range entries {
+			p := filepath.Join(dir, d.Name())
+			switch {
+			case strings.HasPrefix(d.Name(), "."):
+			case d.IsDir() && depth < maxRegistryDepth:
+				if err := walk(p, depth+1); err != nil {
+					return err
+				}
+			case d.Type()&fs.ModeSocket != 0 && len(socks) < maxRegistrationSockets:
+				socks = append(socks, hostPath(opts.HostRoot, p))
 			}
-			return nil
-		case d.Type()&fs.ModeSocket != 0 && len(socks) < maxRegistrationSockets:
-			socks = append(socks, hostPath(opts.HostRoot, p))
 		}
 		return nil
-	})
+	}
+	if err := walk(dir, 0); err != nil {
+		return nil, err
+	}
 	slices.SortStableFunc(socks, func(a, b string) int {
 		return boolRank(strings.HasPrefix(filepath.Base(a), driver)) - boolRank(strings.HasPrefix(filepath.Base(b), driver))
 	})
-	return socks
+	return socks, nil
+}
+
+// statSocket is os.Stat of the socket at p (as this process sees it),
+// bounded, and not made behind the fence.
+func statSocket(ctx context.Context, opts LocateOptions, fence *bounded.Fence, p string) (fs.FileInfo, error) {
+	if err := fence.Check(p); err != nil {
+		return nil, err
+	}
+	return bounded.Call(ctx, p, opts.fsTimeout(), func() (fs.FileInfo, error) { return os.Stat(p) })
+}
+
+func (o LocateOptions) fsTimeout() time.Duration {
+	if o.FSTimeout <= 0 {
+		return bounded.DefaultTimeout
+	}
+	return o.FSTimeout
 }
 
 func boolRank(first bool) int {
@@ -142,15 +232,20 @@ func boolRank(first bool) int {
 	return 1
 }
 
-// askRegistration calls GetInfo on the registration socket at host path sock.
-func askRegistration(ctx context.Context, opts LocateOptions, sock string) (pluginInfo, error) {
+// askRegistration calls GetInfo on the registration socket at host path
+// sock, unless it lies behind the fence.
+func askRegistration(ctx context.Context, opts LocateOptions, fence *bounded.Fence, sock string) (pluginInfo, error) {
 	timeout := opts.GetInfoTimeout
 	if timeout <= 0 {
 		timeout = time.Second
 	}
+	p := filepath.Join(opts.HostRoot, sock)
+	if err := fence.Check(p); err != nil {
+		return pluginInfo{}, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	conn, err := dial(ctx, filepath.Join(opts.HostRoot, sock))
+	conn, err := dialWithin(ctx, p, opts.fsTimeout())
 	if err != nil {
 		return pluginInfo{}, err
 	}

@@ -35,9 +35,13 @@
 //     their dir's listing showed a regular file; the fstat after the
 //     O_NOFOLLOW|O_NONBLOCK open checks again either way).
 //   - Every filesystem call is bounded by Options.Timeout: the pod dirs and
-//     the CSI dir are walked as jobs of internal/bounded.Run, whose calls
-//     run on the walker under one watchdog; a job whose call hangs is
-//     walked again on another walker, past the hung path.
+//     the CSI dir are walked as jobs of internal/bounded.RunBudgeted, whose
+//     calls run on the walker under one watchdog; a job whose call hangs is
+//     walked again on another walker, past the hung path. A listing is one
+//     getdents per call and stops past Options.Limits (per dir and per
+//     scan); each pod dir's walk stops past Options.PodBudget, every walk
+//     past Options.ScanBudget; nothing at or below Options.NotEntered is
+//     called at all. Each is a ProblemHung that says which.
 //   - Pod dirs must be named like a pod UID: an 8-4-4-4-12 hex UUID in
 //     either case, or 32 hex digits (static pods). Other names are
 //     ProblemInvalidPodUID, and scanned all the same (the kubelet

@@ -38,7 +38,7 @@ func build(t *testing.T, spec ...string) string {
 	return root
 }
 
-func buildAt(t *testing.T, root string, spec ...string) {
+func buildAt(t testing.TB, root string, spec ...string) {
 	t.Helper()
 	for _, line := range spec {
 		kind, rest, ok := strings.Cut(line, " ")

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/volrecon/volrecon/internal/bounded"
 )
 
 // Options says where Scan and the helpers read.
@@ -30,6 +32,96 @@ type Options struct {
 	// Workers is how many walkers walk the pod dirs and the CSI dir at
 	// once, each a job of its own (0 = DefaultWorkers).
 	Workers int
+	// PodBudget bounds the walk of each pod dir, and of the CSI dir, from
+	// its start (0 = 3 × Timeout: 15s by default). Past it the walk of that
+	// dir stops at its next call: the dir is a ProblemHung that names the
+	// budget, so its pod is Unknown. A call in progress then is bounded by
+	// Timeout alone. A healthy pod dir takes milliseconds; this bounds one
+	// whose mount answers every call just within Timeout.
+	PodBudget time.Duration
+	// ScanBudget bounds the whole scan (0 = 12 × Timeout: 60s by default):
+	// past it every walk stops at its next call, and each pod dir (and the
+	// CSI dir) not read completely is a ProblemHung that names the budget.
+	ScanBudget time.Duration
+	// Limits cap what the scan lists, per dir and in all (zero fields:
+	// the defaults): a listing past them is a ProblemHung, stopped there.
+	Limits Limits
+	// NotEntered names mount points (host paths) the scan must not enter,
+	// each with its filesystem type: nothing at or below one is listed,
+	// stat'ed or read; each one the scan meets is a ProblemHung saying so.
+	// reconstruct.Scan fills it from a read of the mount table before the
+	// walk with every mount of a filesystem that may hang (FUSE, NFS, CIFS,
+	// ...) below the kubelet's dirs: the walk never lists inside a mount
+	// point of the kubelet's layout, so any it would enter is one where
+	// the layout has none, and a request sent there (a FUSE daemon that
+	// reads it and never answers) could hold the scan's thread for good.
+	NotEntered map[string]string
+}
+
+// Limits cap what a scan lists. A zero field means its default.
+type Limits struct {
+	// DirEntries and DirNameBytes cap one directory's listing: entries,
+	// and bytes of their names (DefaultMaxDirEntries, DefaultMaxDirNameBytes).
+	DirEntries, DirNameBytes int
+	// ScanEntries and ScanNameBytes cap all the listings of one scan
+	// together (DefaultMaxScanEntries, DefaultMaxScanNameBytes).
+	ScanEntries, ScanNameBytes int
+}
+
+// The default Limits. A scan of a node of 1,000 pods × 10 volumes lists
+// 53,000 entries with 1 MB of names, 2,000 in its largest dir.
+const (
+	DefaultMaxDirEntries    = 50_000
+	DefaultMaxDirNameBytes  = 4 << 20
+	DefaultMaxScanEntries   = 250_000
+	DefaultMaxScanNameBytes = 16 << 20
+)
+
+func (o Options) dirLimits() bounded.Limits {
+	return bounded.Limits{Entries: orDefault(o.Limits.DirEntries, DefaultMaxDirEntries),
+		NameBytes: orDefault(o.Limits.DirNameBytes, DefaultMaxDirNameBytes)}
+}
+
+func (o Options) scanLimits() bounded.Limits {
+	return bounded.Limits{Entries: orDefault(o.Limits.ScanEntries, DefaultMaxScanEntries),
+		NameBytes: orDefault(o.Limits.ScanNameBytes, DefaultMaxScanNameBytes)}
+}
+
+func orDefault(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return n
+}
+
+func (o Options) timeout() time.Duration {
+	if o.Timeout <= 0 {
+		return bounded.DefaultTimeout
+	}
+	return o.Timeout
+}
+
+func (o Options) podBudget() time.Duration {
+	if o.PodBudget <= 0 {
+		return 3 * o.timeout()
+	}
+	return o.PodBudget
+}
+
+func (o Options) scanBudget() time.Duration {
+	if o.ScanBudget <= 0 {
+		return 12 * o.timeout()
+	}
+	return o.ScanBudget
+}
+
+// fence is NotEntered by the paths the scan reads (under HostRoot).
+func (o Options) fence() *bounded.Fence {
+	points := make(map[string]string, len(o.NotEntered))
+	for p, fstype := range o.NotEntered {
+		points[o.HostPath(p)] = fstype
+	}
+	return bounded.NewFence(points)
 }
 
 // DefaultWorkers is how many walkers Scan runs by default: a few more than

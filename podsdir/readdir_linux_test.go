@@ -13,12 +13,24 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/volrecon/volrecon/internal/bounded"
 )
 
 // readDirentsPath lists the dir at host path hp by its whole path.
 func readDirentsPath(hp string) ([]dirent, error) {
-	_, es, err := readDirents(hp, at{unix.AT_FDCWD, hp}, false)
-	return es, err
+	var l dirLister
+	if err := l.open(hp, at{unix.AT_FDCWD, hp}, nil); err != nil {
+		return nil, err
+	}
+	for {
+		done, err := l.next()
+		if err != nil || done {
+			fd, es := l.finish()
+			unix.Close(fd)
+			return es, err
+		}
+	}
 }
 
 func sortedDirents(ds []dirent) []dirent {
@@ -93,6 +105,14 @@ func TestReadDirentsUnknownTypeIsLstated(t *testing.T) {
 	sc := &direntScratch{}
 	require.NoError(t, sc.parse(fd, b))
 	assert.Equal(t, []dirent{{"fifo", TypeOther}, {"file", TypeFile}, {"link", TypeSymlink}, {"sub", TypeDir}, {"typed", TypeFile}},
+		sortedDirents(sc.dirents()))
+
+	// Behind the fence, an entry is not lstat'ed: a mount point there is
+	// taken for a dir.
+	sc = &direntScratch{}
+	sc.reset(filepath.Join(root, "d"), bounded.NewFence(map[string]string{filepath.Join(root, "d", "file"): "fuse.x"}))
+	require.NoError(t, sc.parse(fd, b))
+	assert.Equal(t, []dirent{{"fifo", TypeOther}, {"file", TypeDir}, {"link", TypeSymlink}, {"sub", TypeDir}, {"typed", TypeFile}},
 		sortedDirents(sc.dirents()))
 
 	assert.Error(t, (&direntScratch{}).parse(fd, direntRecord("x", unix.DT_REG)[:direntNameOff+1]), "a record longer than the buffer")

@@ -8,13 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"k8s.io/klog/v2"
 	utilstrings "k8s.io/utils/strings"
@@ -69,6 +72,19 @@ type scanner struct {
 	// names holds the vol_data.json values that repeat on every volume of
 	// a driver (shared by the scanners of one scan).
 	names *interner
+	// fence holds the mount points not to enter (Options.NotEntered, by
+	// host path); quota counts what the scan listed against its limits;
+	// deadline is when its budget ends (all shared by the scanners of one
+	// scan).
+	fence    *bounded.Fence
+	quota    *scanQuota
+	deadline time.Time
+	// jobRoot is the dir a job of walk walks (a pod dir, the CSI dir), and
+	// overBudget says that its walk ran past a budget (reported once).
+	jobRoot    string
+	overBudget bool
+	// lst is the listing a job's scanner reuses (see listing).
+	lst *listing
 }
 
 func scan(ctx context.Context, opts Options, readDir func(string) ([]fs.DirEntry, error)) (*Inventory, error) {
@@ -76,6 +92,7 @@ func scan(ctx context.Context, opts Options, readDir func(string) ([]fs.DirEntry
 		return nil, err
 	}
 	s := &scanner{ctx: ctx, opts: opts, log: klog.FromContext(ctx), readDir: readDir, names: &interner{},
+		fence: opts.fence(), quota: &scanQuota{lim: opts.scanLimits()}, deadline: time.Now().Add(opts.scanBudget()),
 		inv: &Inventory{RootDir: opts.rootDir()}}
 	root, err := s.resolveRoot()
 	if err != nil {
@@ -126,8 +143,7 @@ func (s *scanner) resolveTopDir(name string) (string, bool) {
 	unresolved := filepath.Join(s.inv.ResolvedRootDir, name)
 	r, err := s.resolve(unresolved)
 	switch {
-	case errors.Is(err, bounded.ErrHung):
-		s.hung(unresolved, "", err)
+	case s.unread(unresolved, "", err):
 		return unresolved, false
 	case errors.Is(err, fs.ErrNotExist) && r.hops == 0:
 		s.log.V(4).Info("Kubelet dir does not exist", "path", unresolved)
@@ -150,38 +166,19 @@ func (s *scanner) resolveTopDir(name string) (string, bool) {
 
 // list returns the entries of the directory at host path dir, in no
 // particular order (the final sort decides), or nil. A read error becomes
-// ProblemUnreadable; entries read before the error are still returned. ok
-// is false when an error occurred.
+// ProblemUnreadable; entries read before the error are still returned. A
+// listing past the limits, the budget or the fence, or one that hung, is
+// a ProblemHung, and returns nothing. ok is false when an error occurred.
 //
-// readDirents takes each entry's type from readdir's d_type and does not
+// The listing takes each entry's type from readdir's d_type and does not
 // stat children, so listing the parent of a possible mount point never
-// touches the mount. Exception: on a filesystem that reports DT_UNKNOWN
-// (rare for the kubelet's root: e.g. XFS without ftype), the child is
-// lstat'ed to learn its type, and lstat of a hung NFS/FUSE mount's root can
-// block: the deadline of the listing bounds it; we accept that risk.
+// touches the mount (but see dirLister on DT_UNKNOWN).
 func (s *scanner) list(dir, podUID string) (entries []dirent, ok bool) {
-	hp := s.opts.HostPath(dir)
-	a := s.enter(hp)
-	type listing struct {
-		fd      int
-		entries []dirent
-	}
-	// A job keeps the dir open for what lies below it (see dirStack).
-	keep := s.walker != nil
-	l, err := call(s, hp, func() (listing, error) {
-		if s.readDir != nil {
-			es, err := s.readDir(hp)
-			return listing{-1, direntsOf(es)}, err
-		}
-		fd, entries, err := readDirents(hp, a, keep)
-		return listing{fd, entries}, err
-	})
-	entries = l.entries
+	entries, err := s.listDir(s.opts.HostPath(dir))
 	if err == nil {
-		s.dirs.push(hp, l.fd)
 		return entries, true
 	}
-	if s.hung(dir, podUID, err) {
+	if s.unread(dir, podUID, err) {
 		return nil, false
 	}
 	if errors.Is(err, fs.ErrNotExist) {
@@ -193,6 +190,127 @@ func (s *scanner) list(dir, podUID string) (entries []dirent, ok bool) {
 	return entries, false
 }
 
+// listDir lists the directory at host path hp: its open, each getdents
+// and its close are bounded calls each, so that one that hangs is given up
+// and a listing that never ends stops at the limits of a dir and of the
+// scan (a *bounded.LimitError, a *quotaError) or at the budget. A job
+// keeps the dir open for what lies below it (see dirStack).
+func (s *scanner) listDir(hp string) ([]dirent, error) {
+	if s.readDir != nil {
+		es, err := call(s, hp, func() ([]fs.DirEntry, error) { return s.readDir(hp) })
+		ds := direntsOf(es)
+		if err == nil {
+			err = s.charge(hp, len(ds), nameBytes(ds), &[2]int{})
+		}
+		return ds, err
+	}
+	if err := s.quota.charge(hp, 0, 0); err != nil {
+		return nil, err
+	}
+	lst := s.listing(hp)
+	if _, err := call(s, hp, lst.open); err != nil {
+		return nil, err
+	}
+	l := &lst.lister
+	var charged [2]int
+	for {
+		done, err := call(s, hp, lst.next)
+		if err == nil {
+			n, b := l.read()
+			err = s.charge(hp, n, b, &charged)
+		}
+		if err == nil && !done {
+			continue
+		}
+		if s.walker == nil && (errors.Is(err, bounded.ErrHung) || s.ctx.Err() != nil) {
+			return nil, err // the call given up may still use l: it is left to it
+		}
+		fd, entries := l.finish()
+		switch {
+		case fd < 0: // not kept open (not Linux)
+		case err != nil || s.walker == nil:
+			s.closeDir(hp, fd)
+		default:
+			s.dirs.push(hp, fd)
+		}
+		if err != nil && (errors.As(err, new(*bounded.LimitError)) || errors.As(err, new(*quotaError))) {
+			entries = nil // what is left of an endless dir goes at once
+		}
+		return entries, err
+	}
+}
+
+// A listing is the state of one listDir with its calls bound once: a
+// job's scanner lists one dir at a time, so it reuses its own (a scan of
+// a node of 1,000 pods lists 45,000 dirs). Without a walker a call given
+// up may still use its listing, so each gets a new one.
+type listing struct {
+	hp     string
+	at     at
+	fence  *bounded.Fence
+	lister dirLister
+	open   func() (struct{}, error)
+	next   func() (bool, error)
+}
+
+// listing returns a listing of host path hp, opened where s.enter says.
+func (s *scanner) listing(hp string) *listing {
+	lst := s.lst
+	if lst == nil {
+		lst = &listing{fence: s.fence}
+		lst.open = func() (struct{}, error) { return struct{}{}, lst.lister.open(lst.hp, lst.at, lst.fence) }
+		lst.next = lst.lister.next
+		if s.walker != nil {
+			s.lst = lst
+		}
+	}
+	lst.hp, lst.at = hp, s.enter(hp)
+	return lst
+}
+
+// charge counts a listing of hp that has read entries and nameBytes so
+// far (charged: what was counted before) against the limits of one dir
+// and of the scan.
+func (s *scanner) charge(hp string, entries, nameBytes int, charged *[2]int) error {
+	if err := s.opts.dirLimits().Over(hp, entries, nameBytes); err != nil {
+		return err
+	}
+	de, db := entries-charged[0], nameBytes-charged[1]
+	charged[0], charged[1] = entries, nameBytes
+	return s.quota.charge(hp, de, db)
+}
+
+func nameBytes(ds []dirent) int {
+	n := 0
+	for _, d := range ds {
+		n += len(d.name)
+	}
+	return n
+}
+
+// scanQuota counts what the listings of one scan read, against lim.
+type scanQuota struct {
+	lim                bounded.Limits
+	entries, nameBytes atomic.Int64
+}
+
+// quotaError says that a listing was stopped, or not begun, because the
+// scan has listed more than its limits in all.
+type quotaError struct{ *bounded.LimitError }
+
+// charge adds what a listing of hp read; a *quotaError once the scan is
+// past its limits. A nil quota counts nothing.
+func (q *scanQuota) charge(hp string, entries, nameBytes int) error {
+	if q == nil {
+		return nil
+	}
+	e, b := q.entries.Add(int64(entries)), q.nameBytes.Add(int64(nameBytes))
+	if err := q.lim.Over(hp, int(min(e, math.MaxInt32)), int(min(b, math.MaxInt32))); err != nil {
+		return &quotaError{err.(*bounded.LimitError)}
+	}
+	return nil
+}
+
 // lookupDir reports whether host path p is a directory; anything else
 // found there is a Problem. It uses Lstat, so only call it on paths that
 // cannot be mount points.
@@ -202,7 +320,7 @@ func (s *scanner) lookupDir(p string) bool {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return false
-	case s.hung(p, "", err):
+	case s.unread(p, "", err):
 		return false
 	case err != nil:
 		s.problem(ProblemUnreadable, p, "", "cannot stat: %s", errText(err))
@@ -249,7 +367,7 @@ func (s *scanner) entry(dir, podUID string, d dirent) Entry {
 func (s *scanner) readlink(p, podUID string) string {
 	hp := s.opts.HostPath(p)
 	target, err := call(s, hp, func() (string, error) { return os.Readlink(hp) })
-	if s.hung(p, podUID, err) {
+	if s.unread(p, podUID, err) {
 		return ""
 	}
 	if err != nil {
@@ -264,11 +382,20 @@ func (s *scanner) resolve(p string) (resolved, error) {
 }
 
 // call runs fn, which accesses host path hp, bounded by the deadline: on
-// the scanner's walker when it has one (bounded.Do), else in a goroutine
-// of its own (bounded.Call).
+// the scanner's walker when it has one (bounded.Do, within the budget),
+// else in a goroutine of its own (bounded.Call), unless the scan is past
+// its budget. Nothing is called at or below a mount point of the fence (a
+// *bounded.NotEnteredError).
 func call[T any](s *scanner, hp string, fn func() (T, error)) (T, error) {
+	var zero T
+	if err := s.fence.Check(hp); err != nil {
+		return zero, err
+	}
 	if s.walker != nil {
 		return bounded.Do(s.walker, hp, fn)
+	}
+	if !s.deadline.IsZero() && time.Now().After(s.deadline) {
+		return zero, &bounded.OverBudgetError{Path: hp}
 	}
 	return bounded.Call(s.ctx, hp, s.opts.Timeout, fn)
 }
@@ -288,7 +415,7 @@ func (s *scanner) readVolData(p, podUID string, regular bool) VolData {
 		return vd, nil
 	})
 	if err != nil {
-		s.hung(p, podUID, err)
+		s.unread(p, podUID, err)
 		return corruptVolData(VolData{Path: p}, "not read: "+errText(err))
 	}
 	s.names.volData(&vd)
@@ -298,32 +425,76 @@ func (s *scanner) readVolData(p, podUID string, regular bool) VolData {
 // volDataBufs holds the read buffers of vol_data.json files, for the next.
 var volDataBufs = sync.Pool{New: func() any { return new([]byte) }}
 
-// hung records a ProblemHung when err says that a call on host path p
-// hung (or was not made because a call above p still hangs), or that the
-// scan was cancelled meanwhile; it reports whether it did.
-func (s *scanner) hung(p, podUID string, err error) bool {
-	var he *bounded.HungError
+// unread records a ProblemHung when err says that what lies at or below
+// p was not read: a call on host path p hung (or was not made because a
+// call above p still hangs), p lies behind the fence, its listing ran past
+// the limits, its walk past the budget, or the scan was cancelled; it
+// reports whether it did. Each blocked path, fenced mount and job over
+// budget is reported once.
+func (s *scanner) unread(p, podUID string, err error) bool {
+	var (
+		he *bounded.HungError
+		ne *bounded.NotEnteredError
+		be *bounded.OverBudgetError
+		qe *quotaError
+		le *bounded.LimitError
+	)
 	switch {
 	case errors.As(err, &he):
 		blocker := cmp.Or(he.Blocker, he.Path)
-		if s.hungSeen[blocker] {
+		if s.seen(blocker) {
 			return true // below a path reported already
 		}
-		if s.hungSeen == nil {
-			s.hungSeen = map[string]bool{}
-		}
-		s.hungSeen[blocker] = true
 		msg := "did not return within " + he.Timeout.String() + " (hung mount?)"
 		if blocker != he.Path {
 			msg = "not read: a call on " + s.opts.unHostPath(blocker) + " did not return in time in this process (hung mount?)"
 		}
 		s.problem(ProblemHung, p, podUID, "%s", msg)
-		return true
+	case errors.As(err, &ne):
+		if !s.seen(ne.MountPoint) {
+			s.problem(ProblemHung, s.opts.unHostPath(ne.MountPoint), podUID, "a %s mount where the kubelet's layout has none: "+
+				"never entered (a FUSE daemon or a server that reads a request and never answers would hold the scan for good)", ne.FSType)
+		}
+	case errors.As(err, &be):
+		if !s.overBudget {
+			s.overBudget = true
+			s.problem(ProblemHung, cmp.Or(s.jobRoot, p), podUID, "%s", s.overBudgetText(be, p))
+		}
+	case errors.As(err, &qe):
+		s.problem(ProblemHung, p, podUID, "not listed: the scan has listed %s in all, its limit (an endless directory?)", qe.Passed())
+	case errors.As(err, &le):
+		s.problem(ProblemHung, p, podUID, "its listing returned %s", le.Reason())
 	case err != nil && s.ctx.Err() != nil && errors.Is(err, s.ctx.Err()):
 		s.problem(ProblemHung, p, podUID, "not read: the scan was cancelled")
+	default:
+		return false
+	}
+	return true
+}
+
+// seen reports whether host path hp was reported already, and marks it.
+func (s *scanner) seen(hp string) bool {
+	if s.hungSeen[hp] {
 		return true
 	}
+	if s.hungSeen == nil {
+		s.hungSeen = map[string]bool{}
+	}
+	s.hungSeen[hp] = true
 	return false
+}
+
+// overBudgetText says which budget a walk ran past, and where (p).
+func (s *scanner) overBudgetText(be *bounded.OverBudgetError, p string) string {
+	if be.Job {
+		at := ""
+		if s.jobRoot != "" && p != s.jobRoot {
+			at = " at " + p
+		}
+		return "its walk ran past its budget of " + be.Budget.String() + at + ": not read further (a slow mount?)"
+	}
+	return "not read completely: the scan ran past its budget of " + s.opts.scanBudget().String() +
+		" (a slow mount?)"
 }
 
 func (s *scanner) problem(kind ProblemKind, p, podUID, format string, args ...any) {
@@ -378,12 +549,15 @@ func (s *scanner) walk(ctx context.Context, csi bool, pods []Pod) error {
 		first = 1
 	}
 	runs := make([]*scanner, first+len(pods))
-	err := bounded.Run(ctx, len(runs), s.opts.workers(), s.opts.Timeout, func(w *bounded.Walker, i int) {
+	budget := bounded.Budget{Job: s.opts.podBudget(), Deadline: s.deadline}
+	err := bounded.RunBudgeted(ctx, len(runs), s.opts.workers(), s.opts.Timeout, budget, func(w *bounded.Walker, i int) {
 		sub := s.fork(w)
 		if i < first {
+			sub.jobRoot = s.inv.CSIDir
 			sub.scanCSI()
 		} else {
 			pod := &pods[i-first]
+			sub.jobRoot = pod.Path
 			*pod = sub.scanPod(pod.UID, pod.Path)
 		}
 		sub.closeDirs()
@@ -401,10 +575,11 @@ func (s *scanner) walk(ctx context.Context, csi bool, pods []Pod) error {
 // fork returns a scanner for one job of walk, on walker w: same options,
 // an inventory of its own.
 func (s *scanner) fork(w *bounded.Walker) *scanner {
-	return &scanner{ctx: s.ctx, opts: s.opts, log: s.log, readDir: s.readDir, walker: w, names: s.names, inv: &Inventory{
-		RootDir: s.inv.RootDir, ResolvedRootDir: s.inv.ResolvedRootDir, PodsDir: s.inv.PodsDir,
-		PluginsDir: s.inv.PluginsDir, CSIDir: s.inv.CSIDir,
-	}}
+	return &scanner{ctx: s.ctx, opts: s.opts, log: s.log, readDir: s.readDir, walker: w, names: s.names,
+		fence: s.fence, quota: s.quota, deadline: s.deadline, inv: &Inventory{
+			RootDir: s.inv.RootDir, ResolvedRootDir: s.inv.ResolvedRootDir, PodsDir: s.inv.PodsDir,
+			PluginsDir: s.inv.PluginsDir, CSIDir: s.inv.CSIDir,
+		}}
 }
 
 // merge adds what a forked scanner found (everything but pods, which the

@@ -5,6 +5,7 @@ package podsdir
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -647,4 +648,34 @@ func TestStagingHash(t *testing.T) {
 	// Known sha256 test vectors.
 	assert.Equal(t, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", StagingHash(""))
 	assert.Equal(t, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", StagingHash("abc"))
+}
+
+// The limits of a listing: a dir past the cap of one dir (entries, or
+// bytes of names) is a ProblemHung and yields nothing; once the scan as a
+// whole has listed past its cap, every later listing is one.
+func TestScanLimits(t *testing.T) {
+	var spec []string
+	for i := range 30 {
+		spec = append(spec, fmt.Sprintf("d %s/%s/volumes/kubernetes.io~secret/s-%02d", pods, uid1, i))
+	}
+	spec = append(spec, "d "+pods+"/"+uid2+"/volumes/kubernetes.io~secret/"+strings.Repeat("n", 200))
+	root := build(t, spec...)
+	inv, err := Scan(t.Context(), Options{RootDir: kubelet, HostRoot: root, Limits: Limits{DirEntries: 20, DirNameBytes: 100}})
+	require.NoError(t, err)
+	assert.Equal(t, []Problem{
+		{Kind: ProblemHung, Path: pods + "/" + uid1 + "/volumes/kubernetes.io~secret", PodUID: uid1,
+			Message: "its listing returned more than 20 entries (an endless directory?): not listed further"},
+		{Kind: ProblemHung, Path: pods + "/" + uid2 + "/volumes/kubernetes.io~secret", PodUID: uid2,
+			Message: "its listing returned more than 100 bytes of names (an endless directory?): not listed further"},
+	}, inv.Problems)
+	assert.Empty(t, podByUID(t, inv, uid1).Volumes)
+
+	inv, err = Scan(t.Context(), Options{RootDir: kubelet, HostRoot: root, Workers: 1, Limits: Limits{ScanEntries: 10}})
+	require.NoError(t, err)
+	require.NotEmpty(t, inv.Problems)
+	for _, p := range inv.Problems {
+		assert.Equal(t, ProblemHung, p.Kind)
+		assert.Equal(t, "not listed: the scan has listed more than 10 entries in all, its limit (an endless directory?)", p.Message)
+	}
+	assert.Contains(t, problemKinds(inv), pods+"/"+uid1+"/volumes/kubernetes.io~secret", "the 30 volumes are past the scan's limit")
 }

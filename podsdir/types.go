@@ -155,10 +155,12 @@ const (
 	ProblemInvalidPodUID ProblemKind = "InvalidPodUID" // a pods/ entry whose name is not a UID
 	ProblemSymlink       ProblemKind = "Symlink"       // a symlink where a real entry is expected; recorded, never followed
 	ProblemUnexpected    ProblemKind = "Unexpected"    // anything else that does not belong
-	// ProblemHung: a filesystem call on Path did not return in time (a hung
+	// ProblemHung: what lies at or below Path is unknown, and the Message
+	// says why: a filesystem call on Path did not return in time (a hung
 	// NFS or FUSE mount at or above it), or was not made because one on a
-	// path above it did not, earlier in this process. What lies below Path
-	// is unknown.
+	// path above it did not, earlier in this process; Path is a mount not
+	// to enter (Options.NotEntered); its listing ran past Options.Limits;
+	// the walk of its pod dir, or the scan, ran past its budget.
 	ProblemHung ProblemKind = "Hung"
 )
 

@@ -1,8 +1,13 @@
 package reconstruct
 
 import (
+	"context"
+	"path/filepath"
+	"slices"
 	"strings"
 
+	boundedcall "github.com/volrecon/volrecon/internal/bounded"
+	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 )
 
@@ -66,4 +71,89 @@ func related(paths []string, ps ...string) (string, bool) {
 // within reports whether p is dir or lies below it.
 func within(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, dir+"/") || dir == "/"
+}
+
+// MountsNotToEnter returns the mount points of table that a walk of the
+// kubelet's dirs must not enter, each with its filesystem type: every
+// mount, topmost at its path, of a filesystem that may hang
+// (bounded.MayHang: FUSE, NFS, CIFS, ...) at or below one of dirs (the
+// kubelet root, pods and plugins dirs, as resolved), but not dirs
+// themselves, which are the node's choice. The walks of the kubelet's
+// layout never enter a mount point of it (a volume's mount, a staging
+// mount, a subpath bind), so such a mount is met only where the layout has
+// none (a pod dir, volumes/, a plugin dir, the CSI dirs, plugins_registry/,
+// plugins/<driver>/), and nothing is sent into it: a FUSE daemon stuck
+// after reading a request holds the caller's thread, which no signal frees.
+func MountsNotToEnter(table *mountscan.Table, dirs ...string) map[string]string {
+	if table == nil {
+		return nil
+	}
+	top := map[string]string{} // the type of the topmost mount at each mount point
+	for _, dir := range dirs {
+		if dir == "" || slices.ContainsFunc(dirs, func(d string) bool { return d != dir && d != "" && within(dir, d) }) {
+			continue // a dir below another of dirs: its mounts are that one's
+		}
+		for _, m := range table.AtOrBelow(dir) { // stacked mounts in order: the last is on top
+			top[m.MountPoint] = m.FSType
+		}
+	}
+	out := map[string]string{}
+	for mp, fstype := range top {
+		if mayHangAt(mp, fstype, dirs) {
+			out[mp] = fstype
+		}
+	}
+	return out
+}
+
+// MountNotToEnter is MountsNotToEnter for one path: the mount point at or
+// above path (up to the first of dirs) that a walk must not enter, and its
+// filesystem type. It costs a lookup per component, not a pass over the
+// table.
+func MountNotToEnter(table *mountscan.Table, path string, dirs ...string) (mountPoint, fstype string, ok bool) {
+	below := func(dir string) bool { return dir != "" && within(path, dir) }
+	if table == nil || !slices.ContainsFunc(dirs, below) {
+		return "", "", false
+	}
+	for p := path; p != "/" && p != "." && !slices.Contains(dirs, p); p = filepath.Dir(p) {
+		if fstype, ok := notToEnter(table, p, dirs); ok {
+			return p, fstype, true
+		}
+	}
+	return "", "", false
+}
+
+// notToEnter: the topmost mount at mp is one not to enter.
+func notToEnter(table *mountscan.Table, mp string, dirs []string) (string, bool) {
+	stack := table.At(mp)
+	if len(stack) == 0 {
+		return "", false
+	}
+	fstype := stack[len(stack)-1].FSType
+	return fstype, mayHangAt(mp, fstype, dirs)
+}
+
+// mayHangAt: a mount of fstype at mp is not to be entered: its filesystem
+// may hang, and mp is none of dirs.
+func mayHangAt(mp, fstype string, dirs []string) bool {
+	return boundedcall.MayHang(fstype) && !slices.Contains(dirs, mp)
+}
+
+// notToEnter is MountsNotToEnter of the mount table read before the walk,
+// within the kubelet's dirs: the read under way if there is one (the join
+// takes it too when nothing changed since), else one of its own. When no
+// table can be read, there is nothing to go by: the walk's deadlines alone
+// bound it.
+func (e *earlyTable) notToEnter(ctx context.Context, opts Options) map[string]string {
+	e.wait()
+	dirs, scope := e.dirs, e.scope
+	if scope == nil {
+		dirs = opts.podsdirOptions().KubeletDirs(ctx)
+		scope = tableScope(dirs, opts.RootDirAliases)
+	}
+	table, err := e.cur.Table(ctx, scope)
+	if err != nil {
+		return nil
+	}
+	return MountsNotToEnter(table, dirs...)
 }

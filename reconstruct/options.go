@@ -53,6 +53,15 @@ type Options struct {
 	// it) is a HungMount: its pod stays Unknown, its volume Uncertain, and
 	// nothing at or below the path is touched again in the process.
 	FSTimeout time.Duration
+	// PodBudget bounds the walk of each pod dir, and of the CSI dir (0 =
+	// 3 × FSTimeout: 15s by default), and ScanBudget the whole disk scan
+	// (0 = 12 × FSTimeout: 60s). What the walk has not read when its
+	// budget ends is a HungMount naming the path and the budget: its pod
+	// is Unknown, its volumes Uncertain (podsdir.Options).
+	PodBudget, ScanBudget time.Duration
+	// WalkLimits cap what the disk scan lists, per dir and in all (zero
+	// fields: the podsdir defaults); a dir past them is a HungMount.
+	WalkLimits podsdir.Limits
 
 	// Probe stats every mounted path, each with ProbeTimeout, to find broken
 	// and hung mounts. Off by default: a stat may block on a hung mount, so
@@ -83,12 +92,14 @@ func (o Options) withDefaults() Options {
 }
 
 func (o Options) podsdirOptions() podsdir.Options {
-	return podsdir.Options{RootDir: o.RootDir, HostRoot: o.HostRoot, MaxVolDataSize: o.MaxVolDataSize, Timeout: o.FSTimeout}
+	return podsdir.Options{RootDir: o.RootDir, HostRoot: o.HostRoot, MaxVolDataSize: o.MaxVolDataSize, Timeout: o.FSTimeout,
+		PodBudget: o.PodBudget, ScanBudget: o.ScanBudget, Limits: o.WalkLimits}
 }
 
 // earlyTable is the mount table read while the inventory is taken.
 type earlyTable struct {
 	cur   *mountscan.Current
+	dirs  []string // the kubelet's dirs as resolved before the inventory
 	done  chan struct{}
 	scope *mountscan.Scope // of the read under way: the dirs as resolved before the inventory
 }
@@ -104,7 +115,8 @@ func (o Options) readMountTableDuring(ctx context.Context) *earlyTable {
 		return e
 	}
 	e.done = make(chan struct{})
-	e.scope = tableScope(o.podsdirOptions().KubeletDirs(ctx), o.RootDirAliases)
+	e.dirs = o.podsdirOptions().KubeletDirs(ctx)
+	e.scope = tableScope(e.dirs, o.RootDirAliases)
 	go func() {
 		defer close(e.done)
 		_, _ = e.cur.Table(ctx, e.scope) // kept by cur; an error shows at get's read

@@ -24,7 +24,9 @@ import (
 func Scan(ctx context.Context, opts Options) (*State, error) {
 	opts = opts.withDefaults()
 	table := opts.readMountTableDuring(ctx)
-	inv, err := podsdir.Scan(ctx, opts.podsdirOptions())
+	walk := opts.podsdirOptions()
+	walk.NotEntered = table.notToEnter(ctx, opts) // read before the walk
+	inv, err := podsdir.Scan(ctx, walk)
 	if err != nil {
 		table.close()
 		return nil, fmt.Errorf("reconstruct: %w", err)

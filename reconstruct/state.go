@@ -78,7 +78,9 @@ const (
 	// CorruptedMount: (probe) a mount that answers ENOTCONN, ESTALE, EIO,
 	// EHOSTDOWN or ENODEV.
 	CorruptedMount FindingKind = "CorruptedMount"
-	// HungMount: (probe) a stat of a mount that did not return in time.
+	// HungMount: a path the scan could not read, the message says why: a
+	// stat (probe) or a call of the walk that did not return in time, a
+	// mount not entered, a listing past its limits, a walk past its budget.
 	HungMount FindingKind = "HungMount"
 	// RootDiskBackedMount: a CSI mount on the filesystem that holds the
 	// kubelet root: the volume's data goes to the node's disk.

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/klog/v2"
 
+	"github.com/volrecon/volrecon/internal/bounded"
 	"github.com/volrecon/volrecon/metrics"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -255,8 +256,11 @@ func (s *server) serve(ctx context.Context, ln net.Listener) error {
 	}()
 	err := srv.Serve(capped)
 	// A scan stops at ctx's end, but a filesystem call stuck in a hung
-	// mount cannot be interrupted: past the grace period it is left to die
-	// with the process, so that SIGTERM is always obeyed.
+	// mount cannot be interrupted: past the grace period serve returns
+	// without it. The process then exits once that call returns: at once
+	// for most (a wait on an NFS server ends with the process), never for
+	// a FUSE request its daemon has read and not answered, until the daemon
+	// answers or the connection is aborted (/healthz says so meanwhile).
 	select {
 	case <-done:
 	case <-time.After(shutdownGrace):
@@ -338,6 +342,29 @@ func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
 	if s.node.activePods != nil {
 		fmt.Fprintln(w, s.node.activePods.status(time.Now()))
 	}
+	if detail := stuckDetail(bounded.Stuck(), time.Now()); detail != "" {
+		fmt.Fprintln(w, detail)
+	}
+}
+
+// stuckDetail says what the filesystem calls given up on still hold: a
+// thread each, and the process's exit. Not a failure of /healthz: the
+// scans go on around the hung paths, and a restart would not end the wait
+// (the old process would stay), only the mount's daemon or server can.
+func stuckDetail(st bounded.StuckCalls, now time.Time) string {
+	if st.Calls == 0 {
+		return ""
+	}
+	calls, paths := "1 filesystem call is", "1 hung path is"
+	if st.Calls > 1 {
+		calls = strconv.Itoa(st.Calls) + " filesystem calls are"
+	}
+	if st.HungPaths != 1 {
+		paths = strconv.Itoa(st.HungPaths) + " hung paths are"
+	}
+	return fmt.Sprintf("stuck: %s blocked in the kernel, the oldest for %s on %s (a hung mount; %s not read again "+
+		"until serve restarts); serve cannot exit until they return: fix the mount's server or daemon, or for FUSE abort its "+
+		"connection (echo 1 > /sys/fs/fuse/connections/<minor>/abort)", calls, now.Sub(st.Since).Round(time.Second), st.Path, paths)
 }
 
 // report serves the latest report: as stored to a client that accepts

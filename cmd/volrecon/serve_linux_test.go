@@ -3,25 +3,32 @@ package main
 import (
 	"context"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/internal/mountns"
 )
 
-// TestRealServeStopsWhileAScanHangs: serve scans a node whose pod dir is a
-// FUSE mount that stopped answering, with a probe timeout of an hour, so
-// the scan is stuck in a readdir when serve is told to stop. It stops
-// within its grace period anyway (it used to wait for the scan forever).
+// TestRealServeStopsWhileAScanHangs: serve scans a node whose pods dir is
+// a FUSE mount that stopped answering (the pods dir itself is entered
+// whatever it is: a pod dir there would not be), with a probe timeout of
+// an hour, so the scan is stuck in a call when serve is told to stop. It
+// stops within its grace period anyway (it used to wait for the scan
+// forever).
 func TestRealServeStopsWhileAScanHangs(t *testing.T) {
 	if !mountns.Enter(t) {
 		return
 	}
 	root := filepath.Join(t.TempDir(), "kubelet")
-	srv := mountns.ServeFUSE(t, filepath.Join(root, "pods", e2eActive))
+	srv := mountns.ServeFUSE(t, filepath.Join(root, "pods"))
 	srv.Stop()
 	flags := nodeFlags{rootDir: root, mountInfo: "/proc/self/mountinfo", probeTimeout: time.Hour}
 	n, err := flags.openNode(nil)
@@ -42,4 +49,36 @@ func TestRealServeStopsWhileAScanHangs(t *testing.T) {
 	case <-time.After(shutdownGrace + 5*time.Second):
 		t.Fatal("serve did not stop: it waits for a scan stuck in a hung mount")
 	}
+}
+
+// TestRealHealthzSaysACallIsStuck: a call the scan gave up on in a FUSE
+// mount whose daemon read the request and never answers stays blocked in
+// the kernel; /healthz says so, with its age and path, while serve goes
+// on. Once the connection is aborted, the call returns and the line goes.
+func TestRealHealthzSaysACallIsStuck(t *testing.T) {
+	if !mountns.Enter(t) {
+		return
+	}
+	root := filepath.Join(t.TempDir(), "kubelet")
+	pods := filepath.Join(root, "pods")
+	srv := mountns.ServeFUSE(t, pods)
+	srv.Stop()
+	flags := nodeFlags{rootDir: root, mountInfo: "/proc/self/mountinfo", probeTimeout: 200 * time.Millisecond}
+	n, err := flags.openNode(nil)
+	require.NoError(t, err)
+	s, err := newServer(n, time.Hour)
+	require.NoError(t, err)
+	s.scanOnce(t.Context())
+	healthz := func() (int, string) {
+		w := httptest.NewRecorder()
+		s.healthz(w, nil)
+		return w.Code, w.Body.String()
+	}
+	code, body := healthz()
+	assert.Equal(t, http.StatusOK, code, body)
+	assert.Regexp(t, `stuck: 1 filesystem call is blocked in the kernel, the oldest for \d+s on `+regexp.QuoteMeta(pods)+` `, body)
+
+	srv.Abort()
+	require.Eventually(t, func() bool { _, body := healthz(); return !strings.Contains(body, "stuck:") }, 10*time.Second, 10*time.Millisecond,
+		"the call returns once the connection is aborted")
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/volrecon/volrecon/internal/bounded"
 	"github.com/volrecon/volrecon/internal/fixture"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
@@ -257,4 +258,13 @@ func TestEncodeReportSizedExactly(t *testing.T) {
 	var want bytes.Buffer
 	require.NoError(t, writeJSON(&want, st))
 	assert.Equal(t, want.String(), string(got))
+}
+
+func TestStuckDetail(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	assert.Empty(t, stuckDetail(bounded.StuckCalls{HungPaths: 3}, now), "paths hung once, no call blocked: nothing to say")
+	assert.Equal(t, "stuck: 2 filesystem calls are blocked in the kernel, the oldest for 1m30s on /var/lib/kubelet/pods/x "+
+		"(a hung mount; 1 hung path is not read again until serve restarts); serve cannot exit until they return: fix the mount's "+
+		"server or daemon, or for FUSE abort its connection (echo 1 > /sys/fs/fuse/connections/<minor>/abort)",
+		stuckDetail(bounded.StuckCalls{Calls: 2, Since: now.Add(-90 * time.Second), Path: "/var/lib/kubelet/pods/x", HungPaths: 1}, now))
 }

@@ -20,7 +20,6 @@ package bounded
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +62,7 @@ type blocked struct {
 	calls    int           // still blocked
 	timeout  time.Duration // the longest deadline missed
 	timedOut bool          // a call missed its deadline: hung for good
+	since    time.Time     // about when the oldest call still blocked began (set while calls > 0)
 }
 
 // Call runs fn, which accesses path, in a goroutine of its own and waits at
@@ -133,19 +133,8 @@ func Hung(path string) (string, time.Duration, bool) {
 	}
 	hung.Lock()
 	defer hung.Unlock()
-	for p := path; ; {
-		if e, ok := hung.paths[p]; ok {
-			return p, e.timeout, true
-		}
-		i := strings.LastIndexByte(p, '/')
-		if i <= 0 {
-			if e, ok := hung.paths["/"]; ok && p != "/" {
-				return "/", e.timeout, true
-			}
-			return "", 0, false
-		}
-		p = p[:i]
-	}
+	p, e, ok := atOrAbove(hung.paths, path)
+	return p, e.timeout, ok
 }
 
 // hold counts one more blocked call on path; timedOut marks the path hung
@@ -157,7 +146,13 @@ func hold(path string, d time.Duration, timedOut bool) {
 	if !known {
 		hung.n.Add(1)
 	}
-	hung.paths[path] = blocked{calls: e.calls + 1, timeout: max(e.timeout, d), timedOut: e.timedOut || timedOut}
+	if e.calls == 0 {
+		e.since = time.Now()
+		if timedOut { // it began a deadline ago
+			e.since = e.since.Add(-d)
+		}
+	}
+	hung.paths[path] = blocked{calls: e.calls + 1, timeout: max(e.timeout, d), timedOut: e.timedOut || timedOut, since: e.since}
 }
 
 // release counts one blocked call on path less: it returned. The path is
@@ -172,5 +167,47 @@ func release(path string) {
 		hung.n.Add(-1)
 		return
 	}
+	if e.calls <= 0 {
+		e.since = time.Time{}
+	}
 	hung.paths[path] = e
+}
+
+// StuckCalls says what the calls abandoned in this process still hold.
+type StuckCalls struct {
+	// Calls is how many abandoned calls have not returned yet: each holds
+	// a thread in the kernel. One blocked in a FUSE request that its daemon
+	// has read holds it until the daemon answers or the connection is
+	// aborted; no signal ends that wait, and the process cannot exit
+	// before it returns.
+	Calls int
+	// Since is about when the oldest of them began, and Path where.
+	Since time.Time
+	Path  string
+	// HungPaths is how many paths are hung for the process: nothing at or
+	// below them is touched again until it restarts.
+	HungPaths int
+}
+
+// Stuck returns what the abandoned calls of this process still hold.
+func Stuck() StuckCalls {
+	var s StuckCalls
+	if hung.n.Load() == 0 {
+		return s
+	}
+	hung.Lock()
+	defer hung.Unlock()
+	for p, e := range hung.paths {
+		if e.timedOut {
+			s.HungPaths++
+		}
+		if e.calls <= 0 {
+			continue
+		}
+		s.Calls += e.calls
+		if s.Path == "" || e.since.Before(s.Since) || (e.since.Equal(s.Since) && p < s.Path) {
+			s.Since, s.Path = e.since, p
+		}
+	}
+	return s
 }

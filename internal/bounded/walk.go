@@ -2,6 +2,7 @@ package bounded
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,7 @@ type Walker struct {
 	busy      bool   // a call is in progress
 	since     int64  // the watchdog's tick when it began (no clock read per call)
 	job       int    // the job the walker runs
+	jobStart  int64  // when the job first started (the watchdog's clock)
 	abandoned bool   // given up by the watchdog: the walker never returns into its job
 }
 
@@ -27,19 +29,58 @@ type Walker struct {
 type group struct {
 	ctx     context.Context
 	timeout time.Duration
+	budget  Budget
+	every   time.Duration // the watchdog's period
+	overdue int64         // the watchdog's ticks a call's deadline lasts
 	n       int
 	job     func(*Walker, int)
 
-	mu      sync.Mutex
-	next    int   // the next job never started
-	retry   []int // jobs whose walker was abandoned, to start again
-	pending int   // jobs not finished
-	live    []*Walker
-	done    chan struct{} // closed when no live walker is left
+	mu        sync.Mutex
+	next      int     // the next job never started
+	retry     []int   // jobs whose walker was abandoned, to start again
+	jobStarts []int64 // when each job first started (clock), once started
+	pending   int     // jobs not finished
+	live      []*Walker
+	done      chan struct{} // closed when no live walker is left
 
 	stopped atomic.Bool  // ctx is done: no call begins any more
 	ticks   atomic.Int64 // the watchdog's ticks so far
+	clock   atomic.Int64 // time.Now().UnixNano() at the watchdog's last tick
+	late    atomic.Bool  // the Budget's Deadline has passed
 }
+
+// Budget bounds the time of the jobs of a Run. Past it a call does not
+// begin: Do returns an *OverBudgetError, so the job ends at its next call
+// (one in progress goes on, within its deadline). The watchdog keeps the
+// time, so a budget is noticed within one of its ticks.
+type Budget struct {
+	// Job bounds each job, from its first start (a job started again after
+	// an abandoned call keeps its time): 0 = none.
+	Job time.Duration
+	// Deadline bounds every job: none begins a call after it (zero = none).
+	Deadline time.Time
+}
+
+// ErrOverBudget is wrapped by every *OverBudgetError.
+var ErrOverBudget = errors.New("the walk ran past its time budget")
+
+// OverBudgetError says that a call on Path was not made: its job ran past
+// Budget.Job (Job is true), or the Run past Budget.Deadline.
+type OverBudgetError struct {
+	Path   string
+	Job    bool
+	Budget time.Duration // Budget.Job when Job
+}
+
+func (e *OverBudgetError) Error() string {
+	if e.Job {
+		return e.Path + ": not read: its walk ran past its budget of " + e.Budget.String()
+	}
+	return e.Path + ": not read: the walk ran past its deadline"
+}
+
+// Unwrap makes errors.Is(err, ErrOverBudget) true.
+func (e *OverBudgetError) Unwrap() error { return ErrOverBudget }
 
 // watchTicks is how many ticks of the watchdog a deadline lasts: a call is
 // abandoned at the first tick at least timeout after it began, which is
@@ -66,13 +107,23 @@ const watchTicks = 16
 // loaded machine). When ctx is done it abandons every call in progress at
 // once, without marking their paths hung for good, as Call does.
 func Run(ctx context.Context, n, workers int, timeout time.Duration, job func(w *Walker, i int)) error {
+	return RunBudgeted(ctx, n, workers, timeout, Budget{}, job)
+}
+
+// RunBudgeted is Run within budget (see Budget): a job past it ends at its
+// next call, which fails with an *OverBudgetError; the jobs not started
+// yet still start, so that each can tell what it did not read.
+func RunBudgeted(ctx context.Context, n, workers int, timeout time.Duration, budget Budget, job func(w *Walker, i int)) error {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
 	if err := ctx.Err(); err != nil || n == 0 {
 		return err
 	}
-	g := &group{ctx: ctx, timeout: timeout, n: n, job: job, pending: n, done: make(chan struct{})}
+	g := &group{ctx: ctx, timeout: timeout, budget: budget, n: n, job: job, pending: n, done: make(chan struct{}),
+		jobStarts: make([]int64, n)}
+	g.setTicks()
+	g.tick(time.Now())
 	g.mu.Lock()
 	for range min(max(workers, 1), n) {
 		g.startLocked()
@@ -108,7 +159,8 @@ func Do[T any](w *Walker, path string, fn func() (T, error)) (T, error) {
 	return v, err
 }
 
-// begin records the call on path as in progress, unless ctx is done.
+// begin records the call on path as in progress, unless ctx is done or
+// the budget spent.
 func (w *Walker) begin(path string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -117,7 +169,23 @@ func (w *Walker) begin(path string) error {
 	if w.g.stopped.Load() || w.g.ctx.Err() != nil {
 		return w.g.ctx.Err()
 	}
+	if err := w.overBudget(path); err != nil {
+		return err
+	}
 	w.path, w.busy, w.since = path, true, w.g.ticks.Load()
+	return nil
+}
+
+// overBudget returns an *OverBudgetError when w's job or the Run is past
+// its budget; w.mu is held.
+func (w *Walker) overBudget(path string) error {
+	b := w.g.budget
+	switch {
+	case b.Job > 0 && time.Duration(w.g.clock.Load()-w.jobStart) > b.Job:
+		return &OverBudgetError{Path: path, Job: true, Budget: b.Job}
+	case w.g.late.Load():
+		return &OverBudgetError{Path: path}
+	}
 	return nil
 }
 
@@ -171,8 +239,11 @@ func (g *group) take(w *Walker) (int, bool) {
 		g.forgetLocked(w)
 		return 0, false
 	}
+	if g.jobStarts[i] == 0 {
+		g.jobStarts[i] = g.clock.Load()
+	}
 	w.mu.Lock()
-	w.job = i
+	w.job, w.jobStart = i, g.jobStarts[i]
 	w.mu.Unlock()
 	return i, true
 }
@@ -198,9 +269,11 @@ func (g *group) forgetLocked(w *Walker) {
 }
 
 // watch abandons the calls past their deadline, every timeout/16, and all
-// calls in progress once ctx is done, until stop is closed.
+// calls in progress once ctx is done, until stop is closed. It also keeps
+// the clock of the budget, and ticks at least every sixteenth of a job's
+// budget.
 func (g *group) watch(stop <-chan struct{}) {
-	t := time.NewTicker(max(g.timeout/watchTicks, time.Millisecond))
+	t := time.NewTicker(g.every)
 	defer t.Stop()
 	for {
 		select {
@@ -209,9 +282,33 @@ func (g *group) watch(stop <-chan struct{}) {
 		case <-g.ctx.Done():
 			g.stopAll()
 			return
-		case <-t.C:
+		case now := <-t.C:
+			g.tick(now)
 			g.abandonOverdue(g.ticks.Add(1))
 		}
+	}
+}
+
+// setTicks sets the watchdog's period, a sixteenth of the timeout or of
+// the budget when that is shorter, and how many of its ticks a call's
+// deadline lasts.
+func (g *group) setTicks() {
+	every := g.timeout
+	if g.budget.Job > 0 {
+		every = min(every, g.budget.Job)
+	}
+	if left := time.Until(g.budget.Deadline); !g.budget.Deadline.IsZero() && left > 0 {
+		every = min(every, left)
+	}
+	g.every = max(every/watchTicks, time.Millisecond)
+	g.overdue = max(int64(g.timeout/g.every), watchTicks)
+}
+
+// tick sets the clock of the budget to now.
+func (g *group) tick(now time.Time) {
+	g.clock.Store(now.UnixNano())
+	if d := g.budget.Deadline; !d.IsZero() && now.After(d) {
+		g.late.Store(true)
 	}
 }
 
@@ -224,7 +321,7 @@ func (g *group) abandonOverdue(tick int64) {
 	defer g.mu.Unlock()
 	for _, w := range append([]*Walker(nil), g.live...) {
 		w.mu.Lock()
-		overdue := w.busy && tick-w.since > watchTicks
+		overdue := w.busy && tick-w.since > g.overdue
 		if overdue {
 			w.abandoned = true
 			hold(w.path, g.timeout, true)

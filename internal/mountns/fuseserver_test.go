@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -30,6 +31,8 @@ func TestFUSEStructSizes(t *testing.T) {
 		{fuseAttr{}, 88},
 		{fuseAttrOut{}, 104},
 		{fuseOpenOut{}, 16},
+		{fuseEntryOut{}, 128},
+		{fuseReadIn{}, fuseReadInSize},
 		{fuseStatfsOut{}, 80},
 	} {
 		assert.Equal(t, c.size, binary.Size(c.v), "%T", c.v)
@@ -122,4 +125,100 @@ func TestFUSEServerStopsAnswering(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the blocked stat did not return after the server was killed")
 	}
+}
+
+// TestFUSEServerServesATree: the tree of ServeFUSEWith is listed and read
+// as given, and the server counts what it was asked.
+func TestFUSEServerServesATree(t *testing.T) {
+	if !Enter(t) {
+		return
+	}
+	dir := filepath.Join(t.TempDir(), "fuse")
+	s := ServeFUSEWith(t, dir, FUSEOptions{Tree: []string{"a/b/", "a/f=hello", "e"}})
+	names := func(p string) []string {
+		entries, err := os.ReadDir(p)
+		require.NoError(t, err)
+		var out []string
+		for _, e := range entries {
+			out = append(out, e.Name()+map[bool]string{true: "/", false: ""}[e.IsDir()])
+		}
+		return out
+	}
+	assert.Equal(t, []string{"a/", "e"}, names(dir))
+	assert.Equal(t, []string{"b/", "f"}, names(filepath.Join(dir, "a")))
+	b, err := os.ReadFile(filepath.Join(dir, "a", "f"))
+	require.NoError(t, err)
+	assert.Equal(t, "hello", string(b))
+	fi, err := os.Stat(filepath.Join(dir, "e"))
+	require.NoError(t, err)
+	assert.True(t, fi.Mode().IsRegular())
+	assert.Zero(t, fi.Size())
+
+	st := s.Stats()
+	assert.Positive(t, st.Requests["READDIR"])
+	assert.Positive(t, st.Requests["LOOKUP"])
+	assert.Positive(t, st.Requests["READ"])
+	assert.Zero(t, st.Unanswered)
+}
+
+// TestFUSEServerEndlessDir: a listing of an endless dir never ends; each
+// page holds names never seen before.
+func TestFUSEServerEndlessDir(t *testing.T) {
+	if !Enter(t) {
+		return
+	}
+	dir := filepath.Join(t.TempDir(), "fuse")
+	ServeFUSEWith(t, dir, FUSEOptions{Tree: []string{"sub/"}, Endless: []string{"sub"}})
+	f, err := os.Open(filepath.Join(dir, "sub"))
+	require.NoError(t, err)
+	defer f.Close()
+	seen := map[string]bool{}
+	for range 50 {
+		names, err := f.Readdirnames(100)
+		require.NoError(t, err, "the listing never ends")
+		require.Len(t, names, 100)
+		for _, n := range names {
+			require.False(t, seen[n], "%s seen twice", n)
+			seen[n] = true
+		}
+	}
+}
+
+// TestFUSEServerStatsAndAbort: once stopped, the server counts the
+// requests it reads and never answers; aborting the connection through
+// fusectl releases the call blocked in one, and the server lives on.
+func TestFUSEServerStatsAndAbort(t *testing.T) {
+	if !Enter(t) {
+		return
+	}
+	dir := filepath.Join(t.TempDir(), "fuse")
+	s := ServeFUSE(t, dir)
+	s.Stop()
+	assert.Zero(t, s.Stats().Unanswered)
+	done := make(chan error, 1)
+	go func() {
+		_, err := os.ReadDir(dir)
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return s.Stats().Unanswered > 0 }, 5*time.Second, 10*time.Millisecond,
+		"the server read the request")
+	conn, err := FUSEConnection(dir)
+	require.NoError(t, err)
+	waiting, err := os.ReadFile(filepath.Join(conn, "waiting"))
+	require.NoError(t, err)
+	assert.Equal(t, "1", strings.TrimSpace(string(waiting)), "the kernel waits for the answer")
+	select {
+	case err := <-done:
+		t.Fatalf("the listing returned before the abort: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	s.Abort()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, syscall.ECONNABORTED)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the blocked listing did not return after the abort")
+	}
+	_, err = os.Stat(dir)
+	assert.ErrorIs(t, err, syscall.ENOTCONN)
 }
