@@ -81,6 +81,13 @@ func (n *csiNode) mount(p string) {
 	n.mounts[p] = "259:3 /"
 }
 
+// mountFrom puts an entry of another filesystem ("dev root") at p.
+func (n *csiNode) mountFrom(p, devRoot string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.mounts[p] = devRoot
+}
+
 func (n *csiNode) unmount(p string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -645,10 +652,75 @@ func TestAPodSharingTheVolumeIsNotTheDeadPodsUser(t *testing.T) {
 	}
 }
 
+// The planner checks a recovered identity itself, whatever State it is
+// given (one decoded from an older scan's JSON, say): NodeUnpublish only
+// for the identity of the one staging mount the target is bound from,
+// proven, and the NodeUnstage after it only of that staging mount, never
+// one found by the handle.
+func TestTheTeardownActsOnlyForTheStagingMountTheTargetIsBoundFrom(t *testing.T) {
+	const other = "vol-0002"
+	for name, tamper := range map[string]func(st *reconstruct.State, v *reconstruct.Volume, n *csiNode, staging2 string){
+		"an identity recovered from another staging mount": func(_ *reconstruct.State, v *reconstruct.Volume, _ *csiNode, staging2 string) {
+			v.CSI.VolumeHandle, v.UniqueName, v.DeviceMountPath = other, podsdir.CSIUniqueName(csiDriver, other), staging2
+		},
+		"the device mount path another staging mount": func(_ *reconstruct.State, v *reconstruct.Volume, _ *csiNode, staging2 string) {
+			v.DeviceMountPath = staging2
+		},
+		"the bound staging mount flagged StagingHashMismatch": func(st *reconstruct.State, _ *reconstruct.Volume, n *csiNode, _ string) {
+			st.Findings = append(st.Findings, reconstruct.Finding{Kind: reconstruct.StagingHashMismatch, Path: n.staging})
+		},
+		"two staging mounts of the target's subtree": func(st *reconstruct.State, _ *reconstruct.Volume, n *csiNode, _ string) {
+			g, _ := globalAt(st, n.staging)
+			g.Path = filepath.Join(filepath.Dir(filepath.Dir(n.staging)), "copy", "globalmount")
+			st.GlobalMounts = append(st.GlobalMounts, g)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := newCSINode(t)
+			staging2 := filepath.Join(csiRoot, "plugins/kubernetes.io/csi", csiDriver, podsdir.StagingHash(other), "globalmount")
+			n.write(filepath.Join(filepath.Dir(staging2), "vol_data.json"), `{"driverName":"`+csiDriver+`","volumeHandle":"`+other+`"}`)
+			n.mkdir(staging2)
+			n.mountFrom(staging2, "259:4 /")
+			target := n.publish(csiUID, false)
+			st := n.scan()
+			i := slices.IndexFunc(st.Volumes, func(v reconstruct.Volume) bool { return v.CheckedPath == target })
+			require.GreaterOrEqual(t, i, 0)
+			require.True(t, st.Volumes[i].CSI.Recovered, "the scan recovers the identity of the staging mount it is bound from")
+			tamper(st, &st.Volumes[i], n, staging2)
+
+			td := n.teardown()
+			td.Store = &memStore{since: map[string]time.Time{staging2: time.Now().Add(-time.Hour)}}
+			td.MinLeakAge = time.Minute
+			plan := cleanup.Plan(t.Context(), st, cleanup.Options{Node: n.node(), CSITeardown: td})
+			assert.NotEqual(t, cleanup.NodeUnpublish, csiKindAt(plan, target))
+			assert.NotEqual(t, cleanup.NodeUnstage, csiKindAt(plan, n.staging))
+			if a, ok := csiActionAt(plan, staging2); ok && a.Action == cleanup.NodeUnstage {
+				assert.Empty(t, a.PodUID, "only as a leak of its own, never right after an unpublish")
+			}
+			n.apply(plan)
+			for _, c := range n.driver.Calls() {
+				assert.NotEqual(t, "NodeUnpublishVolume", c.Method, "no NodeUnpublish for an unproven identity")
+				assert.NotEqual(t, target, c.Path)
+			}
+			assert.True(t, n.mounted(target))
+			assert.True(t, n.mounted(n.staging))
+		})
+	}
+}
+
 func methodsOf(d *csifake.Driver) []string {
 	var out []string
 	for _, c := range d.Calls() {
 		out = append(out, c.Method)
 	}
 	return out
+}
+
+func globalAt(st *reconstruct.State, p string) (reconstruct.GlobalMount, bool) {
+	for _, g := range st.GlobalMounts {
+		if g.Path == p {
+			return g, true
+		}
+	}
+	return reconstruct.GlobalMount{}, false
 }

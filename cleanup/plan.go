@@ -97,7 +97,7 @@ func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan 
 			log.V(4).Info("Planned orphaned pod", "podUID", pod.UID, "actions", 1, "outcome", Keep)
 			continue
 		}
-		actions := planPod(st, snap, tableErr, ev, pod, volumes[pod.UID], opts)
+		actions := planPod(ctx, st, snap, tableErr, ev, pod, volumes[pod.UID], opts)
 		log.V(4).Info("Planned orphaned pod", "podUID", pod.UID, "actions", len(actions), "outcome", actions[len(actions)-1].Action)
 		plan.Actions = append(plan.Actions, actions...)
 	}
@@ -148,6 +148,7 @@ func leakedReason(st *reconstruct.State, path string) string {
 
 // podPlanner plans one orphaned pod.
 type podPlanner struct {
+	ctx      context.Context
 	st       *reconstruct.State
 	snap     *snapshot // the node as the plan reads it
 	pod      reconstruct.Pod
@@ -161,7 +162,7 @@ type podPlanner struct {
 	after    []Action // reports that follow the pod's own actions
 }
 
-func planPod(st *reconstruct.State, snap *snapshot, tableErr error, ev *evidence, pod reconstruct.Pod, volumes []reconstruct.Volume, opts Options) []Action {
+func planPod(ctx context.Context, st *reconstruct.State, snap *snapshot, tableErr error, ev *evidence, pod reconstruct.Pod, volumes []reconstruct.Volume, opts Options) []Action {
 	keep := func(why string) []Action {
 		return []Action{{Action: Keep, Path: pod.Path, PodUID: pod.UID, Reason: why}}
 	}
@@ -184,7 +185,7 @@ func planPod(st *reconstruct.State, snap *snapshot, tableErr error, ev *evidence
 	for _, alias := range reconstruct.AliasPaths(st.ResolvedRootDir, opts.RootDirAliases, pod.Path) {
 		pod.MountPoints = unionMountPoints(pod.MountPoints, snap.table.AtOrBelow(alias))
 	}
-	p := &podPlanner{st: st, snap: snap, pod: pod, contents: contents, opts: opts, ev: ev, volumes: map[string]reconstruct.Volume{},
+	p := &podPlanner{ctx: ctx, st: st, snap: snap, pod: pod, contents: contents, opts: opts, ev: ev, volumes: map[string]reconstruct.Volume{},
 		children: map[string][]PodEntry{}, entries: map[string]PodEntry{}}
 	for _, v := range volumes {
 		p.volumes[v.Path] = v
