@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -46,6 +47,7 @@ func TestFixturePlans(t *testing.T) {
 			ctx := testContext(t)
 			got := fixture.MarshalGolden(t, cleanup.Plan(ctx, st, planOpts))
 			f.CheckGolden(t, fixture.SectionPlan, got, *update)
+			assertOrphanFindingsFollowThePlan(t, st, cleanup.Plan(ctx, st, planOpts))
 			// From JSON, on a node value that no longer says the root's
 			// aliases: the State records them.
 			var decoded reconstruct.State
@@ -76,4 +78,32 @@ func scanFixture(t *testing.T, f *fixture.Fixture, hostRoot string) *reconstruct
 		return nil
 	}
 	return st
+}
+
+// assertOrphanFindingsFollowThePlan: the finding of each orphaned pod says
+// what its plan does with its dir. OrphanedPodRemovable: the plan removes
+// it (an operator reading it must not find a pod dir kept for the driver);
+// OrphanedPodNeedsDriver: the plan keeps it and reports what the driver
+// must do; OrphanedPodKept: the plan keeps it.
+func assertOrphanFindingsFollowThePlan(t *testing.T, st *reconstruct.State, plan *cleanup.ActionPlan) {
+	t.Helper()
+	for _, f := range st.Findings {
+		var podDir cleanup.ActionKind
+		needsDriver := false
+		for _, a := range plan.Actions {
+			if a.PodUID == f.PodUID && a.Path == f.Path {
+				podDir = a.Action
+			}
+			needsDriver = needsDriver || a.PodUID == f.PodUID && a.Action == cleanup.NeedsDriver
+		}
+		switch f.Kind {
+		case reconstruct.OrphanedPodRemovable:
+			assert.Equal(t, cleanup.Rmdir, podDir, "%s is %s, yet its plan keeps its dir", f.PodUID, f.Kind)
+		case reconstruct.OrphanedPodNeedsDriver:
+			assert.Equal(t, cleanup.Keep, podDir, "%s is %s: its plan keeps its dir", f.PodUID, f.Kind)
+			assert.True(t, needsDriver, "%s is %s: its plan says what the driver must do", f.PodUID, f.Kind)
+		case reconstruct.OrphanedPodKept:
+			assert.Equal(t, cleanup.Keep, podDir, "%s is %s: its plan keeps its dir", f.PodUID, f.Kind)
+		}
+	}
 }

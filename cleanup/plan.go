@@ -547,22 +547,9 @@ func (p *podPlanner) holdsData(path string) bool {
 	return false
 }
 
-// liveStaging returns a live staging mount of the volume: by its identity,
-// or, when the identity is unknown, any live staging mount at all.
-func (p *podPlanner) liveStaging(v reconstruct.Volume) string {
-	if v.DeviceMountState == reconstruct.Mounted || v.DeviceMountState == reconstruct.Uncertain {
-		return v.DeviceMountPath
-	}
-	for _, g := range p.st.GlobalMounts {
-		if g.Mode != podsdir.Filesystem || g.State == reconstruct.Unmounted {
-			continue
-		}
-		if v.UniqueName == "" || v.CSI == nil || g.UniqueName == "" || g.UniqueName == v.UniqueName {
-			return g.Path
-		}
-	}
-	return ""
-}
+// liveStaging returns a live staging mount that may still need the
+// volume's vol_data.json (reconstruct.State.LiveStagingFor).
+func (p *podPlanner) liveStaging(v reconstruct.Volume) string { return p.st.LiveStagingFor(v) }
 
 // planBlockEntry plans volumeDevices/: map files are unlinked themselves.
 func (p *podPlanner) planBlockEntry(e PodEntry, parts []string) bool {

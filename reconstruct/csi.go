@@ -1,6 +1,7 @@
 package reconstruct
 
 import (
+	"path"
 	"slices"
 	"strings"
 
@@ -359,4 +360,39 @@ func (b *builder) blockSpec(name string) *podsdir.BlockSpec {
 		}
 	}
 	return b.blockSpecs[name]
+}
+
+// LiveStagingFor returns a staging mount, Mounted or Uncertain, that may be
+// the CSI filesystem volume v's and so may still need v's pod-level
+// vol_data.json (a kubelet tears a volume down from that file: NodeUnpublish,
+// then NodeUnstage), or "": v's own device mount if it is live, else the
+// first live filesystem staging mount whose volume cannot be told apart
+// from v's: v's identity is unknown, or the staging mount's, or they are
+// the same, or it lies at v's staging path (whatever its own vol_data.json
+// names: a StagingHashMismatch is no proof that it is not v's). Scan and
+// cleanup.Plan both ask it, so that the finding of an orphan and its plan
+// agree.
+func (st *State) LiveStagingFor(v Volume) string {
+	if held(v.DeviceMountState) && v.DeviceMountPath != "" {
+		return v.DeviceMountPath
+	}
+	for _, g := range st.GlobalMounts {
+		if g.Mode != podsdir.Filesystem || !held(g.State) {
+			continue
+		}
+		if v.CSI == nil || v.UniqueName == "" || g.UniqueName == "" || g.UniqueName == v.UniqueName || atStagingPathOf(g.Path, v.CSI) {
+			return g.Path
+		}
+	}
+	return ""
+}
+
+// held: a state in which a mount may still be there.
+func held(s VolumeState) bool { return s == Mounted || s == Uncertain }
+
+// atStagingPathOf: p is the current-layout staging path of the volume c,
+// <driver>/<sha256(handle)>/globalmount.
+func atStagingPathOf(p string, c *CSIInfo) bool {
+	dir := path.Dir(p)
+	return path.Base(p) == "globalmount" && path.Base(dir) == podsdir.StagingHash(c.VolumeHandle) && path.Base(path.Dir(dir)) == c.DriverName
 }
