@@ -527,6 +527,8 @@ func TestCSIActionsOutsideTheirPlacesAreRefused(t *testing.T) {
 		{Action: cleanup.NodeUnstage, Path: "/mnt/data", CSI: &cleanup.CSICall{Driver: csiDriver, VolumeID: csiHandle, Source: "259:3:/"}},
 		{Action: cleanup.NodeUnstage, Path: n.staging},
 	}}
+	plan.PodsDirIdentity = cleanup.Plan(t.Context(), &reconstruct.State{PodsDir: plan.PodsDir}, cleanup.Options{Node: n.node()}).PodsDirIdentity
+	require.NotNil(t, plan.PodsDirIdentity)
 	for _, r := range n.apply(plan) {
 		assert.Equal(t, cleanup.Failed, r.Result, r.Path)
 	}
@@ -723,4 +725,54 @@ func globalAt(st *reconstruct.State, p string) (reconstruct.GlobalMount, bool) {
 		}
 	}
 	return reconstruct.GlobalMount{}, false
+}
+
+// The driver hears nothing of a plan made for another pods dir, nor of one
+// that records none: its CSI actions are Keep like the rest.
+func TestNoDriverCallForAPlanOfAnotherPodsDir(t *testing.T) {
+	for name, tamper := range map[string]func(*cleanup.ActionPlan){
+		"another pods dir": func(p *cleanup.ActionPlan) { p.PodsDirIdentity.Ino++ },
+		"no identity":      func(p *cleanup.ActionPlan) { p.PodsDirIdentity = nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := newCSINode(t)
+			target := n.publish(csiUID, false)
+			plan := n.plan(n.teardown(), false)
+			require.Equal(t, cleanup.NodeUnpublish, csiKindAt(plan, target))
+			tamper(plan)
+			for _, r := range n.apply(plan) {
+				assert.Equal(t, cleanup.Keep, r.Action.Action, r.Path)
+			}
+			assert.Empty(t, n.driver.Calls())
+			assert.True(t, n.mounted(target))
+			assert.True(t, n.mounted(n.staging))
+		})
+	}
+}
+
+// A pods dir that changes under the executor stops its CSI actions too: a
+// pods dir swapped for another during NodeUnpublish keeps the NodeUnstage
+// that was to follow.
+func TestAPodsDirSwappedDuringTheTeardownStopsIt(t *testing.T) {
+	n := newCSINode(t)
+	target := n.publish(csiUID, false)
+	plan := n.plan(n.teardown(), false)
+	pods := n.at(filepath.Join(csiRoot, "pods"))
+	n.driver.Act = func(c csifake.Call) error {
+		n.unmount(c.Path)
+		if c.Method == "NodeUnpublishVolume" {
+			require.NoError(t, os.Rename(pods, pods+".old"))
+			require.NoError(t, os.Mkdir(pods, 0o750))
+		}
+		return nil
+	}
+	results := n.apply(plan)
+	assert.Equal(t, cleanup.Done, csiResultAt(results, target).Result)
+	r := csiResultAt(results, n.staging)
+	assert.Equal(t, cleanup.Keep, r.Action.Action)
+	assert.Contains(t, r.Reason, "changed")
+	assert.True(t, n.mounted(n.staging))
+	for _, c := range n.driver.Calls() {
+		assert.NotEqual(t, "NodeUnstageVolume", c.Method)
+	}
 }

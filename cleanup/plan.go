@@ -67,6 +67,12 @@ func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan 
 	log := klog.FromContext(ctx)
 	plan := &ActionPlan{SchemaVersion: reconstruct.SchemaVersion, PodsDir: st.PodsDir, Actions: []Action{}}
 	opts.RootDirAliases = planAliases(st, opts.Node)
+	if st.PodsDir != "" {
+		var err error
+		if plan.PodsDirIdentity, err = podsDirIdentity(opts.Node, st.PodsDir); err != nil {
+			plan.Notes = append(plan.Notes, "nothing of this plan can be carried out: the pods dir's identity could not be recorded: "+err.Error())
+		}
+	}
 	volumes := map[string][]reconstruct.Volume{}
 	for _, v := range st.Volumes {
 		volumes[v.PodUID] = append(volumes[v.PodUID], v)
@@ -77,7 +83,7 @@ func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan 
 	if opts.CSITeardown != nil {
 		snap, tableErr = opts.snapshot(ctx, st)
 		ev = opts.CSITeardown.gatherEvidence(ctx, st, snap, opts.Node)
-		plan.Notes = ev.notes
+		plan.Notes = append(plan.Notes, ev.notes...)
 	}
 	orphans := 0
 	for _, pod := range st.Pods {
