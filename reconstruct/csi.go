@@ -366,7 +366,7 @@ func (b *builder) blockSpec(name string) *podsdir.BlockSpec {
 // the CSI filesystem volume v's and so may still need v's pod-level
 // vol_data.json (a kubelet tears a volume down from that file: NodeUnpublish,
 // then NodeUnstage), or "": v's own device mount if it is live, else the
-// first live filesystem staging mount whose volume cannot be told apart
+// first (by path) live filesystem staging mount whose volume cannot be told apart
 // from v's: v's identity is unknown, or the staging mount's, or they are
 // the same, or it lies at v's staging path (whatever its own vol_data.json
 // names: a StagingHashMismatch is no proof that it is not v's). Scan and
@@ -376,15 +376,16 @@ func (st *State) LiveStagingFor(v Volume) string {
 	if held(v.DeviceMountState) && v.DeviceMountPath != "" {
 		return v.DeviceMountPath
 	}
+	first := "" // in path order, whatever the order of GlobalMounts (the scan's is not sorted yet)
 	for _, g := range st.GlobalMounts {
-		if g.Mode != podsdir.Filesystem || !held(g.State) {
+		if g.Mode != podsdir.Filesystem || !held(g.State) || first != "" && g.Path >= first {
 			continue
 		}
 		if v.CSI == nil || v.UniqueName == "" || g.UniqueName == "" || g.UniqueName == v.UniqueName || atStagingPathOf(g.Path, v.CSI) {
-			return g.Path
+			first = g.Path
 		}
 	}
-	return ""
+	return first
 }
 
 // held: a state in which a mount may still be there.

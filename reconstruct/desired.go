@@ -224,6 +224,10 @@ func (b *builder) keptOrphans() map[string]orphanKeep {
 		}
 		kept[v.PodUID] = k
 	}
+	for _, k := range kept { // in a fixed order, whatever the order of the scan's steps
+		slices.Sort(k.driver)
+		slices.Sort(k.other)
+	}
 	return kept
 }
 
