@@ -62,8 +62,11 @@ func (b *builder) recoverCSIIdentity(out *Volume, vd podsdir.VolData) *CSIInfo {
 		}
 		return nil
 	}
-	if out.State != Mounted {
+	switch out.State {
+	case Unmounted:
 		return unknown("the publish target is not mounted, so no staging mount proves which volume it was", false)
+	case Uncertain:
+		return unknown("the publish target's state is uncertain, so no staging mount proves which volume it was", false)
 	}
 	bound := b.boundStagings(out.CheckedPath)
 	switch {
