@@ -55,3 +55,15 @@ func TestDriverRegistered(t *testing.T) {
 	assert.True(t, DriverRegistered(t.Context(), Options{RootDir: kubelet, HostRoot: host}, driver))
 	assert.False(t, DriverRegistered(t.Context(), Options{RootDir: kubelet, HostRoot: filepath.Join(host, "data")}, driver))
 }
+
+// Nothing is sent into a mount not to enter (Options.NotEntered): a
+// plugins_registry/ or plugins/<driver> there cannot be told, so yes.
+func TestDriverRegisteredEntersNoMountNotToEnter(t *testing.T) {
+	const driver = "ebs.csi.aws.com"
+	host := build(t, "d "+kubelet+"/plugins/"+driver, "d "+kubelet+"/plugins_registry")
+	for _, fenced := range []string{kubelet + "/plugins_registry", kubelet + "/plugins/" + driver} {
+		opts := Options{RootDir: kubelet, HostRoot: host, NotEntered: map[string]string{fenced: "fuse.sshfs"}}
+		assert.True(t, DriverRegistered(t.Context(), opts, driver), fenced)
+	}
+	assert.False(t, DriverRegistered(t.Context(), Options{RootDir: kubelet, HostRoot: host}, driver))
+}

@@ -213,7 +213,7 @@ func (b *builder) keptOrphans() map[string]orphanKeep {
 		}
 		kept[f.PodUID] = k
 	}
-	registered := map[string]bool{}
+	registered := b.driverCheck()
 	for _, v := range b.st.Volumes {
 		if !orphans[v.PodUID] || v.Plugin != podsdir.CSIPluginName {
 			continue
@@ -234,7 +234,7 @@ func (b *builder) keptOrphans() map[string]orphanKeep {
 // keptForDriver says why the plan keeps a CSI volume of an orphan for the
 // driver, or "". corrupt: its vol_data.json is there but corrupt; data: its
 // mount dir holds data (kept for that, with the file that names it).
-func (b *builder) keptForDriver(v Volume, corrupt, data bool, registered map[string]bool) string {
+func (b *builder) keptForDriver(v Volume, corrupt, data bool, registered func(driver string) bool) string {
 	if v.Mode == podsdir.Block {
 		switch {
 		case v.State != Unmounted:
@@ -257,15 +257,33 @@ func (b *builder) keptForDriver(v Volume, corrupt, data bool, registered map[str
 		return ""
 	}
 	driver := v.CSI.DriverName
-	if _, asked := registered[driver]; !asked {
-		registered[driver] = podsdir.DriverRegistered(b.ctx, b.opts.podsdirOptions(), driver)
-	}
-	if !registered[driver] {
+	if !registered(driver) {
 		return ""
 	}
 	return file + " is kept: driver " + driver + " is registered on this node, and a kubelet of 1.30 or later, restarted with it " +
 		"running, tears the volume down through it from this file (remove it without the driver only if no driver will ever be " +
 		"asked: --remove-vol-data-without-driver)"
+}
+
+// driverCheck returns podsdir.DriverRegistered on the scan's node, each
+// driver asked once, sending nothing into a mount that the walk would not
+// enter either (MountsNotToEnter of the scan's table).
+func (b *builder) driverCheck() func(driver string) bool {
+	var opts *podsdir.Options
+	asked := map[string]bool{}
+	return func(driver string) bool {
+		if opts == nil {
+			o := b.opts.podsdirOptions()
+			o.NotEntered = MountsNotToEnter(b.table, b.inv.ResolvedRootDir, b.inv.PodsDir, b.inv.PluginsDir)
+			opts = &o
+		}
+		registered, ok := asked[driver]
+		if !ok {
+			registered = podsdir.DriverRegistered(b.ctx, *opts, driver)
+			asked[driver] = registered
+		}
+		return registered
+	}
 }
 
 func summarize(items []string, n int) string {
