@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
@@ -65,6 +67,10 @@ func (p *podPlanner) csiUnpublishable(mp string) (reconstruct.Volume, bool) {
 	case !known || v.State != reconstruct.Mounted || v.CSI == nil || !v.CSI.Recovered || v.Mount == nil || v.Mount.Count != 1:
 		return v, false
 	case v.CSI.DriverName == "" || v.CSI.VolumeHandle == "":
+		return v, false
+	}
+	if _, why := boundFrom(p.st, v); why != "" {
+		klog.FromContext(p.ctx).V(4).Info("No NodeUnpublish: the recovered identity is not proven", "path", mp, "why", why)
 		return v, false
 	}
 	for _, other := range p.pod.MountPoints {
@@ -126,10 +132,14 @@ func volDataState(v reconstruct.Volume) string {
 // this plan unpublishes, when no other pod mount uses it and no active pod
 // uses the volume. The executor checks again, after the unpublish, that no
 // target of the volume is left.
+//
+// Only the staging mount the target is bound from is unstaged here, never
+// one found by the recovered handle: any other staging mount is leaked,
+// and planLeakedStaging's rules (two runs MinLeakAge apart) hold for it.
 func (p *podPlanner) unstageAfterUnpublish(v reconstruct.Volume) {
-	g, ok := globalMountAt(p.st, v.DeviceMountPath)
-	if !ok || slices.ContainsFunc(p.after, func(a Action) bool { return a.Path == g.Path }) {
-		return
+	g, why := boundFrom(p.st, v)
+	if why != "" || slices.ContainsFunc(p.after, func(a Action) bool { return a.Path == g.Path }) {
+		return // csiUnpublishable checked it: no NodeUnpublish without it
 	}
 	others := slices.DeleteFunc(slices.Clone(g.PodUIDs), func(uid string) bool { return uid == p.pod.UID })
 	if len(others) > 0 {
@@ -139,6 +149,39 @@ func (p *podPlanner) unstageAfterUnpublish(v reconstruct.Volume) {
 	}
 	p.after = append(p.after, p.opts.CSITeardown.unstage(p.st, p.ev, g, p.pod.UID, false,
 		"NodeUnpublish of "+v.CheckedPath+" comes first; afterwards no target of the volume is left"))
+}
+
+// boundFrom returns the staging mount the mounted publish target v is
+// bound from, proven to be the volume v names: the only global mount of
+// the State with the device and root of v's mount, a filesystem staging
+// mount of the current layout, mounted, named by the sha256 of its handle
+// without a StagingHashMismatch, naming v's driver and handle, and v's
+// device mount path. Otherwise it says why not. The State may be JSON of
+// any scan: the planner checks this itself.
+func boundFrom(st *reconstruct.State, v reconstruct.Volume) (reconstruct.GlobalMount, string) {
+	var bound []reconstruct.GlobalMount
+	for _, g := range st.GlobalMounts {
+		if v.Mount != nil && g.Mount != nil && g.Mount.MajorMinor == v.Mount.MajorMinor && g.Mount.Root == v.Mount.Root {
+			bound = append(bound, g)
+		}
+	}
+	if len(bound) != 1 {
+		return reconstruct.GlobalMount{}, plural(len(bound), "staging mount has", "staging mounts have") + " the target's device and root"
+	}
+	g := bound[0]
+	switch {
+	case g.Mode != podsdir.Filesystem || g.Layout != podsdir.LayoutCurrent || g.State != reconstruct.Mounted:
+		return g, "the staging mount " + g.Path + " is not a mounted filesystem staging mount of the current layout"
+	case filepath.Base(filepath.Dir(g.Path)) != sha256Hex(g.VolumeHandle) || hasFindingAt(st, reconstruct.StagingHashMismatch, g.Path):
+		return g, "the staging mount " + g.Path + " is not named by the sha256 of the handle its vol_data.json names"
+	case v.CSI == nil || g.DriverName != v.CSI.DriverName || g.VolumeHandle != v.CSI.VolumeHandle || g.Path != v.DeviceMountPath:
+		return g, "the staging mount " + g.Path + " is not the one of the volume's identity"
+	}
+	return g, ""
+}
+
+func hasFindingAt(st *reconstruct.State, kind reconstruct.FindingKind, path string) bool {
+	return slices.ContainsFunc(st.Findings, func(f reconstruct.Finding) bool { return f.Kind == kind && f.Path == path })
 }
 
 func globalMountAt(st *reconstruct.State, path string) (reconstruct.GlobalMount, bool) {
@@ -192,8 +235,8 @@ func (t *CSITeardown) unstage(st *reconstruct.State, ev *evidence, g reconstruct
 		return no("the staging dir is not mounted exactly once")
 	case g.DriverName == "" || g.VolumeHandle == "" || g.UniqueName == "":
 		return no("its identity is unknown (no readable vol_data.json in the staging dir)")
-	case filepath.Base(filepath.Dir(g.Path)) != sha256Hex(g.VolumeHandle):
-		return no("the staging dir is not named by the sha256 of the handle its vol_data.json names")
+	case filepath.Base(filepath.Dir(g.Path)) != sha256Hex(g.VolumeHandle) || hasFindingAt(st, reconstruct.StagingHashMismatch, g.Path):
+		return no("the staging dir is not named by the sha256 of the handle its vol_data.json names (StagingHashMismatch): never act on it")
 	case len(ev.stagingUnused[g.Path]) == 0:
 		return no("no evidence that no other mount namespace on the node uses it")
 	}

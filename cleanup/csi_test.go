@@ -81,6 +81,13 @@ func (n *csiNode) mount(p string) {
 	n.mounts[p] = "259:3 /"
 }
 
+// mountFrom puts an entry of another filesystem ("dev root") at p.
+func (n *csiNode) mountFrom(p, devRoot string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.mounts[p] = devRoot
+}
+
 func (n *csiNode) unmount(p string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -520,6 +527,8 @@ func TestCSIActionsOutsideTheirPlacesAreRefused(t *testing.T) {
 		{Action: cleanup.NodeUnstage, Path: "/mnt/data", CSI: &cleanup.CSICall{Driver: csiDriver, VolumeID: csiHandle, Source: "259:3:/"}},
 		{Action: cleanup.NodeUnstage, Path: n.staging},
 	}}
+	plan.PodsDirIdentity = cleanup.Plan(t.Context(), &reconstruct.State{PodsDir: plan.PodsDir}, cleanup.Options{Node: n.node()}).PodsDirIdentity
+	require.NotNil(t, plan.PodsDirIdentity)
 	for _, r := range n.apply(plan) {
 		assert.Equal(t, cleanup.Failed, r.Result, r.Path)
 	}
@@ -645,10 +654,125 @@ func TestAPodSharingTheVolumeIsNotTheDeadPodsUser(t *testing.T) {
 	}
 }
 
+// The planner checks a recovered identity itself, whatever State it is
+// given (one decoded from an older scan's JSON, say): NodeUnpublish only
+// for the identity of the one staging mount the target is bound from,
+// proven, and the NodeUnstage after it only of that staging mount, never
+// one found by the handle.
+func TestTheTeardownActsOnlyForTheStagingMountTheTargetIsBoundFrom(t *testing.T) {
+	const other = "vol-0002"
+	for name, tamper := range map[string]func(st *reconstruct.State, v *reconstruct.Volume, n *csiNode, staging2 string){
+		"an identity recovered from another staging mount": func(_ *reconstruct.State, v *reconstruct.Volume, _ *csiNode, staging2 string) {
+			v.CSI.VolumeHandle, v.UniqueName, v.DeviceMountPath = other, podsdir.CSIUniqueName(csiDriver, other), staging2
+		},
+		"the device mount path another staging mount": func(_ *reconstruct.State, v *reconstruct.Volume, _ *csiNode, staging2 string) {
+			v.DeviceMountPath = staging2
+		},
+		"the bound staging mount flagged StagingHashMismatch": func(st *reconstruct.State, _ *reconstruct.Volume, n *csiNode, _ string) {
+			st.Findings = append(st.Findings, reconstruct.Finding{Kind: reconstruct.StagingHashMismatch, Path: n.staging})
+		},
+		"two staging mounts of the target's subtree": func(st *reconstruct.State, _ *reconstruct.Volume, n *csiNode, _ string) {
+			g, _ := globalAt(st, n.staging)
+			g.Path = filepath.Join(filepath.Dir(filepath.Dir(n.staging)), "copy", "globalmount")
+			st.GlobalMounts = append(st.GlobalMounts, g)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := newCSINode(t)
+			staging2 := filepath.Join(csiRoot, "plugins/kubernetes.io/csi", csiDriver, podsdir.StagingHash(other), "globalmount")
+			n.write(filepath.Join(filepath.Dir(staging2), "vol_data.json"), `{"driverName":"`+csiDriver+`","volumeHandle":"`+other+`"}`)
+			n.mkdir(staging2)
+			n.mountFrom(staging2, "259:4 /")
+			target := n.publish(csiUID, false)
+			st := n.scan()
+			i := slices.IndexFunc(st.Volumes, func(v reconstruct.Volume) bool { return v.CheckedPath == target })
+			require.GreaterOrEqual(t, i, 0)
+			require.True(t, st.Volumes[i].CSI.Recovered, "the scan recovers the identity of the staging mount it is bound from")
+			tamper(st, &st.Volumes[i], n, staging2)
+
+			td := n.teardown()
+			td.Store = &memStore{since: map[string]time.Time{staging2: time.Now().Add(-time.Hour)}}
+			td.MinLeakAge = time.Minute
+			plan := cleanup.Plan(t.Context(), st, cleanup.Options{Node: n.node(), CSITeardown: td})
+			assert.NotEqual(t, cleanup.NodeUnpublish, csiKindAt(plan, target))
+			assert.NotEqual(t, cleanup.NodeUnstage, csiKindAt(plan, n.staging))
+			if a, ok := csiActionAt(plan, staging2); ok && a.Action == cleanup.NodeUnstage {
+				assert.Empty(t, a.PodUID, "only as a leak of its own, never right after an unpublish")
+			}
+			n.apply(plan)
+			for _, c := range n.driver.Calls() {
+				assert.NotEqual(t, "NodeUnpublishVolume", c.Method, "no NodeUnpublish for an unproven identity")
+				assert.NotEqual(t, target, c.Path)
+			}
+			assert.True(t, n.mounted(target))
+			assert.True(t, n.mounted(n.staging))
+		})
+	}
+}
+
 func methodsOf(d *csifake.Driver) []string {
 	var out []string
 	for _, c := range d.Calls() {
 		out = append(out, c.Method)
 	}
 	return out
+}
+
+func globalAt(st *reconstruct.State, p string) (reconstruct.GlobalMount, bool) {
+	for _, g := range st.GlobalMounts {
+		if g.Path == p {
+			return g, true
+		}
+	}
+	return reconstruct.GlobalMount{}, false
+}
+
+// The driver hears nothing of a plan made for another pods dir, nor of one
+// that records none: its CSI actions are Keep like the rest.
+func TestNoDriverCallForAPlanOfAnotherPodsDir(t *testing.T) {
+	for name, tamper := range map[string]func(*cleanup.ActionPlan){
+		"another pods dir": func(p *cleanup.ActionPlan) { p.PodsDirIdentity.Ino++ },
+		"no identity":      func(p *cleanup.ActionPlan) { p.PodsDirIdentity = nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := newCSINode(t)
+			target := n.publish(csiUID, false)
+			plan := n.plan(n.teardown(), false)
+			require.Equal(t, cleanup.NodeUnpublish, csiKindAt(plan, target))
+			tamper(plan)
+			for _, r := range n.apply(plan) {
+				assert.Equal(t, cleanup.Keep, r.Action.Action, r.Path)
+			}
+			assert.Empty(t, n.driver.Calls())
+			assert.True(t, n.mounted(target))
+			assert.True(t, n.mounted(n.staging))
+		})
+	}
+}
+
+// A pods dir that changes under the executor stops its CSI actions too: a
+// pods dir swapped for another during NodeUnpublish keeps the NodeUnstage
+// that was to follow.
+func TestAPodsDirSwappedDuringTheTeardownStopsIt(t *testing.T) {
+	n := newCSINode(t)
+	target := n.publish(csiUID, false)
+	plan := n.plan(n.teardown(), false)
+	pods := n.at(filepath.Join(csiRoot, "pods"))
+	n.driver.Act = func(c csifake.Call) error {
+		n.unmount(c.Path)
+		if c.Method == "NodeUnpublishVolume" {
+			require.NoError(t, os.Rename(pods, pods+".old"))
+			require.NoError(t, os.Mkdir(pods, 0o750))
+		}
+		return nil
+	}
+	results := n.apply(plan)
+	assert.Equal(t, cleanup.Done, csiResultAt(results, target).Result)
+	r := csiResultAt(results, n.staging)
+	assert.Equal(t, cleanup.Keep, r.Action.Action)
+	assert.Contains(t, r.Reason, "changed")
+	assert.True(t, n.mounted(n.staging))
+	for _, c := range n.driver.Calls() {
+		assert.NotEqual(t, "NodeUnstageVolume", c.Method)
+	}
 }

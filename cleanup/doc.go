@@ -21,6 +21,8 @@
 //   - A pod that keeps any mount gets reports only: its containers may
 //     still be running. A pod dir whose name is not a pod UID is kept whole.
 //   - Unmounts come before every removal of their pod.
+//   - Plan records the pods dir's identity (ActionPlan.PodsDirIdentity), and
+//     Execute carries out nothing on another pods dir, nor a plan without it.
 //   - Execute holds the pods dir open and resolves every action beneath
 //     it with RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS and RESOLVE_NO_XDEV,
 //     unmounts only a mount whose ID the table has at the path, checks
@@ -31,7 +33,8 @@
 // NodeUnpublish and NodeUnstage are reported as NeedsDriver actions,
 // unless Options.CSITeardown asks Plan to tear down through the driver
 // what the kubelet never will: a publish target whose pod's vol_data.json
-// is gone, of a pod dead on evidence, and a staging mount no pod uses.
+// is gone, of a pod dead on evidence, under the proven identity of the one
+// staging mount it is bound from, and a staging mount no pod uses.
 // Plan gathers that evidence itself, in one place (teardown.go): from its
 // own read of the mount table, one read of every mount namespace on the
 // node, the scan's evidence of life, the record of when each staging mount

@@ -95,6 +95,12 @@ func (e *executor) run(a Action) ActionResult {
 		return e.stop(a, Skipped, err)
 	}
 	if a.Action == NodeUnpublish || a.Action == NodeUnstage {
+		if err := e.hold(); err != nil {
+			return e.csiStop(a, Failed, err)
+		}
+		if e.halted != nil {
+			return e.csiKeep(a, e.halted)
+		}
 		return e.runCSI(a)
 	}
 	podDir, err := e.podDir(a)
@@ -103,6 +109,9 @@ func (e *executor) run(a Action) ActionResult {
 	}
 	if err := e.hold(); err != nil {
 		return e.stop(a, Failed, err)
+	}
+	if e.halted != nil {
+		return e.keep(a, e.halted)
 	}
 	table, err := e.tables.Table(e.ctx, e.scope)
 	if err != nil {
@@ -139,11 +148,18 @@ func errorText(err error) string {
 }
 
 // hold opens the pods dir and the mount table's change detector, once: the
-// first time an action is to be carried out.
+// first time an action is to be carried out. A pods dir that is not the
+// one the plan was made for halts the executor: nothing is carried out.
 func (e *executor) hold() error {
 	if e.held == nil && e.holdErr == nil {
 		e.tables = e.opts.MountTable.Follow()
 		e.held, e.holdErr = holdPodsDir(e.opts.Node, e.plan.PodsDir)
+		if e.holdErr == nil {
+			if err := e.held.isPlanned(e.plan.PodsDirIdentity); err != nil {
+				e.halted = err
+				e.log.V(4).Info("Cleanup stopped: not the pods dir planned for", "podsDir", e.plan.PodsDir, "why", err.Error())
+			}
+		}
 	}
 	return e.holdErr
 }

@@ -49,6 +49,10 @@ func (e *executor) runCSI(a Action) ActionResult {
 	if err != nil {
 		return e.csiKeep(a, fmt.Errorf("the mount table could not be read: %w", err))
 	}
+	if err := e.held.verify(table); err != nil {
+		e.halted = err
+		return e.csiKeep(a, err)
+	}
 	if err := e.checkCSI(a, table); err != nil {
 		if errors.Is(err, errNodeChanged) {
 			return e.csiKeep(a, err)

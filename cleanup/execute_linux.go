@@ -237,16 +237,52 @@ type heldDir struct {
 }
 
 func holdPodsDir(n reconstruct.Node, podsDir string) (*heldDir, error) {
+	fd, id, err := openPodsDir(n, podsDir)
+	if err != nil {
+		return nil, err
+	}
+	return &heldDir{node: n, path: podsDir, fd: fd, id: id, ownTable: isOwnMountTable(n)}, nil
+}
+
+// openPodsDir opens the pods dir under n.HostRoot without following a
+// symlink, and says which directory it is.
+func openPodsDir(n reconstruct.Node, podsDir string) (int, identity, error) {
 	fd, err := openNoSymlinks(n.HostPath("/"), podsDir, 0)
 	if err != nil {
-		return nil, fmt.Errorf("open the pods dir %s without following symlinks: %w", podsDir, err)
+		return -1, identity{}, fmt.Errorf("open the pods dir %s without following symlinks: %w", podsDir, err)
 	}
 	id, err := statxAt(fd, "", unix.AT_EMPTY_PATH)
 	if err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("the pods dir %s: %w", podsDir, err)
+		return -1, identity{}, fmt.Errorf("the pods dir %s: %w", podsDir, err)
 	}
-	return &heldDir{node: n, path: podsDir, fd: fd, id: id, ownTable: isOwnMountTable(n)}, nil
+	return fd, id, nil
+}
+
+// podsDirIdentity is the identity of the pods dir, for the plan.
+func podsDirIdentity(n reconstruct.Node, podsDir string) (*DirIdentity, error) {
+	fd, id, err := openPodsDir(n, podsDir)
+	if err != nil {
+		return nil, err
+	}
+	unix.Close(fd)
+	return id.dirIdentity(), nil
+}
+
+// isPlanned checks that the held pods dir is the one the plan was made
+// for: Execute's first check.
+func (h *heldDir) isPlanned(planned *DirIdentity) error {
+	switch held := h.id.dirIdentity(); {
+	case planned == nil:
+		return fmt.Errorf("the plan records no identity of the pods dir %s (podsDirIdentity: a plan of an older volrecon, "+
+			"or its pods dir could not be read when planning), so it cannot be told that this is the pods dir it was made for: "+
+			"nothing is carried out; plan again", h.path)
+	case *held != *planned:
+		return fmt.Errorf("the pods dir %s is not the one the plan was made for: it is %s, the plan's was %s "+
+			"(a mount over it since the plan, or a plan made in another mount namespace): nothing is carried out; plan again",
+			h.path, held, planned)
+	}
+	return nil
 }
 
 func (h *heldDir) close() { unix.Close(h.fd) }
@@ -342,6 +378,10 @@ func statxAt(dirFd int, name string, flags int) (identity, error) {
 		id.mntID = stx.Mnt_id
 	}
 	return id, nil
+}
+
+func (id identity) dirIdentity() *DirIdentity {
+	return &DirIdentity{Dev: fmt.Sprintf("%d:%d", unix.Major(id.dev), unix.Minor(id.dev)), Ino: id.ino, MountID: id.mntID}
 }
 
 func (id identity) sameFile(o identity) bool {

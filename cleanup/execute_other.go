@@ -19,6 +19,10 @@ func holdPodsDir(reconstruct.Node, string) (*heldDir, error) { return nil, errUn
 
 func (*heldDir) verify(*mountscan.Table) error { return errUnsupported }
 
+func (*heldDir) isPlanned(*DirIdentity) error { return errUnsupported }
+
+func podsDirIdentity(reconstruct.Node, string) (*DirIdentity, error) { return nil, errUnsupported }
+
 func (*heldDir) close() {}
 
 func (e *executor) unmount(Action, *mountscan.Table) error { return errUnsupported }

@@ -2,6 +2,7 @@ package cleanup_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/mountscan"
@@ -52,9 +54,24 @@ func (n *execNode) table(context.Context) (*mountscan.Table, error) {
 	return mountscan.FromLines(lines...)
 }
 
+func (n *execNode) node() reconstruct.Node {
+	return reconstruct.Node{HostRoot: n.hostRoot, MountTable: mountscan.Source{Read: n.table}}
+}
+
+// exec executes a hand-made plan, given the identity of the node's pods
+// dir, as Plan records it.
 func (n *execNode) exec(plan *cleanup.ActionPlan, opts cleanup.ExecOptions) []cleanup.ActionResult {
-	opts.Node = reconstruct.Node{HostRoot: n.hostRoot, MountTable: mountscan.Source{Read: n.table}}
-	return cleanup.Execute(n.t.Context(), plan, opts)
+	opts.Node = n.node()
+	return cleanup.Execute(n.t.Context(), n.identified(plan), opts)
+}
+
+// identified gives a hand-made plan the identity of the pods dir that Plan
+// records, from a plan of a State with no pods.
+func (n *execNode) identified(plan *cleanup.ActionPlan) *cleanup.ActionPlan {
+	empty := cleanup.Plan(n.t.Context(), &reconstruct.State{PodsDir: plan.PodsDir}, cleanup.Options{Node: n.node()})
+	require.NotNil(n.t, empty.PodsDirIdentity, empty.Notes)
+	plan.PodsDirIdentity = empty.PodsDirIdentity
+	return plan
 }
 
 func (n *execNode) exists(p string) bool {
@@ -191,4 +208,57 @@ func TestExecuteUnmountsStackedMountsAndStopsOnBusy(t *testing.T) {
 	assert.Equal(t, []string{tokenA, tokenA}, unmounted)
 	assert.True(t, n.exists(tokenB))
 	assert.False(t, n.exists(tokenA))
+}
+
+// Execute carries out nothing of a plan that does not record the pods
+// dir's identity (a plan of an older volrecon), nor of one made for another
+// pods dir: every action is Keep, with why.
+func TestExecuteActsOnlyOnThePodsDirThePlanWasMadeFor(t *testing.T) {
+	for name, c := range map[string]struct {
+		identity func(planned *cleanup.DirIdentity) *cleanup.DirIdentity
+		why      string
+	}{
+		"no identity (an older plan)": {func(*cleanup.DirIdentity) *cleanup.DirIdentity { return nil }, "records no identity of the pods dir"},
+		"another inode": {func(d *cleanup.DirIdentity) *cleanup.DirIdentity {
+			return &cleanup.DirIdentity{Dev: d.Dev, Ino: d.Ino + 1, MountID: d.MountID}
+		}, "is not the one the plan was made for"},
+		"another mount": {func(d *cleanup.DirIdentity) *cleanup.DirIdentity {
+			return &cleanup.DirIdentity{Dev: d.Dev, Ino: d.Ino, MountID: d.MountID + 1}
+		}, "is not the one the plan was made for"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := newExecNode(t, execUIDA+"/etc-hosts.txt", execUIDB+"/etc-hosts.txt")
+			plan := n.identified(planOf(act(cleanup.Unlink, execUIDA, "etc-hosts.txt"), act(cleanup.Rmdir, execUIDA, ""),
+				act(cleanup.Unlink, execUIDB, "etc-hosts.txt")))
+			plan.PodsDirIdentity = c.identity(plan.PodsDirIdentity)
+			rs := cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Node: n.node(), Apply: true})
+			for _, r := range rs {
+				assert.Equal(t, cleanup.Keep, r.Action.Action, r.Path)
+				assert.Equal(t, cleanup.Skipped, r.Result, r.Path)
+				assert.Contains(t, r.Reason, c.why, r.Path)
+			}
+			assert.True(t, n.exists(execPods+"/"+execUIDA+"/etc-hosts.txt"))
+			assert.True(t, n.exists(execPods+"/"+execUIDB+"/etc-hosts.txt"))
+		})
+	}
+}
+
+// Plan records the pods dir's identity; one it cannot read is said in the
+// plan's notes, and no identity is recorded.
+func TestPlanRecordsThePodsDirIdentity(t *testing.T) {
+	n := newExecNode(t, execUIDA+"/etc-hosts.txt")
+	plan := cleanup.Plan(t.Context(), &reconstruct.State{PodsDir: execPods}, cleanup.Options{Node: n.node()})
+	require.NotNil(t, plan.PodsDirIdentity)
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(filepath.Join(n.hostRoot, execPods), &st))
+	assert.Equal(t, st.Ino, plan.PodsDirIdentity.Ino)
+	assert.Equal(t, fmt.Sprintf("%d:%d", unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev))), plan.PodsDirIdentity.Dev)
+	assert.Empty(t, plan.Notes)
+
+	require.NoError(t, os.Rename(filepath.Join(n.hostRoot, execPods), filepath.Join(n.hostRoot, execPods+".old")))
+	require.NoError(t, os.Symlink(execPods+".old", filepath.Join(n.hostRoot, execPods)))
+	plan = cleanup.Plan(t.Context(), &reconstruct.State{PodsDir: execPods}, cleanup.Options{Node: n.node()})
+	assert.Nil(t, plan.PodsDirIdentity, "a symlink is never followed")
+	require.Len(t, plan.Notes, 1)
+	assert.Contains(t, plan.Notes[0], "nothing of this plan can be carried out")
 }

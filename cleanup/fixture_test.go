@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -44,14 +45,15 @@ func TestFixturePlans(t *testing.T) {
 			}
 			planned++
 			ctx := testContext(t)
-			got := fixture.MarshalGolden(t, cleanup.Plan(ctx, st, planOpts))
+			got := planGolden(t, cleanup.Plan(ctx, st, planOpts))
 			f.CheckGolden(t, fixture.SectionPlan, got, *update)
+			assertOrphanFindingsFollowThePlan(t, st, cleanup.Plan(ctx, st, planOpts))
 			// From JSON, on a node value that no longer says the root's
 			// aliases: the State records them.
 			var decoded reconstruct.State
 			require.NoError(t, json.Unmarshal(fixture.MarshalGolden(t, st), &decoded))
 			planOpts.RootDirAliases = nil
-			require.JSONEq(t, string(got), string(fixture.MarshalGolden(t, cleanup.Plan(ctx, &decoded, planOpts))),
+			require.JSONEq(t, string(got), string(planGolden(t, cleanup.Plan(ctx, &decoded, planOpts))),
 				"the plan from the State's JSON differs from the plan from Scan")
 			if *update {
 				require.NoError(t, os.WriteFile(file, f.Format(), 0o644))
@@ -59,6 +61,15 @@ func TestFixturePlans(t *testing.T) {
 		})
 	}
 	require.NotZero(t, planned, "no fixture asks for a plan")
+}
+
+// planGolden is the JSON of a plan without the identity of its pods dir,
+// which is the temp dir's and differs from run to run; Plan must record it.
+func planGolden(t *testing.T, plan *cleanup.ActionPlan) []byte {
+	t.Helper()
+	require.NotNil(t, plan.PodsDirIdentity, "Plan records the pods dir's identity: %v", plan.Notes)
+	plan.PodsDirIdentity = nil
+	return fixture.MarshalGolden(t, plan)
 }
 
 func testContext(t *testing.T) context.Context {
@@ -76,4 +87,32 @@ func scanFixture(t *testing.T, f *fixture.Fixture, hostRoot string) *reconstruct
 		return nil
 	}
 	return st
+}
+
+// assertOrphanFindingsFollowThePlan: the finding of each orphaned pod says
+// what its plan does with its dir. OrphanedPodRemovable: the plan removes
+// it (an operator reading it must not find a pod dir kept for the driver);
+// OrphanedPodNeedsDriver: the plan keeps it and reports what the driver
+// must do; OrphanedPodKept: the plan keeps it.
+func assertOrphanFindingsFollowThePlan(t *testing.T, st *reconstruct.State, plan *cleanup.ActionPlan) {
+	t.Helper()
+	for _, f := range st.Findings {
+		var podDir cleanup.ActionKind
+		needsDriver := false
+		for _, a := range plan.Actions {
+			if a.PodUID == f.PodUID && a.Path == f.Path {
+				podDir = a.Action
+			}
+			needsDriver = needsDriver || a.PodUID == f.PodUID && a.Action == cleanup.NeedsDriver
+		}
+		switch f.Kind {
+		case reconstruct.OrphanedPodRemovable:
+			assert.Equal(t, cleanup.Rmdir, podDir, "%s is %s, yet its plan keeps its dir", f.PodUID, f.Kind)
+		case reconstruct.OrphanedPodNeedsDriver:
+			assert.Equal(t, cleanup.Keep, podDir, "%s is %s: its plan keeps its dir", f.PodUID, f.Kind)
+			assert.True(t, needsDriver, "%s is %s: its plan says what the driver must do", f.PodUID, f.Kind)
+		case reconstruct.OrphanedPodKept:
+			assert.Equal(t, cleanup.Keep, podDir, "%s is %s: its plan keeps its dir", f.PodUID, f.Kind)
+		}
+	}
 }

@@ -67,6 +67,12 @@ func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan 
 	log := klog.FromContext(ctx)
 	plan := &ActionPlan{SchemaVersion: reconstruct.SchemaVersion, PodsDir: st.PodsDir, Actions: []Action{}}
 	opts.RootDirAliases = planAliases(st, opts.Node)
+	if st.PodsDir != "" {
+		var err error
+		if plan.PodsDirIdentity, err = podsDirIdentity(opts.Node, st.PodsDir); err != nil {
+			plan.Notes = append(plan.Notes, "nothing of this plan can be carried out: the pods dir's identity could not be recorded: "+err.Error())
+		}
+	}
 	volumes := map[string][]reconstruct.Volume{}
 	for _, v := range st.Volumes {
 		volumes[v.PodUID] = append(volumes[v.PodUID], v)
@@ -77,7 +83,7 @@ func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan 
 	if opts.CSITeardown != nil {
 		snap, tableErr = opts.snapshot(ctx, st)
 		ev = opts.CSITeardown.gatherEvidence(ctx, st, snap, opts.Node)
-		plan.Notes = ev.notes
+		plan.Notes = append(plan.Notes, ev.notes...)
 	}
 	orphans := 0
 	for _, pod := range st.Pods {
@@ -97,7 +103,7 @@ func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan 
 			log.V(4).Info("Planned orphaned pod", "podUID", pod.UID, "actions", 1, "outcome", Keep)
 			continue
 		}
-		actions := planPod(st, snap, tableErr, ev, pod, volumes[pod.UID], opts)
+		actions := planPod(ctx, st, snap, tableErr, ev, pod, volumes[pod.UID], opts)
 		log.V(4).Info("Planned orphaned pod", "podUID", pod.UID, "actions", len(actions), "outcome", actions[len(actions)-1].Action)
 		plan.Actions = append(plan.Actions, actions...)
 	}
@@ -148,6 +154,7 @@ func leakedReason(st *reconstruct.State, path string) string {
 
 // podPlanner plans one orphaned pod.
 type podPlanner struct {
+	ctx      context.Context
 	st       *reconstruct.State
 	snap     *snapshot // the node as the plan reads it
 	pod      reconstruct.Pod
@@ -161,7 +168,7 @@ type podPlanner struct {
 	after    []Action // reports that follow the pod's own actions
 }
 
-func planPod(st *reconstruct.State, snap *snapshot, tableErr error, ev *evidence, pod reconstruct.Pod, volumes []reconstruct.Volume, opts Options) []Action {
+func planPod(ctx context.Context, st *reconstruct.State, snap *snapshot, tableErr error, ev *evidence, pod reconstruct.Pod, volumes []reconstruct.Volume, opts Options) []Action {
 	keep := func(why string) []Action {
 		return []Action{{Action: Keep, Path: pod.Path, PodUID: pod.UID, Reason: why}}
 	}
@@ -184,7 +191,7 @@ func planPod(st *reconstruct.State, snap *snapshot, tableErr error, ev *evidence
 	for _, alias := range reconstruct.AliasPaths(st.ResolvedRootDir, opts.RootDirAliases, pod.Path) {
 		pod.MountPoints = unionMountPoints(pod.MountPoints, snap.table.AtOrBelow(alias))
 	}
-	p := &podPlanner{st: st, snap: snap, pod: pod, contents: contents, opts: opts, ev: ev, volumes: map[string]reconstruct.Volume{},
+	p := &podPlanner{ctx: ctx, st: st, snap: snap, pod: pod, contents: contents, opts: opts, ev: ev, volumes: map[string]reconstruct.Volume{},
 		children: map[string][]PodEntry{}, entries: map[string]PodEntry{}}
 	for _, v := range volumes {
 		p.volumes[v.Path] = v
@@ -546,22 +553,9 @@ func (p *podPlanner) holdsData(path string) bool {
 	return false
 }
 
-// liveStaging returns a live staging mount of the volume: by its identity,
-// or, when the identity is unknown, any live staging mount at all.
-func (p *podPlanner) liveStaging(v reconstruct.Volume) string {
-	if v.DeviceMountState == reconstruct.Mounted || v.DeviceMountState == reconstruct.Uncertain {
-		return v.DeviceMountPath
-	}
-	for _, g := range p.st.GlobalMounts {
-		if g.Mode != podsdir.Filesystem || g.State == reconstruct.Unmounted {
-			continue
-		}
-		if v.UniqueName == "" || v.CSI == nil || g.UniqueName == "" || g.UniqueName == v.UniqueName {
-			return g.Path
-		}
-	}
-	return ""
-}
+// liveStaging returns a live staging mount that may still need the
+// volume's vol_data.json (reconstruct.State.LiveStagingFor).
+func (p *podPlanner) liveStaging(v reconstruct.Volume) string { return p.st.LiveStagingFor(v) }
 
 // planBlockEntry plans volumeDevices/: map files are unlinked themselves.
 func (p *podPlanner) planBlockEntry(e PodEntry, parts []string) bool {

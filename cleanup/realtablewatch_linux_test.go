@@ -222,7 +222,7 @@ func TestExecuteReadsARegularMountInfoFileBeforeEveryAction(t *testing.T) {
 			require.NoError(t, errors.Join(err, f.Close()))
 		}
 	}}
-	plan := planOf(act(cleanup.Unlink, execUIDA, "etc-hosts.txt"), act(cleanup.Unlink, execUIDA, cache+"/f.txt"))
+	plan := n.identified(planOf(act(cleanup.Unlink, execUIDA, "etc-hosts.txt"), act(cleanup.Unlink, execUIDA, cache+"/f.txt")))
 	node := reconstruct.Node{HostRoot: n.hostRoot, MountTable: mountscan.Source{Path: file}}
 	rs := cleanup.Execute(klog.NewContext(t.Context(), logr.New(hook)), plan, cleanup.ExecOptions{Node: node, Apply: true})
 

@@ -1,5 +1,7 @@
 package cleanup
 
+import "fmt"
+
 // ActionKind is what a cleanup action does.
 type ActionKind string
 
@@ -53,12 +55,33 @@ type Action struct {
 type ActionPlan struct {
 	SchemaVersion string `json:"schemaVersion"`
 	// PodsDir is the pods dir the actions are confined to.
-	PodsDir string   `json:"podsDir,omitempty"`
-	Actions []Action `json:"actions"`
+	PodsDir string `json:"podsDir,omitempty"`
+	// PodsDirIdentity is the pods dir as Plan found it (statx under
+	// Node.HostRoot, no symlink followed). Execute carries out nothing of a
+	// plan against a pods dir that is not this one, nor of a plan without
+	// it: a plan of an older volrecon, or one whose pods dir could not be
+	// read when planning (Notes says why).
+	PodsDirIdentity *DirIdentity `json:"podsDirIdentity,omitempty"`
+	Actions         []Action     `json:"actions"`
 	// Notes say what evidence of the teardown through the CSI driver could
 	// not be gathered, so that nothing is torn down for it
 	// (Options.CSITeardown).
 	Notes []string `json:"notes,omitempty"`
+}
+
+// DirIdentity says which directory a path led to: its device
+// ("major:minor"), inode and mount ID (0: the kernel does not report mount
+// IDs, before Linux 5.8). Mount IDs belong to one mount namespace, and a
+// new mount (a bind of a copy of the dir, say) has a new one, so a plan is
+// carried out only in the mount namespace it was made in.
+type DirIdentity struct {
+	Dev     string `json:"dev"`
+	Ino     uint64 `json:"ino"`
+	MountID uint64 `json:"mountID"`
+}
+
+func (d *DirIdentity) String() string {
+	return fmt.Sprintf("inode %d of device %s on mount %d", d.Ino, d.Dev, d.MountID)
 }
 
 // Result is the outcome of one action.

@@ -422,6 +422,7 @@ var alertRules = map[string]string{
 	"VolreconLeakedStagingMount":     "warning",
 	"VolreconOrphanedPodWithMounts":  "warning",
 	"VolreconOrphanedPodRunning":     "warning",
+	"VolreconOrphanedPodNeedsDriver": "warning",
 	"VolreconDataOnNodeDisk":         "critical",
 	"VolreconScanFailing":            "warning",
 	"VolreconActivePodsUnknown":      "warning",
@@ -432,11 +433,12 @@ var alertRules = map[string]string{
 // runbook is what the description of an alert must tell the reader to do
 // (or not to do).
 var runbook = map[string][]string{
-	"VolreconLeakedStagingMount":    {"NodeUnstageVolume", "Never umount it or rm"},
-	"VolreconOrphanedPodWithMounts": {"volrecon plan", "volrecon cleanup", "Do not rm -rf"},
-	"VolreconOrphanedPodRunning":    {"active pod list is current", "crictl"},
-	"VolreconDataOnNodeDisk":        {"Copy it off the node first", "Never delete it"},
-	"VolreconActivePodsUnknown":     {"/healthz says why", "every pod dir is Unknown"},
+	"VolreconLeakedStagingMount":     {"NodeUnstageVolume", "Never umount it or rm"},
+	"VolreconOrphanedPodWithMounts":  {"volrecon plan", "volrecon cleanup", "Do not rm -rf"},
+	"VolreconOrphanedPodRunning":     {"active pod list is current", "crictl"},
+	"VolreconOrphanedPodNeedsDriver": {"Restart the kubelet", "--csi-teardown", "Do not rm -rf"},
+	"VolreconDataOnNodeDisk":         {"Copy it off the node first", "Never delete it"},
+	"VolreconActivePodsUnknown":      {"/healthz says why", "every pod dir is Unknown"},
 }
 
 // scrapeMetrics are the metrics the rules may use that volrecon does not

@@ -26,6 +26,7 @@ func Example() {
 	// Output:
 	// VolreconLeakedStagingMount: warning after 30m
 	// VolreconOrphanedPodWithMounts: warning after 30m
+	// VolreconOrphanedPodNeedsDriver: warning after 30m
 	// VolreconOrphanedPodRunning: warning after 30m
 	// VolreconDataOnNodeDisk: critical after 5m
 	// VolreconScanFailing: warning after 5m

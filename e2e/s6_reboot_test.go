@@ -11,9 +11,11 @@ import (
 
 // Scenario 6: after a reboot (kubelet and containers stopped, every mount
 // under the kubelet root gone) volrecon calls the volumes Unmounted and,
-// once the pods are deleted, their dirs OrphanedPodRemovable; cleanup
-// --apply removes those dirs; a kubelet started afterwards finds nothing
-// to clean.
+// once the pods are deleted, their dirs OrphanedPodRemovable, or
+// OrphanedPodNeedsDriver where the plan keeps them for the CSI driver;
+// cleanup --apply removes the removable dirs; a kubelet started afterwards
+// finds nothing of them to clean, and tears the kept ones down through the
+// driver.
 func TestAfterReboot(t *testing.T) {
 	c := needCluster(t)
 	cleanupPods(t)
@@ -51,8 +53,12 @@ func TestAfterReboot(t *testing.T) {
 	active := nodePods(t)
 	st = scan(t, active)
 	diffs = nil
-	for _, p := range append(cleaned, left) {
-		assert.True(t, hasFinding(st, "OrphanedPodRemovable", string(p.UID)), "OrphanedPodRemovable for %s", p.Name)
+	// The finding follows the plan (issue 18, item 13): the block pod
+	// (its staging Uncertain), the CSI pod and the left pod (their
+	// vol_data.json, of a registered driver) are kept for the driver.
+	assert.True(t, hasFinding(st, "OrphanedPodRemovable", string(vol.UID)), "OrphanedPodRemovable for %s", vol.Name)
+	for _, p := range []*corev1.Pod{csi, block, left} {
+		assert.True(t, hasFinding(st, "OrphanedPodNeedsDriver", string(p.UID)), "OrphanedPodNeedsDriver for %s", p.Name)
 	}
 	// What volrecon would do to reboot-left, whose dir is then left to the
 	// kubelet, to see what the kubelet does with it.
@@ -71,7 +77,7 @@ func TestAfterReboot(t *testing.T) {
 	}
 	assert.Equal(t, 0, code, "cleanup --apply exit code")
 	for _, p := range cleaned {
-		if podDirExists(t, string(p.UID)) {
+		if podDirExists(t, string(p.UID)) && hasFinding(st, "OrphanedPodRemovable", string(p.UID)) {
 			// The finding said the dir can go, the plan kept it.
 			diffs = append(diffs, "OrphanedPodRemovable-but-kept:"+p.Name)
 		}
@@ -156,23 +162,10 @@ const blockStagingIntended = "intended: a raw block staging dir has no mount to 
 	"needed: after the restart it reconstructs that volume and calls NodeUnpublish and NodeUnstage, which it " +
 	"could not do had the pod dir been removed"
 
-const removableButKeptVolData = "volrecon bug (minor), as for the block pod: OrphanedPodRemovable while the plan " +
-	"keeps the CSI pod's vol_data.json (NeedsDriver: its driver is registered, and a restarted kubelet tears the " +
-	"volume down through the driver with that very file, which the test then checks). Keeping it is right."
-
-const removableButKeptBug = "volrecon bug (minor): the pod gets the finding OrphanedPodRemovable " +
-	"(\"nothing mounted: its dirs can go\") while its plan keeps the dir (NeedsDriver for the block volume, " +
-	"see the intended difference above); the finding should follow the plan (reconstruct/findings.go decides " +
-	"from mounts alone, cleanup/plan.go also from the Uncertain block staging)." +
-	" Keeping the dir is right: " + blockStagingIntended
-
 var (
 	rebootDifferences = []knownDifference{
 		{"global-mount-not-unmounted-after-reboot:<root>/plugins/kubernetes.io/csi/volumeDevices/staging/e2e-block:Uncertain", blockStagingIntended},
 	}
-	rebootCleanupDifferences = []knownDifference{
-		{"OrphanedPodRemovable-but-kept:reboot-block", removableButKeptBug},
-		{"OrphanedPodRemovable-but-kept:reboot-csi", removableButKeptVolData},
-	}
-	rebootMetricDifferences = orphanGaugeDifferences(0, 3)
+	rebootCleanupDifferences = []knownDifference{}
+	rebootMetricDifferences  = orphanGaugeDifferences(0, 3)
 )

@@ -293,7 +293,7 @@ func assertAllUnknown(t *testing.T, st vrState) {
 		assert.Equal(t, "Unknown", p.Status, "pod %s", p.UID)
 	}
 	for _, f := range st.Findings {
-		assert.NotContains(t, []string{"OrphanedPodMounted", "OrphanedPodRemovable", "OrphanedPodRunning"}, f.Kind, "no orphan finding while unknown")
+		assert.NotContains(t, orphanKinds, f.Kind, "no orphan finding while unknown")
 	}
 }
 
@@ -414,7 +414,15 @@ func (s *serveProc) requireMetric(t *testing.T, name string, want float64) {
 	require.Equal(t, want, got, name)
 }
 
+// orphanKinds are the finding kinds of an orphaned pod.
+var orphanKinds = []string{"OrphanedPodMounted", "OrphanedPodRemovable", "OrphanedPodNeedsDriver", "OrphanedPodKept", "OrphanedPodRunning"}
+
 func (st vrState) hasOrphanFinding(uid string) bool {
 	// Its containers still run (the kubelet is down): evidence of life.
-	return hasFinding(st, "OrphanedPodRunning", uid) || hasFinding(st, "OrphanedPodRemovable", uid) || hasFinding(st, "OrphanedPodMounted", uid)
+	for _, kind := range orphanKinds {
+		if hasFinding(st, kind, uid) {
+			return true
+		}
+	}
+	return false
 }

@@ -110,3 +110,22 @@ func ExampleOptions_ReadVolData() {
 	// /no-driver.json: Corrupt "missing driverName" /h
 	// /absent.json: Missing "" /
 }
+
+// DriverRegistered answers whether a leftover vol_data.json may still be a
+// restarted kubelet's way to tear its volume down through the driver.
+func ExampleDriverRegistered() {
+	hostRoot, err := os.MkdirTemp("", "podsdir-example")
+	must(err)
+	defer os.RemoveAll(hostRoot)
+	writeTree(hostRoot, map[string]string{
+		"/var/lib/kubelet/plugins_registry/ebs.csi.aws.com-reg.sock": "",
+		"/var/lib/kubelet/plugins/":                                  "",
+	})
+	opts := podsdir.Options{HostRoot: hostRoot}
+	for _, driver := range []string{"ebs.csi.aws.com", "gone.csi.example.com"} {
+		fmt.Println(driver, podsdir.DriverRegistered(context.Background(), opts, driver))
+	}
+	// Output:
+	// ebs.csi.aws.com true
+	// gone.csi.example.com false
+}

@@ -2,6 +2,7 @@ package reconstruct
 
 import (
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/volrecon/volrecon/mountscan"
@@ -44,69 +45,101 @@ func (b *builder) csiFilesystemVolume(v podsdir.Volume, out *Volume) {
 }
 
 // recoverCSIIdentity finds the identity of a CSI volume whose pod-level
-// vol_data.json is missing or corrupt: first from the staging mount that
-// the pod mount shares a filesystem subtree with, then from the fields the
-// corrupt file still had, then from a legacy staging dir named after the PV.
+// vol_data.json is missing or corrupt, from the staging mount its publish
+// target is bound from, and only where that identity is proven: the
+// target is mounted, exactly one staging mount has its device and root,
+// and that one is a filesystem staging mount of the current layout,
+// mounted, named by the sha256 of the handle its own vol_data.json names
+// (no StagingHashMismatch), which a corrupt pod-level file, where it still
+// names a driver or a handle, does not contradict. Where a staging mount
+// is bound but proves nothing, or several are, the volume is Uncertain: a
+// driver must never hear of it under a name that may be another volume's.
 func (b *builder) recoverCSIIdentity(out *Volume, vd podsdir.VolData) *CSIInfo {
-	g := b.stagingOf(out.CheckedPath)
-	if g == nil && vd.VolumeHandle != "" {
-		g = b.stagingByHandle(vd.DriverName, vd.VolumeHandle)
-	}
-	if g == nil {
-		g = b.globals[join(b.inv.CSIDir, "pv", out.Name, "globalmount")]
-	}
-	if g == nil || g.DriverName == "" || g.VolumeHandle == "" {
-		out.Reason += "; CSI identity unknown: vol_data.json is " + strings.ToLower(string(vd.State)) + " and no staging dir names the volume"
+	unknown := func(why string, uncertain bool) *CSIInfo {
+		out.Reason += "; CSI identity unknown: vol_data.json is " + strings.ToLower(string(vd.State)) + " and " + why
+		if uncertain {
+			out.State = Uncertain
+		}
 		return nil
+	}
+	switch out.State {
+	case Unmounted:
+		return unknown("the publish target is not mounted, so no staging mount proves which volume it was", false)
+	case Uncertain:
+		return unknown("the publish target's state is uncertain, so no staging mount proves which volume it was", false)
+	}
+	bound := b.boundStagings(out.CheckedPath)
+	switch {
+	case len(bound) == 0:
+		return unknown("no staging mount has the publish target's device and root", false)
+	case len(bound) > 1:
+		return unknown(plural(len(bound), "staging mount has", "staging mounts have")+" the publish target's device and root ("+
+			summarize(globalPaths(bound), 3)+"): which one it was bound from is ambiguous", true)
+	}
+	g := bound[0]
+	if why := b.unproven(g); why != "" {
+		return unknown("the staging mount it is bound from, "+g.Path+", does not prove an identity: "+why, true)
+	}
+	if vd.DriverName != "" && vd.DriverName != g.DriverName || vd.VolumeHandle != "" && vd.VolumeHandle != g.VolumeHandle {
+		return unknown("what is left of it names "+vd.DriverName+"^"+vd.VolumeHandle+", while the staging mount it is bound from, "+
+			g.Path+", is "+g.DriverName+"^"+g.VolumeHandle, true)
 	}
 	b.log.V(4).Info("Recovered CSI identity from staging dir", "podUID", out.PodUID, "volume", out.Name, "staging", g.Path)
 	return &CSIInfo{DriverName: g.DriverName, VolumeHandle: g.VolumeHandle, SpecVolID: out.Name, Recovered: true}
 }
 
-// stagingOf returns the staging mount that the mount at target binds from:
-// of the mount points that Table.Refs(target) lists, the first (in sorted
-// order) that is a global mount's path.
-func (b *builder) stagingOf(target string) *GlobalMount {
+// unproven says why the staging mount g does not prove the identity its
+// vol_data.json names, or "".
+func (b *builder) unproven(g *GlobalMount) string {
+	switch {
+	case g.Mode != podsdir.Filesystem || g.Layout != podsdir.LayoutCurrent:
+		return "only a filesystem staging mount of the current layout is named by its volume's handle"
+	case b.hashMismatch[g.Path]:
+		return "its dir is not named by the sha256 of the handle its vol_data.json names (StagingHashMismatch)"
+	case g.State != Mounted:
+		return "its state is " + string(g.State) + " (" + g.Reason + ")"
+	case g.DriverName == "" || g.VolumeHandle == "":
+		return "it has no readable vol_data.json"
+	}
+	return ""
+}
+
+func globalPaths(gs []*GlobalMount) []string {
+	paths := make([]string, len(gs))
+	for i, g := range gs {
+		paths[i] = g.Path
+	}
+	return paths
+}
+
+// boundStagings returns the staging mounts that the mount at target may be
+// bound from: those with the device and root of its topmost entry (there,
+// or at its alias), each once, in path order.
+func (b *builder) boundStagings(target string) []*GlobalMount {
 	if !b.consistent {
 		return nil
 	}
 	stack := b.mounts.at(target)
 	if len(stack) == 0 {
-		// Not a mount point (an unmounted volume): the refs of the
-		// directory of the filesystem that holds it.
-		for _, ref := range b.table.Refs(target) {
-			if g := b.globals[ref]; g != nil {
-				return g
-			}
-		}
+		_, stack = b.atAlias(target)
+	}
+	if len(stack) == 0 {
 		return nil
 	}
-	// A mount point: its refs are the other entries of the same subtree
-	// as its topmost entry, as Refs finds them.
 	holder := &stack[len(stack)-1]
 	mounts := b.table.Mounts()
-	best := ""
+	var paths []string
 	for _, i := range b.subtrees.staging[subtreeKey{holder.Dev, holder.Root}] {
-		m := &mounts[i]
-		if m.Line == holder.Line && m.ID == holder.ID && m.MountPoint == holder.MountPoint {
-			continue // the holder itself
-		}
-		if best == "" || m.MountPoint < best {
-			best = m.MountPoint
+		if m := &mounts[i]; m.MountPoint != holder.MountPoint {
+			paths = append(paths, m.MountPoint)
 		}
 	}
-	return b.globals[best]
-}
-
-func (b *builder) stagingByHandle(driver, handle string) *GlobalMount {
-	hash := podsdir.StagingHash(handle)
-	for _, g := range b.globals {
-		if g.Mode == podsdir.Filesystem && g.Layout == podsdir.LayoutCurrent && path.Base(path.Dir(g.Path)) == hash &&
-			(driver == "" || g.DriverName == driver) {
-			return g
-		}
+	slices.Sort(paths)
+	var out []*GlobalMount
+	for _, p := range slices.Compact(paths) {
+		out = append(out, b.globals[p])
 	}
-	return nil
+	return out
 }
 
 // noteBadVolData reports a missing or corrupt vol_data.json.
@@ -170,8 +203,14 @@ func (b *builder) checkStagingAgrees(out *Volume) {
 	if out.CSI == nil || out.CSI.Recovered || out.State != Mounted {
 		return
 	}
-	g := b.stagingOf(out.CheckedPath)
-	if g == nil || g.VolumeHandle == "" || g.VolumeHandle == out.CSI.VolumeHandle && g.DriverName == out.CSI.DriverName {
+	var g *GlobalMount
+	for _, bound := range b.boundStagings(out.CheckedPath) {
+		if bound.VolumeHandle != "" && (bound.VolumeHandle != out.CSI.VolumeHandle || bound.DriverName != out.CSI.DriverName) {
+			g = bound
+			break
+		}
+	}
+	if g == nil {
 		return
 	}
 	out.State = Uncertain
@@ -182,7 +221,10 @@ func (b *builder) checkStagingAgrees(out *Volume) {
 }
 
 // attachDeviceMount finds the staging dir of a persistent CSI volume on
-// disk: the current layout first, then the legacy one.
+// disk: the current layout first, then the legacy one. A staging dir whose
+// own vol_data.json names another volume, or whose name does not match it
+// (StagingHashMismatch), is never named as the volume's device mount path:
+// it may be another volume's.
 func (b *builder) attachDeviceMount(out *Volume) {
 	if out.CSI == nil || isEphemeral(out.CSI) || out.CSI.DriverName == "" || out.CSI.VolumeHandle == "" {
 		return
@@ -193,8 +235,8 @@ func (b *builder) attachDeviceMount(out *Volume) {
 		pv = out.Name
 	}
 	legacy := join(b.inv.CSIDir, "pv", pv, "globalmount")
-	g := b.globals[current]
-	if lg := b.globals[legacy]; lg != nil && (g == nil || g.State != Mounted && lg.State == Mounted) {
+	g := b.stagingNaming(current, out.CSI)
+	if lg := b.stagingNaming(legacy, out.CSI); lg != nil && (g == nil || g.State != Mounted && lg.State == Mounted) {
 		g = lg
 	}
 	if g == nil {
@@ -205,6 +247,17 @@ func (b *builder) attachDeviceMount(out *Volume) {
 	if out.State != Unmounted {
 		b.published[g.Path] = true
 	}
+}
+
+// stagingNaming returns the staging dir at path unless something says it
+// is not the volume c's: its vol_data.json names another volume, or its
+// name does not match that file.
+func (b *builder) stagingNaming(path string, c *CSIInfo) *GlobalMount {
+	g := b.globals[path]
+	if g == nil || b.hashMismatch[path] || g.VolumeHandle != "" && (g.VolumeHandle != c.VolumeHandle || g.DriverName != c.DriverName) {
+		return nil
+	}
+	return g
 }
 
 func (b *builder) setCSIUniqueName(out *Volume) {
@@ -310,4 +363,40 @@ func (b *builder) blockSpec(name string) *podsdir.BlockSpec {
 		}
 	}
 	return b.blockSpecs[name]
+}
+
+// LiveStagingFor returns a staging mount, Mounted or Uncertain, that may be
+// the CSI filesystem volume v's and so may still need v's pod-level
+// vol_data.json (a kubelet tears a volume down from that file: NodeUnpublish,
+// then NodeUnstage), or "": v's own device mount if it is live, else the
+// first (by path) live filesystem staging mount whose volume cannot be told apart
+// from v's: v's identity is unknown, or the staging mount's, or they are
+// the same, or it lies at v's staging path (whatever its own vol_data.json
+// names: a StagingHashMismatch is no proof that it is not v's). Scan and
+// cleanup.Plan both ask it, so that the finding of an orphan and its plan
+// agree.
+func (st *State) LiveStagingFor(v Volume) string {
+	if held(v.DeviceMountState) && v.DeviceMountPath != "" {
+		return v.DeviceMountPath
+	}
+	first := "" // in path order, whatever the order of GlobalMounts (the scan's is not sorted yet)
+	for _, g := range st.GlobalMounts {
+		if g.Mode != podsdir.Filesystem || !held(g.State) || first != "" && g.Path >= first {
+			continue
+		}
+		if v.CSI == nil || v.UniqueName == "" || g.UniqueName == "" || g.UniqueName == v.UniqueName || atStagingPathOf(g.Path, v.CSI) {
+			first = g.Path
+		}
+	}
+	return first
+}
+
+// held: a state in which a mount may still be there.
+func held(s VolumeState) bool { return s == Mounted || s == Uncertain }
+
+// atStagingPathOf: p is the current-layout staging path of the volume c,
+// <driver>/<sha256(handle)>/globalmount.
+func atStagingPathOf(p string, c *CSIInfo) bool {
+	dir := path.Dir(p)
+	return path.Base(p) == "globalmount" && path.Base(dir) == podsdir.StagingHash(c.VolumeHandle) && path.Base(path.Dir(dir)) == c.DriverName
 }

@@ -1,11 +1,14 @@
 package reconstruct
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/volrecon/volrecon/podsdir"
 )
 
 // PodSource tells which pods should exist on the node: a kubelet-like agent
@@ -134,9 +137,11 @@ func (b *builder) wouldOrphan(keys []string) bool {
 }
 
 // noteOrphans reports each orphaned pod as still mounted, still running
-// (Options.LifeChecker) or removable.
+// (Options.LifeChecker), kept for the CSI driver or for what is not the
+// kubelet's, or removable: the finding follows what cleanup.Plan does.
 func (b *builder) noteOrphans() {
 	life := b.lifeOfOrphans()
+	kept := b.keptOrphans()
 	for _, p := range b.st.Pods {
 		if p.Status != PodOrphaned {
 			continue
@@ -151,10 +156,133 @@ func (b *builder) noteOrphans() {
 			b.add(Finding{Kind: OrphanedPodMounted, Severity: SeverityWarning, Path: p.Path, PodUID: p.UID,
 				Message: fmt.Sprintf("orphaned pod with %s still at or below its dir (%s): the CSI driver (NodeUnpublish) or an unmount must come first",
 					plural(len(p.MountPoints), "mount point", "mount points"), summarize(p.MountPoints, 3))})
+		case len(kept[p.UID].driver) > 0:
+			b.add(Finding{Kind: OrphanedPodNeedsDriver, Severity: SeverityWarning, Path: p.Path, PodUID: p.UID,
+				Message: "orphaned pod with nothing mounted at or below its dir, kept for the CSI driver: " +
+					strings.Join(append(kept[p.UID].driver, kept[p.UID].other...), "; ") +
+					"; never remove it by hand: cleanup removes the rest once the driver is done"})
+		case len(kept[p.UID].other) > 0:
+			b.add(Finding{Kind: OrphanedPodKept, Severity: SeverityWarning, Path: p.Path, PodUID: p.UID,
+				Message: "orphaned pod with nothing mounted at or below its dir, kept: " + strings.Join(kept[p.UID].other, "; ") +
+					"; never remove it by hand: cleanup removes the rest and keeps these with the pod dir"})
 		default:
 			b.add(Finding{Kind: OrphanedPodRemovable, Severity: SeverityInfo, Path: p.Path, PodUID: p.UID,
-				Message: "orphaned pod with nothing mounted at or below its dir: the cleanup plan says what of it can go"})
+				Message: "orphaned pod with nothing mounted at or below its dir and nothing the cleanup plan keeps: cleanup removes it"})
 		}
+	}
+}
+
+// orphanKeep is what the cleanup plan keeps of an orphaned pod with
+// nothing mounted, and so its pod dir: for the CSI driver, and for the rest.
+type orphanKeep struct{ driver, other []string }
+
+// keptOrphans says, by pod UID, what the plan keeps of the orphaned pods
+// (cleanup's planVolData, planBlockEntry and the Keeps of what is not the
+// kubelet's): from the scan's volumes and findings, since the plan walks
+// the pod dir itself. Where the scan cannot tell, it says kept rather than
+// removable. Where the plan depends on its options, it says what the plan
+// does without them (RemoveVolumeDataWithoutDriver unset).
+func (b *builder) keptOrphans() map[string]orphanKeep {
+	kept := map[string]orphanKeep{}
+	orphans := map[string]bool{}
+	for _, p := range b.st.Pods {
+		if p.Status == PodOrphaned && len(p.MountPoints) == 0 {
+			orphans[p.UID] = true
+			if !podsdir.IsPodUID(p.UID) {
+				kept[p.UID] = orphanKeep{other: []string{"its dir's name is not a pod UID, so whose it is is unknown"}}
+			}
+		}
+	}
+	if len(orphans) == 0 || !b.consistent {
+		return kept
+	}
+	corrupt, data := map[string]bool{}, map[string]bool{}
+	for _, f := range b.st.Findings {
+		if !orphans[f.PodUID] {
+			continue
+		}
+		k := kept[f.PodUID]
+		switch f.Kind {
+		case CorruptVolumeData:
+			corrupt[f.Path] = true
+		case DataOnNodeDisk:
+			data[f.Path] = true
+			k.other = append(k.other, f.Path+" holds data on the node's disk (DataOnNodeDisk): copy it off first")
+		case UnexpectedEntry:
+			k.other = append(k.other, f.Path+" is not the kubelet's (UnexpectedEntry)")
+		}
+		kept[f.PodUID] = k
+	}
+	registered := b.driverCheck()
+	for _, v := range b.st.Volumes {
+		if !orphans[v.PodUID] || v.Plugin != podsdir.CSIPluginName {
+			continue
+		}
+		k := kept[v.PodUID]
+		if why := b.keptForDriver(v, corrupt[join(v.Path, "vol_data.json")], data[v.CheckedPath], registered); why != "" {
+			k.driver = append(k.driver, why)
+		}
+		kept[v.PodUID] = k
+	}
+	for _, k := range kept { // in a fixed order, whatever the order of the scan's steps
+		slices.Sort(k.driver)
+		slices.Sort(k.other)
+	}
+	return kept
+}
+
+// keptForDriver says why the plan keeps a CSI volume of an orphan for the
+// driver, or "". corrupt: its vol_data.json is there but corrupt; data: its
+// mount dir holds data (kept for that, with the file that names it).
+func (b *builder) keptForDriver(v Volume, corrupt, data bool, registered func(driver string) bool) string {
+	if v.Mode == podsdir.Block {
+		switch {
+		case v.State != Unmounted:
+			return "block volume " + v.Name + " is still mapped (" + v.CheckedPath + "): NodeUnpublish through the driver first"
+		case held(v.DeviceMountState):
+			return "block volume " + v.Name + "'s staging " + cmp.Or(v.StagingPath, v.DeviceMountPath) + " is " + string(v.DeviceMountState) +
+				": NodeUnstage through the driver first (the kubelet finds block volumes by the pod's map file)"
+		}
+		return ""
+	}
+	file := join(v.Path, "vol_data.json")
+	valid := v.CSI != nil && !v.CSI.Recovered
+	if v.State != Unmounted || data || !valid && !corrupt {
+		return ""
+	}
+	if live := b.st.LiveStagingFor(v); live != "" {
+		return file + " is kept: the staging mount " + live + " is live, and NodeUnstage through the driver may need it"
+	}
+	if !valid {
+		return ""
+	}
+	driver := v.CSI.DriverName
+	if !registered(driver) {
+		return ""
+	}
+	return file + " is kept: driver " + driver + " is registered on this node, and a kubelet of 1.30 or later, restarted with it " +
+		"running, tears the volume down through it from this file (remove it without the driver only if no driver will ever be " +
+		"asked: --remove-vol-data-without-driver)"
+}
+
+// driverCheck returns podsdir.DriverRegistered on the scan's node, each
+// driver asked once, sending nothing into a mount that the walk would not
+// enter either (MountsNotToEnter of the scan's table).
+func (b *builder) driverCheck() func(driver string) bool {
+	var opts *podsdir.Options
+	asked := map[string]bool{}
+	return func(driver string) bool {
+		if opts == nil {
+			o := b.opts.podsdirOptions()
+			o.NotEntered = MountsNotToEnter(b.table, b.inv.ResolvedRootDir, b.inv.PodsDir, b.inv.PluginsDir)
+			opts = &o
+		}
+		registered, ok := asked[driver]
+		if !ok {
+			registered = podsdir.DriverRegistered(b.ctx, *opts, driver)
+			asked[driver] = registered
+		}
+		return registered
 	}
 }
 

@@ -132,7 +132,6 @@ func (b *builder) noteStackedMounts() {
 // emptyDir, NFS, local, CSI inline and attach-free CSI volumes, and
 // anything without a unique name.
 func (b *builder) collectVolumesInUse() {
-	held := func(s VolumeState) bool { return s == Mounted || s == Uncertain }
 	var names []string
 	for _, v := range b.st.Volumes {
 		if v.Attachable && (held(v.State) || held(v.DeviceMountState)) {

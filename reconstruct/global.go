@@ -102,6 +102,10 @@ func (b *builder) checkStagingHash(g *GlobalMount, sd podsdir.StagingDir) {
 	if sd.Name == want && vd.DriverName == sd.Driver {
 		return
 	}
+	if b.hashMismatch == nil {
+		b.hashMismatch = map[string]bool{}
+	}
+	b.hashMismatch[g.Path] = true
 	g.State = Uncertain
 	g.Reason = "staging dir " + sd.Driver + "/" + sd.Name + " does not match its vol_data.json (" +
 		vd.DriverName + "/sha256(" + vd.VolumeHandle + ") = " + vd.DriverName + "/" + want + ")"

@@ -151,6 +151,9 @@ type builder struct {
 	// published holds the staging paths that some pod mount still uses:
 	// a staging mount without one is leaked, even if a pod dir names it.
 	published map[string]bool
+	// hashMismatch holds the staging paths flagged StagingHashMismatch
+	// (checkStagingHash): what they say is no volume's proven identity.
+	hashMismatch map[string]bool
 
 	// Set when the table is consistent: the entries under the kubelet's
 	// dirs by path, and who shares a subtree with a staging mount.

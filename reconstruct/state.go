@@ -57,8 +57,20 @@ const (
 	// (NodeUnpublish) or an unmount must come first.
 	OrphanedPodMounted FindingKind = "OrphanedPodMounted"
 	// OrphanedPodRemovable: an orphaned pod with nothing mounted at or below
-	// its dir: the cleanup plan says what of it can go.
+	// its dir and nothing in it the cleanup plan keeps: its dirs can go.
 	OrphanedPodRemovable FindingKind = "OrphanedPodRemovable"
+	// OrphanedPodNeedsDriver: an orphaned pod with nothing mounted at or
+	// below its dir whose dir the cleanup plan keeps for the CSI driver: a
+	// pod-level vol_data.json a live staging mount may need, or that a
+	// restarted kubelet tears its volume down with (its driver is
+	// registered), a block volume still mapped or staged. The message says
+	// what must happen first; never remove it by hand.
+	OrphanedPodNeedsDriver FindingKind = "OrphanedPodNeedsDriver"
+	// OrphanedPodKept: an orphaned pod with nothing mounted at or below its
+	// dir whose dir the cleanup plan keeps for what is not the kubelet's to
+	// remove: data on the node's disk, entries the kubelet does not create,
+	// a dir not named by a pod UID. The message says which.
+	OrphanedPodKept FindingKind = "OrphanedPodKept"
 	// OrphanedPodRunning: an orphaned pod that still runs (a mount namespace
 	// holds a mount from its dir, or the container runtime lists it), or
 	// whose evidence of life could not be gathered: nothing of it may be
@@ -113,7 +125,7 @@ const (
 // FindingKinds returns every FindingKind.
 func FindingKinds() []FindingKind {
 	return []FindingKind{
-		OrphanedPodMounted, OrphanedPodRemovable, OrphanedPodRunning, LeakedGlobalMount, StaleVolumeData,
+		OrphanedPodMounted, OrphanedPodRemovable, OrphanedPodNeedsDriver, OrphanedPodKept, OrphanedPodRunning, LeakedGlobalMount, StaleVolumeData,
 		MissingVolumeData, CorruptVolumeData, CorruptedMount, HungMount, RootDiskBackedMount,
 		StackedMount, DataOnNodeDisk, UnknownPlugin, InconsistentMountTable, UnexpectedEntry,
 		StagingHashMismatch, LegacyLayout, SELinuxContextMismatch, LeakedLoopDevice,

@@ -289,7 +289,7 @@ func (s *schemaWalk) checkType(typ reflect.Type, node map[string]any, where stri
 		resolved = s.def(name)
 	}
 	want := map[reflect.Kind]string{reflect.String: "string", reflect.Bool: "boolean", reflect.Int: "integer",
-		reflect.Int64: "integer", reflect.Slice: "array", reflect.Struct: "object"}[typ.Kind()]
+		reflect.Int64: "integer", reflect.Uint64: "integer", reflect.Slice: "array", reflect.Struct: "object"}[typ.Kind()]
 	require.NotEmpty(s.t, want, "%s: a %s has no JSON type here", where, typ)
 	assert.Equal(s.t, want, resolved["type"], "%s: the schema's type of a %s", where, typ)
 	switch typ.Kind() {
@@ -415,6 +415,8 @@ func (s *schemaWalk) fill(v reflect.Value, node map[string]any, where string) {
 		v.SetBool(true)
 	case reflect.Int, reflect.Int64:
 		v.SetInt(1)
+	case reflect.Uint64:
+		v.SetUint(1)
 	case reflect.Slice:
 		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
 		s.fill(v.Index(0), resolved["items"].(map[string]any), where+"[]")
