@@ -41,6 +41,8 @@ type Options struct {
 type snapshot struct {
 	reconstruct.Node
 	table *mountscan.Table
+	// fenced are the table's mounts nothing may be sent into (notToEnter).
+	fenced map[string]string
 }
 
 // hostPath returns where the host path p is read.
