@@ -219,5 +219,3 @@ func noMountBetween(table *mountscan.Table, podDir, path string) error {
 	}
 	return nil
 }
-
-func (e *executor) hostPath(p string) string { return e.opts.HostPath(p) }

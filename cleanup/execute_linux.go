@@ -82,7 +82,7 @@ func (e *executor) unmountTop(a Action, table *mountscan.Table, parentFd int, na
 		return fmt.Errorf("unmount %s: it is a symlink now: %w", a.Path, unix.ELOOP)
 	}
 	if e.opts.Unmount != nil { // a test's fake table: its mount IDs are made up
-		if err := e.opts.Unmount(e.hostPath(a.Path)); err != nil {
+		if err := e.opts.Unmount(e.opts.HostPath(a.Path)); err != nil {
 			return fmt.Errorf("unmount %s: %w", a.Path, err)
 		}
 		return nil

@@ -87,6 +87,3 @@ func containsString(ss []string, s string) bool {
 	}
 	return false
 }
-
-// hostPath returns where the host path p is read.
-func (o Options) hostPath(p string) string { return o.HostPath(p) }

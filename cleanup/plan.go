@@ -45,9 +45,6 @@ type snapshot struct {
 	fenced map[string]string
 }
 
-// hostPath returns where the host path p is read.
-func (s *snapshot) hostPath(p string) string { return s.HostPath(p) }
-
 // Plan turns a State into an ordered cleanup plan. Only Orphaned pods are
 // cleaned; nothing Uncertain, nothing at or below a mount point (unless
 // Unmount is allowed, and then only after the unmount), nothing recursive:

@@ -81,7 +81,7 @@ func (n *snapshot) walkPod(dir string) *PodContents {
 		c.Incomplete = "the pod dir itself is a mount point"
 		return c
 	}
-	fi, err := lstat(ctx, n.hostPath(dir))
+	fi, err := lstat(ctx, n.HostPath(dir))
 	if err != nil || !fi.IsDir() {
 		c.Incomplete = "cannot read the pod dir: " + errText(err, "not a directory")
 		return c
@@ -103,7 +103,7 @@ func (w *podWalk) walk(dir string, depth int) int {
 	case w.overBudget(dir):
 		return 0
 	}
-	hp := w.snap.hostPath(dir)
+	hp := w.snap.HostPath(dir)
 	left := bounded.Limits{Entries: maxPodEntries - len(w.contents.Entries), NameBytes: maxPodNameBytes - w.nameBytes}
 	entries, err := bounded.ReadDir(w.ctx, hp, 0, left)
 	var le *bounded.LimitError
@@ -146,7 +146,7 @@ func (w *podWalk) visit(p string, d fs.DirEntry, depth int) {
 	if w.overBudget(p) {
 		return
 	}
-	fi, err := lstat(w.ctx, w.snap.hostPath(p))
+	fi, err := lstat(w.ctx, w.snap.HostPath(p))
 	if err != nil {
 		w.contents.Incomplete = "cannot stat " + p + ": " + err.Error()
 		return
