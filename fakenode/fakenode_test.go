@@ -127,6 +127,11 @@ func TestFixtureNode(t *testing.T) {
 	assert.True(t, n.PlanOptions().Unmount)
 	st := n.Scan(opts)
 	assert.Len(t, fakenode.FindingsOf(st, reconstruct.HungMount), 1)
+	plan := cleanup.Plan(n.Context(), st, n.PlanOptions())
+	require.NotEmpty(t, plan.Actions)
+	for _, a := range plan.Actions {
+		assert.Equal(t, cleanup.Keep, a.Action, "a hung volume's pod is kept whole: %s", a.Path)
+	}
 	assert.Panics(t, func() { fakenode.FixtureNode(fatalTB{t}, fakenode.Fixtures(), "c26-hung-nfs.txtar").Mount(fakenode.RootLine) },
 		"a fixture's table is its own")
 }
