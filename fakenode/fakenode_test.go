@@ -132,7 +132,9 @@ func TestFixtureNode(t *testing.T) {
 	for _, a := range plan.Actions {
 		assert.Equal(t, cleanup.Keep, a.Action, "a hung volume's pod is kept whole: %s", a.Path)
 	}
-	assert.Panics(t, func() { fakenode.FixtureNode(fatalTB{t}, fakenode.Fixtures(), "c26-hung-nfs.txtar").Mount(fakenode.RootLine) },
+	assert.Panics(t, func() {
+		fakenode.FixtureNode(fatalTB{t}, fakenode.Fixtures(), "c26-hung-nfs.txtar").Mount(fakenode.RootLine)
+	},
 		"a fixture's table is its own")
 }
 
