@@ -5,17 +5,27 @@ GOBIN := $(shell $(GO) env GOPATH)/bin
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: test test-schema bench lint demo build update-fixtures fuzz e2e
+# Modules of their own that use the library as an importer does, through a
+# replace of it: examples/agent (a kubelet-like agent and its unit tests on
+# fake nodes, public API only).
+EXAMPLE_MODULES := examples/agent
+
+.PHONY: test test-schema test-examples bench lint demo build update-fixtures fuzz e2e
 
 ## test: gofmt check, go vet, and every test with the race detector, then
-## the schema's tests. As root, the tests that need real mounts run in
-## private mount namespaces.
+## the schema's and the examples' tests. As root, the tests that need real
+## mounts run in private mount namespaces.
 test:
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then \
 		echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race ./...
 	$(MAKE) test-schema
+	$(MAKE) test-examples
+
+## test-examples: each module of EXAMPLE_MODULES built, vetted and tested.
+test-examples:
+	for m in $(EXAMPLE_MODULES); do (cd $$m && $(GO) vet ./... && $(GO) test -race ./...) || exit 1; done
 
 ## test-schema: schema/volrecon.v1.json against the goldens, the command's
 ## -o json output and the Go types (module schema/, so that its JSON Schema
@@ -40,6 +50,7 @@ lint:
 	$(GOBIN)/staticcheck ./...
 	cd e2e && $(GO) vet ./... && $(GOBIN)/staticcheck ./...
 	cd schema && $(GOBIN)/staticcheck ./...
+	for m in $(EXAMPLE_MODULES); do (cd $$m && $(GOBIN)/staticcheck ./...) || exit 1; done
 
 ## build: the volrecon binary, with its version.
 build:

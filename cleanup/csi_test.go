@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/csifake"
+	"github.com/volrecon/volrecon/csinode/fakedriver"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
@@ -39,7 +39,7 @@ type csiNode struct {
 	t        *testing.T
 	hostRoot string
 	staging  string
-	driver   *csifake.Driver
+	driver   *fakedriver.Driver
 
 	mu     sync.Mutex
 	mounts map[string]string // mount point -> "dev root"
@@ -48,7 +48,7 @@ type csiNode struct {
 }
 
 func newCSINode(t *testing.T) *csiNode {
-	n := &csiNode{t: t, hostRoot: csifake.ShortTempDir(t), mounts: map[string]string{}, life: lifeSigns{}}
+	n := &csiNode{t: t, hostRoot: fakedriver.ShortTempDir(t), mounts: map[string]string{}, life: lifeSigns{}}
 	// The node's processes: pid 1 in the host's namespace, whose table is
 	// the node's mount table (written on every read of it).
 	n.namespace(1, "mnt:[4026531841]")
@@ -57,7 +57,7 @@ func newCSINode(t *testing.T) *csiNode {
 	n.mkdir(n.staging)
 	n.mount(n.staging)
 	n.mkdir(filepath.Join(csiRoot, "pods", csiActive, "containers"))
-	n.driver = &csifake.Driver{Name: csiDriver, StageUnstage: true, Act: func(c csifake.Call) error {
+	n.driver = &fakedriver.Driver{Name: csiDriver, StageUnstage: true, Act: func(c fakedriver.Call) error {
 		n.unmount(c.Path) // what the driver does
 		return nil
 	}}
@@ -256,7 +256,7 @@ func TestCSITeardownUnpublishesThenUnstagesARecoveredVolume(t *testing.T) {
 	results := n.apply(plan)
 	assert.Equal(t, cleanup.Done, csiResultAt(results, target).Result, csiResultAt(results, target).Error)
 	assert.Equal(t, cleanup.Done, csiResultAt(results, n.staging).Result, csiResultAt(results, n.staging).Error)
-	assert.Equal(t, []csifake.Call{
+	assert.Equal(t, []fakedriver.Call{
 		{Method: "GetPluginInfo"},
 		{Method: "NodeUnpublishVolume", VolumeID: csiHandle, Path: target},
 		{Method: "GetPluginInfo"},
@@ -452,7 +452,7 @@ func TestADriverErrorLeavesEverythingAsItWas(t *testing.T) {
 	assert.Equal(t, cleanup.Skipped, csiResultAt(results, n.staging).Result)
 	assert.True(t, n.mounted(target))
 	assert.True(t, n.mounted(n.staging))
-	assert.NotContains(t, n.driver.Calls(), csifake.Call{Method: "NodeUnstageVolume", VolumeID: csiHandle, Path: n.staging})
+	assert.NotContains(t, n.driver.Calls(), fakedriver.Call{Method: "NodeUnstageVolume", VolumeID: csiHandle, Path: n.staging})
 }
 
 func TestADriverThatIsNotRunningFailsClearly(t *testing.T) {
@@ -710,7 +710,7 @@ func TestTheTeardownActsOnlyForTheStagingMountTheTargetIsBoundFrom(t *testing.T)
 	}
 }
 
-func methodsOf(d *csifake.Driver) []string {
+func methodsOf(d *fakedriver.Driver) []string {
 	var out []string
 	for _, c := range d.Calls() {
 		out = append(out, c.Method)
@@ -758,7 +758,7 @@ func TestAPodsDirSwappedDuringTheTeardownStopsIt(t *testing.T) {
 	target := n.publish(csiUID, false)
 	plan := n.plan(n.teardown(), false)
 	pods := n.at(filepath.Join(csiRoot, "pods"))
-	n.driver.Act = func(c csifake.Call) error {
+	n.driver.Act = func(c fakedriver.Call) error {
 		n.unmount(c.Path)
 		if c.Method == "NodeUnpublishVolume" {
 			require.NoError(t, os.Rename(pods, pods+".old"))

@@ -15,7 +15,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/fixture"
+	"github.com/volrecon/volrecon/fakenode"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -34,7 +34,7 @@ func TestFixturePlans(t *testing.T) {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".txtar"), func(t *testing.T) {
 			data, err := os.ReadFile(file)
 			require.NoError(t, err)
-			f, err := fixture.Parse(data)
+			f, err := fakenode.ParseFixture(data)
 			require.NoError(t, err)
 			hostRoot := t.TempDir()
 			require.NoError(t, f.Materialize(hostRoot))
@@ -46,12 +46,12 @@ func TestFixturePlans(t *testing.T) {
 			planned++
 			ctx := testContext(t)
 			got := planGolden(t, cleanup.Plan(ctx, st, planOpts))
-			f.CheckGolden(t, fixture.SectionPlan, got, *update)
+			f.CheckGolden(t, fakenode.SectionPlan, got, *update)
 			assertOrphanFindingsFollowThePlan(t, st, cleanup.Plan(ctx, st, planOpts))
 			// From JSON, on a node value that no longer says the root's
 			// aliases: the State records them.
 			var decoded reconstruct.State
-			require.NoError(t, json.Unmarshal(fixture.MarshalGolden(t, st), &decoded))
+			require.NoError(t, json.Unmarshal(fakenode.MarshalGolden(t, st), &decoded))
 			planOpts.RootDirAliases = nil
 			require.JSONEq(t, string(got), string(planGolden(t, cleanup.Plan(ctx, &decoded, planOpts))),
 				"the plan from the State's JSON differs from the plan from Scan")
@@ -69,7 +69,7 @@ func planGolden(t *testing.T, plan *cleanup.ActionPlan) []byte {
 	t.Helper()
 	require.NotNil(t, plan.PodsDirIdentity, "Plan records the pods dir's identity: %v", plan.Notes)
 	plan.PodsDirIdentity = nil
-	return fixture.MarshalGolden(t, plan)
+	return fakenode.MarshalGolden(t, plan)
 }
 
 func testContext(t *testing.T) context.Context {
@@ -78,7 +78,7 @@ func testContext(t *testing.T) context.Context {
 }
 
 // scanFixture scans a materialised fixture; a refused scan gives nil.
-func scanFixture(t *testing.T, f *fixture.Fixture, hostRoot string) *reconstruct.State {
+func scanFixture(t *testing.T, f *fakenode.Fixture, hostRoot string) *reconstruct.State {
 	t.Helper()
 	opts, err := f.ScanOptions(hostRoot)
 	require.NoError(t, err)

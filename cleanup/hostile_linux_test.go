@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/mountns"
+	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -19,11 +19,11 @@ import (
 // to host paths, and unmounts are real.
 func TestHostileRealMounts(t *testing.T) {
 	t.Parallel()
-	if !mountns.Enter(t) {
+	if !testmountns.Enter(t) {
 		return
 	}
 	tmpfs := func(t *testing.T, n *hostileNode, hp string) {
-		mountns.Mount(t, "tmpfs", n.p(hp), "tmpfs", 0, "size=4m")
+		testmountns.Mount(t, "tmpfs", n.p(hp), "tmpfs", 0, "size=4m")
 	}
 	secret := hPod + "/volumes/kubernetes.io~secret/creds"
 	cache := hPod + "/volumes/kubernetes.io~empty-dir/cache"
@@ -53,7 +53,7 @@ func TestHostileRealMounts(t *testing.T) {
 			n.buildPodTree(hDecoy)
 			n.onRead = func(read int) {
 				if read == 4 { // the scan's two, the plan's, then right before the first action
-					mountns.Bind(n.t, n.p(hDecoy), n.p(hPod))
+					testmountns.Bind(n.t, n.p(hDecoy), n.p(hPod))
 				}
 			}
 		},
@@ -72,7 +72,7 @@ func TestHostileRealMounts(t *testing.T) {
 			n.real = true
 			n.hide = func(hp string) bool { return hp == hidden }
 			n.mkdir(hidden)
-			mountns.Bind(n.t, n.p(hWitness), n.p(hidden))
+			testmountns.Bind(n.t, n.p(hWitness), n.p(hidden))
 		},
 		allowFailed: true,
 		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []cleanup.ActionResult) {
@@ -125,7 +125,7 @@ func TestHostileRealMounts(t *testing.T) {
 			n.absLink(hWitness, secret+"/out")
 			view := hWitness + "/secret-view"
 			n.mkdir(view)
-			mountns.Bind(n.t, n.p(secret), n.p(view))
+			testmountns.Bind(n.t, n.p(secret), n.p(view))
 			n.witnesses[view+"/token"] = "secret-token"
 		},
 		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []cleanup.ActionResult) {

@@ -449,7 +449,7 @@ func (n *hostileNode) fingerprintBut(skip func(string) bool) map[string]hostileE
 	return out
 }
 
-func hostileWalk(t *testing.T, dirFd int, rel string, out map[string]hostileEntry, skip func(string) bool) {
+func hostileWalk(t testing.TB, dirFd int, rel string, out map[string]hostileEntry, skip func(string) bool) {
 	dir := os.NewFile(uintptr(dirFd), rel)
 	defer dir.Close()
 	names, err := dir.Readdirnames(-1)

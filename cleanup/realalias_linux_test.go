@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/kubeletdir"
-	"github.com/volrecon/volrecon/internal/mountns"
+	"github.com/volrecon/volrecon/fakenode"
+	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -19,7 +19,7 @@ import (
 // nothing of it is removed — not its emptyDir data, not its empty publish
 // target under the real root (issue 9, item 4).
 func TestRealCleanupKeepsAPodMountedUnderARootAlias(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !testmountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)
@@ -30,15 +30,15 @@ func TestRealCleanupKeepsAPodMountedUnderARootAlias(t *testing.T) {
 	require.NoError(t, os.MkdirAll(realMount, 0o750))
 	aliasMount := filepath.Join(alias, "pods", realUID1, "volumes/kubernetes.io~csi/pvc-nfs/mount")
 	require.NoError(t, os.MkdirAll(aliasMount, 0o750))
-	mountns.Mount(t, "tmpfs", aliasMount, "tmpfs", 0, "size=1m")
+	testmountns.Mount(t, "tmpfs", aliasMount, "tmpfs", 0, "size=1m")
 	data := n.Path("pods", realUID1, "volumes/kubernetes.io~empty-dir/cache/work.db")
 	n.Write(data, "the app's data")
 
 	st := n.Scan(reconstruct.Options{Node: reconstruct.Node{RootDirAliases: []string{alias}}, ActivePods: reconstruct.PodList{realUID2}})
 	require.Len(t, st.Pods, 1)
 	assert.Equal(t, []string{aliasMount}, st.Pods[0].MountPoints, "the alias mount is the pod's mount point")
-	require.Len(t, kubeletdir.FindingsOf(st, reconstruct.OrphanedPodMounted), 1)
-	assert.Empty(t, kubeletdir.FindingsOf(st, reconstruct.OrphanedPodRemovable))
+	require.Len(t, fakenode.FindingsOf(st, reconstruct.OrphanedPodMounted), 1)
+	assert.Empty(t, fakenode.FindingsOf(st, reconstruct.OrphanedPodRemovable))
 
 	// Planned from the State alone (as from JSON), with the aliases.
 	st.Pods[0].MountPoints = nil

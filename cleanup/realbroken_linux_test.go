@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/mountns"
+	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -26,24 +26,24 @@ const (
 
 // realFUSEVolume lays out a CSI volume of pod uid backed by a FUSE mount served
 // by a child process, and returns the server and the publish target.
-func realFUSEVolume(n *realNode, uid, pv, bucket string) (*mountns.FUSEServer, string) {
+func realFUSEVolume(n *realNode, uid, pv, bucket string) (*testmountns.FUSEServer, string) {
 	dir := n.Volume(uid, "kubernetes.io~csi", pv)
-	n.Write(filepath.Join(dir, "vol_data.json"), kubeletVolData(n.T, map[string]string{
+	n.Write(filepath.Join(dir, "vol_data.json"), kubeletVolData(n.TB(), map[string]string{
 		"attachmentID": kubeletAttachmentID(bucket, realFUSEDriver, realFUSENode), "driverName": realFUSEDriver, "nodeName": realFUSENode,
 		"specVolID": pv, "volumeHandle": bucket, "volumeLifecycleMode": "Persistent",
 	}))
 	target := filepath.Join(dir, "mount")
-	srv := mountns.ServeFUSE(n.T, target)
+	srv := testmountns.ServeFUSE(n.TB(), target)
 	fi, err := os.Stat(target)
-	require.NoError(n.T, err, "the FUSE server answers before it is broken")
-	require.True(n.T, fi.IsDir())
+	require.NoError(n.TB(), err, "the FUSE server answers before it is broken")
+	require.True(n.TB(), fi.IsDir())
 	return srv, target
 }
 
 // realTokenVolume mounts a projected tmpfs for pod uid and writes a token in it.
 func realTokenVolume(n *realNode, uid string) string {
 	p := n.Volume(uid, "kubernetes.io~projected", "kube-api-access-"+uid[:4])
-	mountns.Mount(n.T, "tmpfs", p, "tmpfs", 0, "size=1m")
+	testmountns.Mount(n.TB(), "tmpfs", p, "tmpfs", 0, "size=1m")
 	n.Write(filepath.Join(p, "token"), "token of "+uid)
 	return p
 }
@@ -97,7 +97,7 @@ func realMountTable(t *testing.T) *mountscan.Table {
 // unpublished, the pod's tmpfs are unmounted and a second pass removes the
 // pod dir.
 func TestRealBrokenFUSEServerKilled(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !testmountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)
@@ -112,7 +112,7 @@ func TestRealBrokenFUSEServerKilled(t *testing.T) {
 	v := volumeNamed(t, st, realUID1, "pvc-fuse")
 	assert.Equal(t, reconstruct.Mounted, v.State)
 	require.NotNil(t, v.Mount)
-	assert.Equal(t, mountns.FUSEFSType, v.Mount.FSType)
+	assert.Equal(t, testmountns.FUSEFSType, v.Mount.FSType)
 	assert.Empty(t, findingsOf(st, reconstruct.CorruptedMount), "a healthy FUSE mount is not corrupted")
 	assert.Empty(t, findingsOf(st, reconstruct.HungMount))
 
@@ -201,7 +201,7 @@ func TestRealBrokenFUSEServerKilled(t *testing.T) {
 // returns in time, a second scan does not wait on the same path again, and
 // nothing of the pod is planned.
 func TestRealBrokenFUSEServerStopsAnswering(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !testmountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)

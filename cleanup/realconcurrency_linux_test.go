@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/mountns"
+	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -166,7 +166,7 @@ func (c *churner) check(fs *churnFS) {
 // cleanup did remove things meanwhile, and once the churn stops it removes
 // the dirs of the orphaned pods that have no mount left.
 func TestRealConcurrencyMountChurnDuringCleanup(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !testmountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)
@@ -213,7 +213,7 @@ func TestRealConcurrencyMountChurnDuringCleanup(t *testing.T) {
 	}()
 	defer func() { cancel(); <-done }()
 
-	opts := reconstruct.Options{Node: reconstruct.Node{RootDir: n.Root}, ActivePods: reconstruct.PodList{realUID3}}
+	opts := reconstruct.Options{Node: reconstruct.Node{RootDir: n.RootDir()}, ActivePods: reconstruct.PodList{realUID3}}
 	tally := map[string]int{}
 	scans, inconsistent := 0, 0
 	for running := true; running; {

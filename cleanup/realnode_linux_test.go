@@ -1,19 +1,19 @@
 package cleanup_test
 
-import "github.com/volrecon/volrecon/internal/kubeletdir"
+import "github.com/volrecon/volrecon/fakenode"
 
 const (
-	realUID1 = kubeletdir.UID1
-	realUID2 = kubeletdir.UID2
-	realUID3 = kubeletdir.UID3
+	realUID1 = fakenode.UID1
+	realUID2 = fakenode.UID2
+	realUID3 = fakenode.UID3
 )
 
 // realNode is a kubelet root in a temp dir, scanned against the real
 // /proc/self/mountinfo of a private mount namespace.
-type realNode = kubeletdir.Dir
+type realNode = fakenode.Node
 
 var (
-	newRealNode = kubeletdir.New
-	volumeNamed = kubeletdir.VolumeNamed
-	findingsOf  = kubeletdir.FindingsOf
+	newRealNode = fakenode.OnRealMounts
+	volumeNamed = fakenode.VolumeNamed
+	findingsOf  = fakenode.FindingsOf
 )

@@ -24,7 +24,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/mountns"
+	"github.com/volrecon/volrecon/fakenode"
+	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -49,8 +50,7 @@ type raceNode struct {
 
 func newRaceNode(t *testing.T) *raceNode {
 	base := hostileTempDir(t)
-	n := &raceNode{realNode: &realNode{T: t, Root: filepath.Join(base, "kubelet")}, base: base}
-	require.NoError(t, os.MkdirAll(n.Path("pods"), 0o750))
+	n := &raceNode{realNode: fakenode.OnRealMountsAt(t, filepath.Join(base, "kubelet")), base: base}
 	// An active pod with data: a witness inside the pods dir.
 	n.Write(n.Path("pods", realUID3, "volumes/kubernetes.io~empty-dir/cache/keep.txt"), "active pod data")
 	return n
@@ -67,21 +67,21 @@ func (n *raceNode) addOrphan(uid string) { n.orphans = append(n.orphans, uid) }
 // dirs, following no symlink; it enters mounts, so a mount that went away
 // shows as its files removed.
 func (n *raceNode) fingerprint() map[string]hostileEntry {
-	n.T.Helper()
+	n.TB().Helper()
 	skip := map[string]bool{}
 	for _, uid := range n.orphans {
 		skip[strings.TrimPrefix(n.Path("pods", uid), n.base)] = true
 	}
 	out := map[string]hostileEntry{}
 	fd, err := unix.Open(n.base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	require.NoError(n.T, err)
-	hostileWalk(n.T, fd, "", out, func(p string) bool { return skip[p] })
+	require.NoError(n.TB(), err)
+	hostileWalk(n.TB(), fd, "", out, func(p string) bool { return skip[p] })
 	return out
 }
 
 func (n *raceNode) plan(unmount bool) *cleanup.ActionPlan {
 	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID3}})
-	return cleanup.Plan(n.T.Context(), st, cleanup.Options{Unmount: unmount})
+	return cleanup.Plan(n.TB().Context(), st, cleanup.Options{Unmount: unmount})
 }
 
 // raceToggle runs on and off alternately from a goroutine, once start
@@ -190,7 +190,7 @@ func (tl raceTally) matching(substr string) int {
 // An unmount that resolves the path string when it is swapped unmounts the
 // outside tmpfs; one that goes through file descriptors never does.
 func TestRealRaceUnmountThroughASwappedAncestor(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !testmountns.Enter(t) {
 		return
 	}
 	tally := raceRounds(t, raceUnmountRound)
@@ -210,10 +210,10 @@ func raceUnmountRound(t *testing.T, round int, tally raceTally) int {
 		n.addOrphan(uid)
 		source := n.Path("app-data", uid)
 		n.Write(filepath.Join(source, "keep.txt"), "app data of "+uid)
-		mountns.Bind(t, source, n.Path("pods", uid, "volume-subpaths/data/app/0"))
+		testmountns.Bind(t, source, n.Path("pods", uid, "volume-subpaths/data/app/0"))
 		outside := filepath.Join(n.base, "outside", uid, "volume-subpaths")
 		victim := filepath.Join(outside, "data/app/0")
-		mountns.Mount(t, "tmpfs", victim, "tmpfs", 0, "size=64k")
+		testmountns.Mount(t, "tmpfs", victim, "tmpfs", 0, "size=64k")
 		n.Write(filepath.Join(victim, "precious.txt"), "outside the kubelet root")
 		victims, outsides = append(victims, victim), append(outsides, outside)
 		exchanges = append(exchanges, [2]string{n.Path("pods", uid, "volume-subpaths"), n.Path("pods", uid, "swap")})
@@ -254,7 +254,7 @@ func raceUnmountRound(t *testing.T, round int, tally raceTally) int {
 // disk's files; one that works beneath the pods dir it opened at the start
 // never does, and the executor stops once it sees the pods dir changed.
 func TestRealRaceMountAboveThePodsDirDuringApply(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !testmountns.Enter(t) {
 		return
 	}
 	tally := raceRounds(t, raceMountAboveRound)
@@ -265,12 +265,12 @@ func TestRealRaceMountAboveThePodsDirDuringApply(t *testing.T) {
 func raceMountAboveRound(t *testing.T, round int, tally raceTally) int {
 	n := newRaceNode(t)
 	disk := filepath.Join(n.base, "disk")
-	mountns.Mount(t, "tmpfs", disk, "tmpfs", 0, "size=64m")
+	testmountns.Mount(t, "tmpfs", disk, "tmpfs", 0, "size=64m")
 	diskRoot := filepath.Join(disk, "kubelet")
 	for i := range racePods {
 		uid := raceUID(round, i)
 		n.addOrphan(uid)
-		for _, root := range []string{n.Root, diskRoot} {
+		for _, root := range []string{n.RootDir(), diskRoot} {
 			racePodTree(n.realNode, filepath.Join(root, "pods", uid))
 		}
 	}
@@ -278,7 +278,7 @@ func raceMountAboveRound(t *testing.T, round int, tally raceTally) int {
 	require.Greater(t, len(plan.Actions), racePods*10)
 	before := n.fingerprint()
 
-	targets := [][2]string{{filepath.Join(diskRoot, "pods"), n.Path("pods")}, {diskRoot, n.Root}}
+	targets := [][2]string{{filepath.Join(diskRoot, "pods"), n.Path("pods")}, {diskRoot, n.RootDir()}}
 	k := 0
 	on := func() error {
 		k++
@@ -349,7 +349,7 @@ func raceUnmountRetrying(p string) error {
 // the mount the table has, and keep it: unmounting by path would destroy
 // the new tmpfs and its data.
 func TestRealUnmountKeepsAMountMadeAfterTheTableRead(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !testmountns.Enter(t) {
 		return
 	}
 	n := newRaceNode(t)
@@ -362,7 +362,7 @@ func TestRealUnmountKeepsAMountMadeAfterTheTableRead(t *testing.T) {
 	read := func(ctx context.Context) (*mountscan.Table, error) {
 		table, err := mountscan.ReadFile(ctx, mountscan.DefaultPath, 0)
 		if reads++; reads == 1 {
-			mountns.Mount(t, "tmpfs", token, "tmpfs", 0, "size=64k")
+			testmountns.Mount(t, "tmpfs", token, "tmpfs", 0, "size=64k")
 			n.Write(filepath.Join(token, "new.txt"), "mounted after the table was read")
 		}
 		return table, err

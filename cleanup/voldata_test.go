@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/fixture"
+	"github.com/volrecon/volrecon/fakenode"
 )
 
 // A leftover vol_data.json of a registered driver is left to a restarted
@@ -15,7 +15,7 @@ import (
 // golden plan shows the default, this test the option.
 func TestRemoveVolumeDataWithoutDriver(t *testing.T) {
 	const registered = "/var/lib/kubelet/pods/dddddddd-1111-4111-8111-dddddddddddd/volumes/kubernetes.io~csi/pvc-1/vol_data.json"
-	f, err := fixture.Load("../testdata/voldata-left-driver-registered.txtar")
+	f, err := fakenode.LoadFixture(fakenode.Fixtures(), "voldata-left-driver-registered.txtar")
 	require.NoError(t, err)
 	hostRoot := t.TempDir()
 	require.NoError(t, f.Materialize(hostRoot))

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/dynamicpb"
 
-	"github.com/volrecon/volrecon/internal/csifake"
+	"github.com/volrecon/volrecon/csinode/fakedriver"
 )
 
 const (
@@ -31,7 +31,7 @@ const (
 // SupportedVersions: ["1.0.0", "1.2.0"]}, produced once outside this module.
 const goldenPluginInfo = "0a09435349506c7567696e120f6373692e6578616d706c652e636f6d1a312f7661722f6c69622f6b7562656c65742f706c7567696e732f6373692e6578616d706c652e636f6d2f6373692e736f636b2205312e302e302205312e322e30"
 
-var goldenInfo = csifake.PluginInfo{Type: "CSIPlugin", Name: driver,
+var goldenInfo = fakedriver.PluginInfo{Type: "CSIPlugin", Name: driver,
 	Endpoint: root + "/plugins/" + driver + "/csi.sock", SupportedVersions: []string{"1.0.0", "1.2.0"}}
 
 func TestPluginInfoWireFormatMatchesTheKubelets(t *testing.T) {
@@ -51,14 +51,14 @@ type node struct {
 }
 
 func newNode(t *testing.T) node {
-	h := csifake.ShortTempDir(t)
+	h := fakedriver.ShortTempDir(t)
 	return node{hostRoot: h, opts: LocateOptions{HostRoot: h, RootDir: root}}
 }
 
 // at returns where this process reaches the host path p.
 func (n node) at(p string) string { return filepath.Join(n.hostRoot, p) }
 
-func (n node) serveDriver(t *testing.T, d *csifake.Driver, hostSock string) {
+func (n node) serveDriver(t *testing.T, d *fakedriver.Driver, hostSock string) {
 	d.Serve(t, n.at(hostSock))
 }
 
@@ -74,9 +74,9 @@ func staleSocket(t *testing.T, path string) {
 func TestLocateAsksTheRegistrationSockets(t *testing.T) {
 	n := newNode(t)
 	endpoint := "/var/lib/kubelet/plugins/elsewhere/node.sock"
-	csifake.ServeRegistration(t, n.at(root+"/plugins_registry/aaa.other-reg.sock"), csifake.PluginInfo{Type: "CSIPlugin", Name: "other.example.com", Endpoint: "/x.sock"})
-	csifake.ServeRegistration(t, n.at(root+"/plugins_registry/zz-dev.sock"), csifake.PluginInfo{Type: "DevicePlugin", Name: driver, Endpoint: "/y.sock"})
-	csifake.ServeRegistration(t, n.at(root+"/plugins_registry/reg/"+driver+"-reg.sock"), csifake.PluginInfo{Type: "CSIPlugin", Name: driver, Endpoint: "unix://" + endpoint})
+	fakedriver.ServeRegistration(t, n.at(root+"/plugins_registry/aaa.other-reg.sock"), fakedriver.PluginInfo{Type: "CSIPlugin", Name: "other.example.com", Endpoint: "/x.sock"})
+	fakedriver.ServeRegistration(t, n.at(root+"/plugins_registry/zz-dev.sock"), fakedriver.PluginInfo{Type: "DevicePlugin", Name: driver, Endpoint: "/y.sock"})
+	fakedriver.ServeRegistration(t, n.at(root+"/plugins_registry/reg/"+driver+"-reg.sock"), fakedriver.PluginInfo{Type: "CSIPlugin", Name: driver, Endpoint: "unix://" + endpoint})
 	staleSocket(t, n.at(root+"/plugins_registry/dead-reg.sock"))
 
 	ep, err := Locate(context.Background(), driver, n.opts)
@@ -90,7 +90,7 @@ func TestLocateAsksTheRegistrationSockets(t *testing.T) {
 func TestLocateEmptyEndpointIsTheRegistrationSocket(t *testing.T) {
 	n := newNode(t)
 	sock := root + "/plugins_registry/" + driver + ".sock"
-	csifake.ServeRegistration(t, n.at(sock), csifake.PluginInfo{Type: "CSIPlugin", Name: driver})
+	fakedriver.ServeRegistration(t, n.at(sock), fakedriver.PluginInfo{Type: "CSIPlugin", Name: driver})
 	ep, err := Locate(context.Background(), driver, n.opts)
 	require.NoError(t, err)
 	assert.Equal(t, sock, ep.Path)
@@ -98,10 +98,10 @@ func TestLocateEmptyEndpointIsTheRegistrationSocket(t *testing.T) {
 
 func TestLocateSkipsDotNamesAndFallsBackToTheDefaultSocket(t *testing.T) {
 	n := newNode(t)
-	csifake.ServeRegistration(t, n.at(root+"/plugins_registry/.hidden.sock"), csifake.PluginInfo{Type: "CSIPlugin", Name: driver, Endpoint: "/wrong.sock"})
+	fakedriver.ServeRegistration(t, n.at(root+"/plugins_registry/.hidden.sock"), fakedriver.PluginInfo{Type: "CSIPlugin", Name: driver, Endpoint: "/wrong.sock"})
 	staleSocket(t, n.at(root+"/plugins_registry/"+driver+"-reg.sock")) // a dead registrar
 	def := root + "/plugins/" + driver + "/csi.sock"
-	n.serveDriver(t, &csifake.Driver{Name: driver}, def)
+	n.serveDriver(t, &fakedriver.Driver{Name: driver}, def)
 
 	ep, err := Locate(context.Background(), driver, n.opts)
 	require.NoError(t, err)
@@ -130,13 +130,13 @@ func TestLocateRefusesANameThatIsAPath(t *testing.T) {
 
 func TestLocateRefusesARelativeEndpoint(t *testing.T) {
 	n := newNode(t)
-	csifake.ServeRegistration(t, n.at(root+"/plugins_registry/r.sock"), csifake.PluginInfo{Type: "CSIPlugin", Name: driver, Endpoint: "csi.sock"})
+	fakedriver.ServeRegistration(t, n.at(root+"/plugins_registry/r.sock"), fakedriver.PluginInfo{Type: "CSIPlugin", Name: driver, Endpoint: "csi.sock"})
 	_, err := Locate(context.Background(), driver, n.opts)
 	assert.ErrorIs(t, err, ErrInvalidRequest)
 }
 
 // connect serves d at the default socket and dials it.
-func connect(t *testing.T, d *csifake.Driver, opts Options) *Client {
+func connect(t *testing.T, d *fakedriver.Driver, opts Options) *Client {
 	n := newNode(t)
 	n.serveDriver(t, d, root+"/plugins/"+driver+"/csi.sock")
 	ep, err := Locate(context.Background(), driver, n.opts)
@@ -148,7 +148,7 @@ func connect(t *testing.T, d *csifake.Driver, opts Options) *Client {
 }
 
 func TestCallsReachTheDriverInOrderWithTheirArguments(t *testing.T) {
-	d := &csifake.Driver{Name: driver, StageUnstage: true}
+	d := &fakedriver.Driver{Name: driver, StageUnstage: true}
 	c := connect(t, d, Options{})
 	ctx := context.Background()
 	caps, err := c.Capabilities(ctx)
@@ -156,7 +156,7 @@ func TestCallsReachTheDriverInOrderWithTheirArguments(t *testing.T) {
 	assert.True(t, caps.StageUnstage)
 	require.NoError(t, c.NodeUnpublishVolume(ctx, "vol-1", "/var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/pv1/mount"))
 	require.NoError(t, c.NodeUnstageVolume(ctx, "vol-1", "/var/lib/kubelet/plugins/kubernetes.io/csi/csi.example.com/abc/globalmount"))
-	assert.Equal(t, []csifake.Call{
+	assert.Equal(t, []fakedriver.Call{
 		{Method: "GetPluginInfo"},
 		{Method: "NodeGetCapabilities"},
 		{Method: "NodeUnpublishVolume", VolumeID: "vol-1", Path: "/var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/pv1/mount"},
@@ -165,13 +165,13 @@ func TestCallsReachTheDriverInOrderWithTheirArguments(t *testing.T) {
 }
 
 func TestCapabilitiesWithoutStaging(t *testing.T) {
-	caps, err := connect(t, &csifake.Driver{Name: driver}, Options{}).Capabilities(context.Background())
+	caps, err := connect(t, &fakedriver.Driver{Name: driver}, Options{}).Capabilities(context.Background())
 	require.NoError(t, err)
 	assert.False(t, caps.StageUnstage)
 }
 
 func TestADriverErrorCarriesItsCodeAndMessage(t *testing.T) {
-	d := &csifake.Driver{Name: driver, Errs: map[string]error{
+	d := &fakedriver.Driver{Name: driver, Errs: map[string]error{
 		"NodeUnstageVolume": status.Error(codes.FailedPrecondition, "device /dev/sdx is still in use"),
 	}}
 	err := connect(t, d, Options{}).NodeUnstageVolume(context.Background(), "vol-1", "/staging")
@@ -187,7 +187,7 @@ func TestADriverErrorCarriesItsCodeAndMessage(t *testing.T) {
 }
 
 func TestATimedOutCallIsNotRetried(t *testing.T) {
-	d := &csifake.Driver{Name: driver, Delay: map[string]time.Duration{"NodeUnpublishVolume": 10 * time.Second}}
+	d := &fakedriver.Driver{Name: driver, Delay: map[string]time.Duration{"NodeUnpublishVolume": 10 * time.Second}}
 	c := connect(t, d, Options{Timeout: 200 * time.Millisecond})
 	start := time.Now()
 	err := c.NodeUnpublishVolume(context.Background(), "vol-1", "/target")
@@ -206,13 +206,13 @@ func TestATimedOutCallIsNotRetried(t *testing.T) {
 }
 
 func TestInvalidRequestsAreNeverSent(t *testing.T) {
-	d := &csifake.Driver{Name: driver}
+	d := &fakedriver.Driver{Name: driver}
 	c := connect(t, d, Options{})
 	ctx := context.Background()
 	assert.ErrorIs(t, c.NodeUnpublishVolume(ctx, "", "/target"), ErrInvalidRequest)
 	assert.ErrorIs(t, c.NodeUnpublishVolume(ctx, "vol-1", "target"), ErrInvalidRequest)
 	assert.ErrorIs(t, c.NodeUnstageVolume(ctx, "vol-1", "/a/../staging"), ErrInvalidRequest)
-	assert.Equal(t, []csifake.Call{{Method: "GetPluginInfo"}}, d.Calls())
+	assert.Equal(t, []fakedriver.Call{{Method: "GetPluginInfo"}}, d.Calls())
 }
 
 func TestADriverThatIsNotRunning(t *testing.T) {
@@ -229,14 +229,14 @@ func TestADriverThatIsNotRunning(t *testing.T) {
 
 func TestAnotherDriverOnTheSocketIsRefused(t *testing.T) {
 	n := newNode(t)
-	d := &csifake.Driver{Name: "impostor.example.com"}
+	d := &fakedriver.Driver{Name: "impostor.example.com"}
 	n.serveDriver(t, d, root+"/plugins/"+driver+"/csi.sock")
 	ep, err := Locate(context.Background(), driver, n.opts)
 	require.NoError(t, err)
 	_, err = Dial(context.Background(), ep, Options{})
 	require.ErrorIs(t, err, ErrWrongDriver)
 	assert.Contains(t, err.Error(), "impostor.example.com")
-	assert.Equal(t, []csifake.Call{{Method: "GetPluginInfo"}}, d.Calls(), "nothing else is sent to it")
+	assert.Equal(t, []fakedriver.Call{{Method: "GetPluginInfo"}}, d.Calls(), "nothing else is sent to it")
 }
 
 func TestASocketPathTooLongIsAClearError(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/volrecon/volrecon/csinode"
-	"github.com/volrecon/volrecon/internal/csifake"
+	"github.com/volrecon/volrecon/csinode/fakedriver"
 )
 
 // A driver's endpoint is found as the kubelet finds it, under a host-root
@@ -18,7 +18,7 @@ import (
 func Example() {
 	hostRoot, _ := os.MkdirTemp("", "vr")
 	defer os.RemoveAll(hostRoot)
-	driver := &csifake.Driver{Name: "csi.example.com", StageUnstage: true}
+	driver := &fakedriver.Driver{Name: "csi.example.com", StageUnstage: true}
 	stop, err := driver.Start(filepath.Join(hostRoot, "/var/lib/kubelet/plugins/csi.example.com/csi.sock"))
 	if err != nil {
 		fmt.Println(err)

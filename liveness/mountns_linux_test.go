@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/kubeletdir"
-	"github.com/volrecon/volrecon/internal/mountnamespaces/taskholder"
-	"github.com/volrecon/volrecon/internal/mountns"
+	"github.com/volrecon/volrecon/fakenode"
+	"github.com/volrecon/volrecon/internal/mountnamespaces/testtaskholder"
+	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/liveness"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -42,21 +42,21 @@ func holdInOwnNamespace(t *testing.T, source string) {
 // removed; without the checker it was OrphanedPodRemovable and its data was
 // deleted (issue 9, item 2).
 func TestRunningContainerKeepsItsOrphanedPod(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !testmountns.Enter(t) {
 		return
 	}
-	n := kubeletdir.New(t)
-	emptyDir := n.Volume(kubeletdir.UID1, "kubernetes.io~empty-dir", "data")
+	n := fakenode.OnRealMounts(t)
+	emptyDir := n.Volume(fakenode.UID1, "kubernetes.io~empty-dir", "data")
 	data := filepath.Join(emptyDir, "db", "rows")
 	n.Write(data, "the app's data")
 	holdInOwnNamespace(t, emptyDir)
 
 	checker := liveness.New(liveness.Options{CRIEndpoints: []string{}})
-	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{kubeletdir.UID2}, LifeChecker: checker})
-	running := kubeletdir.FindingsOf(st, reconstruct.OrphanedPodRunning)
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{fakenode.UID2}, LifeChecker: checker})
+	running := fakenode.FindingsOf(st, reconstruct.OrphanedPodRunning)
 	require.Len(t, running, 1, "%+v", st.Findings)
 	assert.Contains(t, running[0].Message, "mounted from")
-	assert.Empty(t, kubeletdir.FindingsOf(st, reconstruct.OrphanedPodRemovable))
+	assert.Empty(t, fakenode.FindingsOf(st, reconstruct.OrphanedPodRemovable))
 
 	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: true})
 	for _, a := range plan.Actions {
@@ -73,20 +73,20 @@ func TestRunningContainerKeepsItsOrphanedPod(t *testing.T) {
 // deletes nothing. Reading the leaders' /proc/<pid>/ns/mnt and mountinfo
 // only, both were removable and the data was deleted (issue 18, item 1).
 func TestRunningThreadKeepsItsOrphanedPod(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !testmountns.Enter(t) {
 		return
 	}
-	for _, kind := range []taskholder.Kind{taskholder.SecondThread, taskholder.LeaderExited} {
+	for _, kind := range []testtaskholder.Kind{testtaskholder.SecondThread, testtaskholder.LeaderExited} {
 		t.Run(string(kind), func(t *testing.T) {
-			n := kubeletdir.New(t)
-			emptyDir := n.Volume(kubeletdir.UID1, "kubernetes.io~empty-dir", "data")
+			n := fakenode.OnRealMounts(t)
+			emptyDir := n.Volume(fakenode.UID1, "kubernetes.io~empty-dir", "data")
 			data := filepath.Join(emptyDir, "db", "rows")
 			n.Write(data, "the app's data")
-			taskholder.Start(t, kind, emptyDir, t.TempDir())
+			testtaskholder.Start(t, kind, emptyDir, t.TempDir())
 
-			st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{kubeletdir.UID2},
+			st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{fakenode.UID2},
 				LifeChecker: liveness.New(liveness.Options{CRIEndpoints: []string{}})})
-			running := kubeletdir.FindingsOf(st, reconstruct.OrphanedPodRunning)
+			running := fakenode.FindingsOf(st, reconstruct.OrphanedPodRunning)
 			require.Len(t, running, 1, "%+v", st.Findings)
 			assert.Contains(t, running[0].Message, "mounted from")
 			plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: true})
@@ -103,20 +103,20 @@ func TestRunningThreadKeepsItsOrphanedPod(t *testing.T) {
 // both cgroup drivers' spellings: a container of the pod runs, whether or
 // not its namespace shows a mount from the pod dir.
 func TestATaskInThePodsCgroupKeepsItsOrphanedPod(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !testmountns.Enter(t) {
 		return
 	}
-	for _, driver := range []taskholder.Driver{taskholder.Systemd, taskholder.Cgroupfs} {
+	for _, driver := range []testtaskholder.Driver{testtaskholder.Systemd, testtaskholder.Cgroupfs} {
 		t.Run(string(driver), func(t *testing.T) {
-			n := kubeletdir.New(t)
-			data := filepath.Join(n.Volume(kubeletdir.UID1, "kubernetes.io~empty-dir", "data"), "rows")
+			n := fakenode.OnRealMounts(t)
+			data := filepath.Join(n.Volume(fakenode.UID1, "kubernetes.io~empty-dir", "data"), "rows")
 			n.Write(data, "the app's data")
-			h := taskholder.Start(t, taskholder.OwnNamespace, "", "")
-			taskholder.InPodCgroup(t, h.PID, driver, kubeletdir.UID1)
+			h := testtaskholder.Start(t, testtaskholder.OwnNamespace, "", "")
+			testtaskholder.InPodCgroup(t, h.PID, driver, fakenode.UID1)
 
-			st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{kubeletdir.UID2},
+			st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{fakenode.UID2},
 				LifeChecker: liveness.New(liveness.Options{CRIEndpoints: []string{}})})
-			running := kubeletdir.FindingsOf(st, reconstruct.OrphanedPodRunning)
+			running := fakenode.FindingsOf(st, reconstruct.OrphanedPodRunning)
 			require.Len(t, running, 1, "%+v", st.Findings)
 			assert.Contains(t, running[0].Message, "tasks in the pod's cgroup")
 			cleanup.Execute(t.Context(), cleanup.Plan(t.Context(), st, cleanup.Options{}), cleanup.ExecOptions{Apply: true})
@@ -128,14 +128,14 @@ func TestATaskInThePodsCgroupKeepsItsOrphanedPod(t *testing.T) {
 // Without any other namespace holding it, the same orphan is removable:
 // the check finds no false evidence in the node's own namespaces.
 func TestOrphanWithoutLifeIsRemovable(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !testmountns.Enter(t) {
 		return
 	}
-	n := kubeletdir.New(t)
-	n.Write(filepath.Join(n.Volume(kubeletdir.UID1, "kubernetes.io~empty-dir", "data"), "rows"), "x")
+	n := fakenode.OnRealMounts(t)
+	n.Write(filepath.Join(n.Volume(fakenode.UID1, "kubernetes.io~empty-dir", "data"), "rows"), "x")
 	checker := liveness.New(liveness.Options{CRIEndpoints: []string{}})
-	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{kubeletdir.UID2}, LifeChecker: checker})
-	assert.Len(t, kubeletdir.FindingsOf(st, reconstruct.OrphanedPodRemovable), 1, "%+v", st.Findings)
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{fakenode.UID2}, LifeChecker: checker})
+	assert.Len(t, fakenode.FindingsOf(st, reconstruct.OrphanedPodRemovable), 1, "%+v", st.Findings)
 }
 
 // Every running pod has mounts on the host (its service account token's
@@ -143,19 +143,19 @@ func TestOrphanWithoutLifeIsRemovable(t *testing.T) {
 // emptyDir under the running container. Its life is looked for too, and it
 // is kept whole.
 func TestRunningContainerKeepsItsOrphanedPodWithHostMounts(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !testmountns.Enter(t) {
 		return
 	}
-	n := kubeletdir.New(t)
-	token := n.Volume(kubeletdir.UID1, "kubernetes.io~projected", "kube-api-access-1")
-	mountns.Mount(t, "tmpfs", token, "tmpfs", 0, "size=1m")
-	emptyDir := n.Volume(kubeletdir.UID1, "kubernetes.io~empty-dir", "data")
+	n := fakenode.OnRealMounts(t)
+	token := n.Volume(fakenode.UID1, "kubernetes.io~projected", "kube-api-access-1")
+	testmountns.Mount(t, "tmpfs", token, "tmpfs", 0, "size=1m")
+	emptyDir := n.Volume(fakenode.UID1, "kubernetes.io~empty-dir", "data")
 	data := filepath.Join(emptyDir, "rows")
 	n.Write(data, "the app's data")
 	holdInOwnNamespace(t, emptyDir)
 
-	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{kubeletdir.UID2}, LifeChecker: liveness.New(liveness.Options{CRIEndpoints: []string{}})})
-	require.Len(t, kubeletdir.FindingsOf(st, reconstruct.OrphanedPodRunning), 1, "%+v", st.Findings)
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{fakenode.UID2}, LifeChecker: liveness.New(liveness.Options{CRIEndpoints: []string{}})})
+	require.Len(t, fakenode.FindingsOf(st, reconstruct.OrphanedPodRunning), 1, "%+v", st.Findings)
 	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: true})
 	require.Len(t, plan.Actions, 1)
 	assert.Equal(t, cleanup.Keep, plan.Actions[0].Action)
@@ -168,15 +168,15 @@ func TestRunningContainerKeepsItsOrphanedPodWithHostMounts(t *testing.T) {
 // under the pod dir, is no evidence of life: a leaked subpath is cleaned up
 // as before.
 func TestALeakedSubpathIsNoEvidenceOfLife(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !testmountns.Enter(t) {
 		return
 	}
-	n := kubeletdir.New(t)
-	emptyDir := n.Volume(kubeletdir.UID1, "kubernetes.io~empty-dir", "data")
+	n := fakenode.OnRealMounts(t)
+	emptyDir := n.Volume(fakenode.UID1, "kubernetes.io~empty-dir", "data")
 	n.Write(filepath.Join(emptyDir, "conf", "app.yaml"), "x")
-	mountns.Bind(t, filepath.Join(emptyDir, "conf"), n.Path("pods", kubeletdir.UID1, "volume-subpaths", "data", "app", "0"))
+	testmountns.Bind(t, filepath.Join(emptyDir, "conf"), n.Path("pods", fakenode.UID1, "volume-subpaths", "data", "app", "0"))
 
-	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{kubeletdir.UID2}, LifeChecker: liveness.New(liveness.Options{CRIEndpoints: []string{}})})
-	assert.Empty(t, kubeletdir.FindingsOf(st, reconstruct.OrphanedPodRunning), "%+v", st.Findings)
-	assert.Len(t, kubeletdir.FindingsOf(st, reconstruct.OrphanedPodMounted), 1)
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{fakenode.UID2}, LifeChecker: liveness.New(liveness.Options{CRIEndpoints: []string{}})})
+	assert.Empty(t, fakenode.FindingsOf(st, reconstruct.OrphanedPodRunning), "%+v", st.Findings)
+	assert.Len(t, fakenode.FindingsOf(st, reconstruct.OrphanedPodMounted), 1)
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/volrecon/volrecon/internal/fixture"
+	"github.com/volrecon/volrecon/fakenode"
 	"github.com/volrecon/volrecon/metrics"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -25,8 +25,8 @@ func TestKubeletCompatOnFixtures(t *testing.T) {
 		reconstructed, errors       float64
 		forceCleaned, forceCleanErr float64
 	}{
-		{"../testdata/a5-voldata-missing-mounted.txtar", 2, 2, 1, 1}, // the orphaned one is force-cleaned
-		{"../testdata/ebs-current.txtar", 12, 0, 0, 0},
+		{"a5-voldata-missing-mounted.txtar", 2, 2, 1, 1}, // the orphaned one is force-cleaned
+		{"ebs-current.txtar", 12, 0, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -45,7 +45,7 @@ func TestKubeletCompatOnFixtures(t *testing.T) {
 
 func scanFixture(t *testing.T, file string) *reconstruct.State {
 	t.Helper()
-	f, err := fixture.Load(file)
+	f, err := fakenode.LoadFixture(fakenode.Fixtures(), file)
 	require.NoError(t, err)
 	hostRoot := t.TempDir()
 	require.NoError(t, f.Materialize(hostRoot))

@@ -17,6 +17,19 @@
 // Where an agent can, it should pass the real mountinfo instead
 // (mountscan.ReadFile, or MountInfos to hand the same data back).
 //
+// A test's FakeMounter is what the test says it is, and two options make
+// an agent's usual one scan as the kernel's table would (ForFakeMounter,
+// both): WithRootEntry adds the entry at "/" that such a fake rarely has
+// and without which the whole table is refused (every volume Uncertain);
+// WithDevicesFromSources gives the entries of one absolute source (a block
+// device, which a FakeMounter also records for a bind of a mount of it) one
+// device number, so that a publish target is matched to the staging mount
+// it is bound from: the staging mount is not reported leaked, and the CSI
+// identity is recovered from it when the pod's vol_data.json is gone. What
+// that cannot prove, and so the State's limitation still says: that an
+// entry shows the whole filesystem (not a subdir), and that one source is
+// one filesystem. Neither option is for the real Mounter.
+//
 // It lives apart from mountscan so that mountscan, which every other
 // package uses, does not depend on mount-utils.
 package mountutil

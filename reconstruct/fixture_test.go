@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/volrecon/volrecon/fakenode"
 	"github.com/volrecon/volrecon/internal/fixture"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -30,10 +31,10 @@ func TestFixtures(t *testing.T) {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".txtar"), func(t *testing.T) {
 			data, err := os.ReadFile(file)
 			require.NoError(t, err)
-			f, err := fixture.Parse(data)
+			f, err := fakenode.ParseFixture(data)
 			require.NoError(t, err)
 			_, got := scanFixture(t, f)
-			f.CheckGolden(t, fixture.SectionGolden, got, *update)
+			f.CheckGolden(t, fakenode.SectionGolden, got, *update)
 			if *update {
 				require.NoError(t, os.WriteFile(file, f.Format(), 0o644))
 			}
@@ -50,7 +51,7 @@ func TestDemoIsTheEBSFixture(t *testing.T) {
 		"internal/fixture/demo.txtar differs from testdata/ebs-current.txtar: run make update-fixtures")
 }
 
-func scanFixture(t *testing.T, f *fixture.Fixture) (*reconstruct.State, []byte) {
+func scanFixture(t *testing.T, f *fakenode.Fixture) (*reconstruct.State, []byte) {
 	t.Helper()
 	logger, _ := ktesting.NewTestContext(t)
 	ctx := klog.NewContext(t.Context(), logger) // cancelled at the end: fake hung probes return
@@ -61,9 +62,9 @@ func scanFixture(t *testing.T, f *fixture.Fixture) (*reconstruct.State, []byte) 
 	st, err := reconstruct.Scan(ctx, opts)
 	if err != nil {
 		// A refused scan is an outcome too: the golden records the error.
-		return nil, fixture.MarshalGolden(t, map[string]string{"error": err.Error()})
+		return nil, fakenode.MarshalGolden(t, map[string]string{"error": err.Error()})
 	}
-	return st, fixture.MarshalGolden(t, st)
+	return st, fakenode.MarshalGolden(t, st)
 }
 
 // TestFixturesScopedTable: Scan reads a table file within the kubelet's
@@ -77,7 +78,7 @@ func TestFixturesScopedTable(t *testing.T) {
 	for _, file := range files {
 		data, err := os.ReadFile(file)
 		require.NoError(t, err)
-		f, err := fixture.Parse(data)
+		f, err := fakenode.ParseFixture(data)
 		require.NoError(t, err)
 		if len(f.MountInfoReads()) != 1 {
 			continue // a sequence of reads: only ReadMountTable replays it
@@ -95,12 +96,12 @@ func TestFixturesScopedTable(t *testing.T) {
 			opts.MountTable.Read, opts.MountTable.Path = nil, table
 			var got []byte
 			if st, err := reconstruct.Scan(ctx, opts); err != nil {
-				got = fixture.MarshalGolden(t, map[string]string{"error": err.Error()})
+				got = fakenode.MarshalGolden(t, map[string]string{"error": err.Error()})
 			} else {
-				got = fixture.MarshalGolden(t, st)
+				got = fakenode.MarshalGolden(t, st)
 			}
-			got = bytes.ReplaceAll(got, []byte(table), []byte(fixture.DemoPath))
-			f.CheckGolden(t, fixture.SectionGolden, got, false)
+			got = bytes.ReplaceAll(got, []byte(table), []byte(fakenode.MountTablePath))
+			f.CheckGolden(t, fakenode.SectionGolden, got, false)
 		})
 	}
 	require.Greater(t, scanned, 20, "most fixtures have one table")

@@ -8,15 +8,15 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/kubeletdir"
-	"github.com/volrecon/volrecon/internal/mountns"
+	"github.com/volrecon/volrecon/fakenode"
+	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
 // scanWithin runs Scan in a goroutine and fails the test if it has not
 // returned within limit: a hang guard (the scan used to block forever
 // here), not a measure of speed.
-func scanWithin(t *testing.T, n *kubeletdir.Dir, limit time.Duration, opts reconstruct.Options) *reconstruct.State {
+func scanWithin(t *testing.T, n *fakenode.Node, limit time.Duration, opts reconstruct.Options) *reconstruct.State {
 	t.Helper()
 	done := make(chan *reconstruct.State, 1)
 	go func() { done <- n.Scan(opts) }()
@@ -36,16 +36,16 @@ func scanWithin(t *testing.T, n *kubeletdir.Dir, limit time.Duration, opts recon
 // is planned; the other pods are unaffected; and a second scan reports the
 // same paths without touching them again.
 func TestRealHungDirsTheScanLists(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !testmountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)
 	podDir := n.Path("pods", realUID1)
-	srvPod := mountns.ServeFUSE(t, podDir)
+	srvPod := testmountns.ServeFUSE(t, podDir)
 	csiDir := filepath.Join(n.Path("pods", realUID2, "volumes", "kubernetes.io~csi"), "pvc-hung")
-	srvCSI := mountns.ServeFUSE(t, csiDir)
+	srvCSI := testmountns.ServeFUSE(t, csiDir)
 	token := n.Volume(realUID3, "kubernetes.io~projected", "token")
-	mountns.Mount(t, "tmpfs", token, "tmpfs", 0, "size=1m")
+	testmountns.Mount(t, "tmpfs", token, "tmpfs", 0, "size=1m")
 	srvPod.Stop()
 	srvCSI.Stop()
 
@@ -89,7 +89,7 @@ func TestRealHungDirsTheScanLists(t *testing.T) {
 // place is a HungMount saying it was never entered, its pod Unknown; the
 // volumes are Mounted, as the table says.
 func TestRealScanSendsNothingIntoAFUSEMount(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !testmountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)
@@ -104,9 +104,9 @@ func TestRealScanSendsNothingIntoAFUSEMount(t *testing.T) {
 	for p := range wrong {
 		targets = append(targets, p)
 	}
-	var servers []*mountns.FUSEServer
+	var servers []*testmountns.FUSEServer
 	for _, p := range targets {
-		srv := mountns.ServeFUSEWith(t, p, mountns.FUSEOptions{Tree: []string{"volumes/x/", "vol_data.json={}"}})
+		srv := testmountns.ServeFUSEWith(t, p, testmountns.FUSEOptions{Tree: []string{"volumes/x/", "vol_data.json={}"}})
 		srv.Stop()
 		servers = append(servers, srv)
 	}
@@ -116,12 +116,12 @@ func TestRealScanSendsNothingIntoAFUSEMount(t *testing.T) {
 		ActivePods: reconstruct.PodList{}, EmptyActivePodsAuthoritative: true})
 	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: true})
 	for i, srv := range servers {
-		assert.Equal(t, mountns.FUSEStats{Requests: map[string]int{}}, srv.Stats(), "%s: nothing is sent", targets[i])
+		assert.Equal(t, testmountns.FUSEStats{Requests: map[string]int{}}, srv.Stats(), "%s: nothing is sent", targets[i])
 	}
 	hung := map[string]string{}
 	for _, f := range findingsOf(st, reconstruct.HungMount) {
 		hung[f.Path] = f.PodUID
-		assert.Contains(t, f.Message, "a "+mountns.FUSEFSType+" mount where the kubelet's layout has none: never entered", f.Path)
+		assert.Contains(t, f.Message, "a "+testmountns.FUSEFSType+" mount where the kubelet's layout has none: never entered", f.Path)
 	}
 	assert.Equal(t, wrong, hung)
 	status := map[string]reconstruct.PodStatus{}
@@ -144,7 +144,7 @@ func TestRealScanSendsNothingIntoAFUSEMount(t *testing.T) {
 // names the pod dir and the budget, the pod is Unknown and what was found
 // of its volumes Uncertain, so nothing of it is planned.
 func TestRealScanSlowPodsAreUnknown(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !testmountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)
@@ -156,7 +156,7 @@ func TestRealScanSlowPodsAreUnknown(t *testing.T) {
 				uid+"/volumes/kubernetes.io~csi/"+pv+`/vol_data.json={"driverName":"d","volumeHandle":"`+pv+`"}`)
 		}
 	}
-	mountns.ServeFUSEWith(t, n.Path("pods"), mountns.FUSEOptions{Tree: tree, Delay: 100 * time.Millisecond})
+	testmountns.ServeFUSEWith(t, n.Path("pods"), testmountns.FUSEOptions{Tree: tree, Delay: 100 * time.Millisecond})
 	st := scanWithin(t, n, 60*time.Second, reconstruct.Options{FSTimeout: 5 * time.Second, PodBudget: time.Second,
 		ActivePods: reconstruct.PodList{}, EmptyActivePodsAuthoritative: true})
 	hung := map[string]string{}

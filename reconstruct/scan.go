@@ -197,12 +197,35 @@ func withoutDevice(m mountscan.Mount) bool { return m.Root == "" }
 // noteLimitation says in the State when the table's entries have no
 // major:minor and root, and what that costs.
 func (b *builder) noteLimitation() {
-	if !slices.ContainsFunc(b.table.Mounts(), withoutDevice) {
+	mounts := b.table.Mounts()
+	switch {
+	case !slices.ContainsFunc(mounts, withoutDevice):
+		return
+	case devicesShared(mounts):
+		b.st.MountTable.Limitation = "entries without major:minor and root (a mount-utils List), their devices derived from " +
+			"their sources (mountutil.WithDevicesFromSources): the entries of one source are taken for views of one filesystem " +
+			"at its root, which the kernel's table would prove or refute (a bind of a subdir looks like one of the whole)"
 		return
 	}
 	b.st.MountTable.Limitation = "entries without major:minor and root (a mount-utils List): bind mounts cannot be matched to " +
 		"the mounts they show, so no CSI identity is recovered from a staging mount, RootDiskBackedMount cannot be seen, and a " +
 		"staging mount used only through binds may be reported as leaked"
+}
+
+// devicesShared: two entries without a root share a device number, which
+// only a table whose devices were derived from the sources has.
+func devicesShared(mounts []mountscan.Mount) bool {
+	seen := map[mountscan.DevID]bool{}
+	for _, m := range mounts {
+		if !withoutDevice(m) {
+			continue
+		}
+		if seen[m.Dev] {
+			return true
+		}
+		seen[m.Dev] = true
+	}
+	return false
 }
 
 // check looks a path up in the mount table.

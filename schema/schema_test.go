@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/fixture"
+	"github.com/volrecon/volrecon/fakenode"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -107,13 +107,13 @@ func TestGoldensValidate(t *testing.T) {
 	for _, file := range files {
 		data, err := os.ReadFile(file)
 		require.NoError(t, err)
-		f, err := fixture.Parse(data)
+		f, err := fakenode.ParseFixture(data)
 		require.NoError(t, err, file)
-		if golden, ok := f.Section(fixture.SectionGolden); ok && !refusedScan(t, golden) {
+		if golden, ok := f.Section(fakenode.SectionGolden); ok && !refusedScan(t, golden) {
 			validate(t, file+" state.json", golden, "State")
 			states++
 		}
-		if golden, ok := f.Section(fixture.SectionPlan); ok {
+		if golden, ok := f.Section(fakenode.SectionPlan); ok {
 			validate(t, file+" plan.json", golden, "Plan")
 			plans++
 		}

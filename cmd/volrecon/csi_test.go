@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/csifake"
+	"github.com/volrecon/volrecon/csinode/fakedriver"
 	"github.com/volrecon/volrecon/internal/kubetest"
 	"github.com/volrecon/volrecon/kube"
 	"github.com/volrecon/volrecon/podsdir"
@@ -35,13 +35,13 @@ type cliCSINode struct {
 	t                   *testing.T
 	hostRoot, mountinfo string
 	staging, target     string
-	driver              *csifake.Driver
+	driver              *fakedriver.Driver
 	mu                  sync.Mutex
 	lines               map[string]string // mount point -> line
 }
 
 func newCLICSINode(t *testing.T, published bool) *cliCSINode {
-	n := &cliCSINode{t: t, hostRoot: csifake.ShortTempDir(t), lines: map[string]string{}}
+	n := &cliCSINode{t: t, hostRoot: fakedriver.ShortTempDir(t), lines: map[string]string{}}
 	n.mountinfo = filepath.Join(t.TempDir(), "mountinfo")
 	n.staging = filepath.Join("/var/lib/kubelet/plugins/kubernetes.io/csi", cliDriver, podsdir.StagingHash(cliHandle), "globalmount")
 	n.write(filepath.Join(filepath.Dir(n.staging), "vol_data.json"), `{"driverName":"`+cliDriver+`","volumeHandle":"`+cliHandle+`"}`)
@@ -62,7 +62,7 @@ func newCLICSINode(t *testing.T, published bool) *cliCSINode {
 	require.NoError(t, os.Symlink("mnt:[4026531841]", filepath.Join(task, "ns", "mnt")))
 	require.NoError(t, os.Symlink(n.mountinfo, filepath.Join(task, "mountinfo")))
 
-	n.driver = &csifake.Driver{Name: cliDriver, StageUnstage: true, Act: func(c csifake.Call) error {
+	n.driver = &fakedriver.Driver{Name: cliDriver, StageUnstage: true, Act: func(c fakedriver.Call) error {
 		n.mu.Lock()
 		delete(n.lines, c.Path)
 		n.mu.Unlock()
@@ -107,7 +107,7 @@ func (n *cliCSINode) run(args ...string) (int, string, string) {
 		"--active-pods", "-", "--cri-endpoint", "none"}, args[1:]...)...)
 }
 
-func methods(d *csifake.Driver) []string {
+func methods(d *fakedriver.Driver) []string {
 	var out []string
 	for _, c := range d.Calls() {
 		out = append(out, c.Method)
@@ -138,7 +138,7 @@ func TestCleanupCSITeardownCallsTheDriver(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"NodeUnpublish " + n.target, "NodeUnstage " + n.staging}, done)
-	assert.Equal(t, []csifake.Call{
+	assert.Equal(t, []fakedriver.Call{
 		{Method: "GetPluginInfo"},
 		{Method: "NodeUnpublishVolume", VolumeID: cliHandle, Path: n.target},
 		{Method: "GetPluginInfo"},

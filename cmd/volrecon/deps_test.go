@@ -2,6 +2,7 @@ package main
 
 import (
 	"os/exec"
+	"path"
 	"strings"
 	"testing"
 
@@ -12,7 +13,9 @@ import (
 // The binary links no client-go clientset: its scheme registers every API
 // group at init (~16 MiB of RSS in every volrecon process, BENCHMARKS.md),
 // where package kube needs two. Tests adapt the fake clientset through
-// internal/kubetest, which only tests may import.
+// internal/kubetest, which only tests may import. Nor does it link testing,
+// testify, any package for tests, or the fixtures (the root package): the
+// demo node is internal/fixture's, which needs none of them.
 func TestDeps(t *testing.T) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -25,9 +28,62 @@ func TestDeps(t *testing.T) {
 		assert.False(t, pkg == "k8s.io/client-go/kubernetes" || strings.HasPrefix(pkg, "k8s.io/client-go/kubernetes/"),
 			"the binary links %s", pkg)
 		assert.NotEqual(t, "github.com/volrecon/volrecon/internal/kubetest", pkg, "a test-only adapter in the binary")
+		assert.False(t, isTesting(pkg) || isTestOnly(pkg), "the binary links %s, which is for tests", pkg)
+		assert.NotEqual(t, "github.com/volrecon/volrecon", pkg, "the binary links the fixtures (the root package)")
 		if strings.HasPrefix(pkg, "k8s.io/api/") {
 			apiGroups = append(apiGroups, pkg)
 		}
 	}
 	assert.ElementsMatch(t, []string{"k8s.io/api/core/v1", "k8s.io/api/storage/v1"}, apiGroups, "the API groups the binary links")
+}
+
+// Test helpers never reach production code: no package of the library or
+// the command imports one that is for tests (named so: fakenode,
+// csinode/fakedriver, internal/testmountns, internal/kubetest…), nor
+// testing or testify outside its _test.go files. So a helper that needs a
+// testing.TB must live in a package named for tests.
+func TestProductionImportsNoTestHelper(t *testing.T) {
+	out := goList(t, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"...")
+	var testOnly []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		pkg, imports, _ := strings.Cut(line, " ")
+		if isTestOnly(pkg) {
+			testOnly = append(testOnly, strings.TrimPrefix(pkg, module))
+			continue
+		}
+		for _, imp := range strings.Fields(imports) {
+			assert.False(t, isTesting(imp) || isTestOnly(imp), "%s imports %s, which is for tests", pkg, imp)
+		}
+	}
+	assert.Subset(t, testOnly, []string{"fakenode", "csinode/fakedriver", "internal/testmountns",
+		"internal/mountnamespaces/testtaskholder", "internal/kubetest", "internal/nodegen"}, "the test helpers are named as such")
+}
+
+const module = "github.com/volrecon/volrecon/"
+
+// isTestOnly says whether pkg is one of volrecon's packages for tests: its
+// name starts with fake or test or ends with test (as Go's httptest), or
+// it is internal/nodegen, the benchmarks' synthetic node.
+func isTestOnly(pkg string) bool {
+	if !strings.HasPrefix(pkg, module) {
+		return false
+	}
+	name := path.Base(pkg)
+	return strings.HasPrefix(name, "fake") || strings.HasPrefix(name, "test") || strings.HasSuffix(name, "test") ||
+		pkg == module+"internal/nodegen"
+}
+
+func isTesting(pkg string) bool {
+	return pkg == "testing" || strings.HasPrefix(pkg, "testing/") || strings.HasPrefix(pkg, "github.com/stretchr/testify")
+}
+
+func goList(t *testing.T, args ...string) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go is not on PATH: cannot list the packages")
+	}
+	out, err := exec.Command(goTool, append([]string{"list"}, args...)...).Output()
+	require.NoError(t, err, "go list")
+	return string(out)
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/volrecon/volrecon/internal/fixture"
+	"github.com/volrecon/volrecon/fakenode"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden outputs in testdata/")
@@ -22,7 +22,7 @@ var tableFixtures = []string{"ebs-current", "a4-voldata-left", "a7-leaked-stagin
 // fixtureArgs materialises a fixture and returns the flags that point the
 // command at it, with its mount table in a file; ok is false for fixtures
 // that fake reads or probes, which the command cannot.
-func fixtureArgs(t *testing.T, f *fixture.Fixture) (args []string, hostRoot string, ok bool) {
+func fixtureArgs(t *testing.T, f *fakenode.Fixture) (args []string, hostRoot string, ok bool) {
 	t.Helper()
 	opts := f.Options()
 	for _, fake := range []string{"mountinfo-reads", "probe", "active-pods-error"} {
@@ -67,9 +67,9 @@ func TestScanJSONMatchesTheLibrary(t *testing.T) {
 				t.Skip("the fixture fakes reads or probes")
 			}
 			_, out, errOut := runCLI(t, "", append([]string{"scan", "-o", "json"}, args...)...)
-			want, _ := f.Section(fixture.SectionGolden)
-			out = strings.ReplaceAll(out, args[3], fixture.DemoPath)
-			assert.JSONEq(t, string(want), withMountTablePath(t, out, fixture.DemoPath), errOut)
+			want, _ := f.Section(fakenode.SectionGolden)
+			out = strings.ReplaceAll(out, args[3], fakenode.MountTablePath)
+			assert.JSONEq(t, string(want), withMountTablePath(t, out, fakenode.MountTablePath), errOut)
 		})
 	}
 }
@@ -104,11 +104,11 @@ func TestPlanGolden(t *testing.T) {
 	}
 }
 
-func parseFixture(t *testing.T, file string) *fixture.Fixture {
+func parseFixture(t *testing.T, file string) *fakenode.Fixture {
 	t.Helper()
 	data, err := os.ReadFile(file)
 	require.NoError(t, err)
-	f, err := fixture.Parse(data)
+	f, err := fakenode.ParseFixture(data)
 	require.NoError(t, err)
 	return f
 }

@@ -1,11 +1,11 @@
 //go:build linux
 
-package mountns_test
+package testmountns_test
 
 import (
 	"testing"
 
-	"github.com/volrecon/volrecon/internal/mountns"
+	"github.com/volrecon/volrecon/internal/testmountns"
 )
 
 // A test that mounts a tmpfs: the parent process re-runs it in a private
@@ -13,10 +13,10 @@ import (
 // away with it.
 func ExampleEnter() {
 	_ = func(t *testing.T) {
-		if !mountns.Enter(t) {
+		if !testmountns.Enter(t) {
 			return
 		}
-		mountns.Mount(t, "tmpfs", t.TempDir()+"/mnt", "tmpfs", 0, "size=1m")
+		testmountns.Mount(t, "tmpfs", t.TempDir()+"/mnt", "tmpfs", 0, "size=1m")
 		// … scan and assert …
 	}
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package mountns
+package testmountns
 
 import (
 	"fmt"
@@ -65,7 +65,7 @@ func runPattern(name string) string {
 }
 
 // Mount mounts and unmounts (lazily) at the end of the test.
-func Mount(t *testing.T, source, target, fstype string, flags uintptr, data string) {
+func Mount(t testing.TB, source, target, fstype string, flags uintptr, data string) {
 	t.Helper()
 	if err := os.MkdirAll(target, 0o750); err != nil && !isFileTarget(target) {
 		t.Fatal(err)
@@ -82,14 +82,14 @@ func isFileTarget(p string) bool {
 }
 
 // Bind bind-mounts source on target.
-func Bind(t *testing.T, source, target string) {
+func Bind(t testing.TB, source, target string) {
 	t.Helper()
 	Mount(t, source, target, "", unix.MS_BIND, "")
 }
 
 // Ext4 makes a loop device holding a fresh ext4 filesystem and returns its
 // path; the device is detached at the end of the test.
-func Ext4(t *testing.T, sizeMiB int) string {
+func Ext4(t testing.TB, sizeMiB int) string {
 	t.Helper()
 	img := filepath.Join(t.TempDir(), "disk.img")
 	run(t, "truncate", "-s", fmt.Sprintf("%dM", sizeMiB), img)
@@ -101,14 +101,14 @@ func Ext4(t *testing.T, sizeMiB int) string {
 
 // Loop attaches a loop device to the existing file and returns its path;
 // the device is detached at the end of the test.
-func Loop(t *testing.T, file string) string {
+func Loop(t testing.TB, file string) string {
 	t.Helper()
 	dev := strings.TrimSpace(run(t, "losetup", "--find", "--show", file))
 	t.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
 	return dev
 }
 
-func run(t *testing.T, name string, args ...string) string {
+func run(t testing.TB, name string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command(name, args...).CombinedOutput()
 	if err != nil {
@@ -120,7 +120,7 @@ func run(t *testing.T, name string, args ...string) string {
 // FUSE mounts a FUSE filesystem whose daemon never answers, and returns the
 // /dev/fuse file of its connection. Left open, every stat inside the mount
 // hangs; closed, the connection is aborted and stats fail with ENOTCONN.
-func FUSE(t *testing.T, target string) *os.File {
+func FUSE(t testing.TB, target string) *os.File {
 	t.Helper()
 	dev, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
 	if err != nil {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package taskholder
+package testtaskholder
 
 import (
 	"crypto/rand"

@@ -1,6 +1,6 @@
 //go:build linux
 
-// Package taskholder starts processes that hold a mount in a mount
+// Package testtaskholder starts processes that hold a mount in a mount
 // namespace the way the hard cases do: a second thread that unshared a
 // namespace of its own (Go's LockOSThread pattern) and bind-mounted a dir
 // there, a process whose main thread exited while another thread lives on,
@@ -9,4 +9,4 @@
 // named as the kubelet names a pod's, and takes it out again.
 //
 // It is for tests only, as root.
-package taskholder
+package testtaskholder

@@ -1,10 +1,4 @@
-// Package csifake is an in-process CSI node driver for tests: it serves
-// the Identity and Node services on a unix socket, records every call in
-// order, and can be told to fail, stall or act (unmount in a test's mount
-// namespace) on each call. ServeRegistration serves the kubelet's
-// plugin-registration GetInfo, encoded here field by field so that the
-// client's decoding is tested against an independent encoder.
-package csifake
+package fakedriver
 
 import (
 	"context"

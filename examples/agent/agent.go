@@ -1,0 +1,72 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/volrecon/volrecon/reconstruct"
+)
+
+// Volume is a pod's volume as the agent tracks it.
+type Volume struct {
+	PodUID, Name string
+	// UniqueName is the kubelet's name of the volume
+	// ("kubernetes.io/csi/<driver>^<handle>"), empty when unknown.
+	UniqueName string
+	// DeviceMountPath is the CSI staging path, where one applies.
+	DeviceMountPath string
+	// Why says why the state is what it is (for Uncertain: why not certain).
+	Why string
+}
+
+// ActualState is what the agent knows of the node at start-up.
+type ActualState struct {
+	// Mounted volumes are mounted for their pods: the agent adopts them
+	// instead of mounting them again.
+	Mounted []Volume
+	// Uncertain volumes may or may not be mounted (a hung NFS server, a
+	// table that could not be read): the agent neither tears them down nor
+	// counts them as mounted, and looks again later.
+	Uncertain []Volume
+	// InUse must not be detached from the node: what the agent reports in
+	// node.status.volumesInUse.
+	InUse []string
+	// LeakedStaging are staging mounts that no pod uses: only the CSI
+	// driver may unstage them (NodeUnstageVolume).
+	LeakedStaging []string
+	// Orphans are the pod dirs of pods that should not exist.
+	Orphans []string
+}
+
+// Rebuild scans the node and sorts what it finds. opts says where the node
+// is and which pods should exist (reconstruct.Options.ActivePods); a scan
+// that cannot be done at all (no kubelet root) is an error, and a mount
+// table that could not be read makes every volume Uncertain, never
+// Unmounted.
+func Rebuild(ctx context.Context, opts reconstruct.Options) (*ActualState, error) {
+	st, err := reconstruct.Scan(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("agent: rebuild the actual state: %w", err)
+	}
+	as := &ActualState{InUse: st.VolumesInUse}
+	for _, v := range st.Volumes {
+		vol := Volume{PodUID: v.PodUID, Name: v.Name, UniqueName: v.UniqueName, DeviceMountPath: v.DeviceMountPath, Why: v.Reason}
+		switch v.State {
+		case reconstruct.Mounted:
+			as.Mounted = append(as.Mounted, vol)
+		case reconstruct.Uncertain:
+			as.Uncertain = append(as.Uncertain, vol)
+		}
+	}
+	for _, f := range st.Findings {
+		if f.Kind == reconstruct.LeakedGlobalMount {
+			as.LeakedStaging = append(as.LeakedStaging, f.Path)
+		}
+	}
+	for _, p := range st.Pods {
+		if p.Status == reconstruct.PodOrphaned {
+			as.Orphans = append(as.Orphans, p.UID)
+		}
+	}
+	return as, nil
+}
