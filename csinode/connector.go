@@ -33,7 +33,7 @@ func (c Connector) Connect(ctx context.Context, driver, hostRoot, rootDir string
 	if err != nil {
 		return nil, err
 	}
-	client, err := Dial(ctx, ep, Options{Timeout: c.Timeout})
+	client, err := Dial(ctx, ep, Options(c)) // the same fields
 	if err != nil {
 		return nil, err // not a nil *Client in a non-nil Conn
 	}

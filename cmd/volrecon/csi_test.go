@@ -253,7 +253,7 @@ func TestAnotherNamespaceThatUsesThePodOrTheVolumeKeepsIt(t *testing.T) {
 // from a file asks nothing. (That the API server's answer is used, and
 // right, the e2e suite proves on a real one; the rules are cleanup's.)
 func TestTheTeardownAsksTheAPIServerOnlyWithActivePodsAPI(t *testing.T) {
-	client := fake.NewClientset()
+	client := fake.NewSimpleClientset()
 	lister := &kube.Lister{Client: kubetest.Clientset{Interface: client}, NodeName: "node-a"}
 	f := &csiFlags{teardown: true, timeout: time.Minute}
 	for name, c := range map[string]struct {
