@@ -48,7 +48,7 @@ type CSICallError interface {
 	CallTimedOut() bool
 }
 
-// Errors of the CSI actions, for errors.Is.
+// Errors of the CSI actions, whose text their ActionResult.Error carries.
 var (
 	// ErrNoCSIDriverClient: a plan holds a NodeUnpublish or NodeUnstage,
 	// and Execute was given no CSIExec.Driver. Nothing is sent; the action

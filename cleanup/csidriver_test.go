@@ -50,14 +50,15 @@ func (e callError) CallTimedOut() bool { return e.timedOut }
 // is asked and answers with errs by call ("Connect" too); a call that
 // succeeds unmounts its path, as a driver does.
 type fakeDriverClient struct {
-	n     *csiNode
-	errs  map[string]error
-	calls []string
+	n      *csiNode
+	errs   map[string]error
+	noConn bool // Connect answers neither a connection nor an error
+	calls  []string
 }
 
 func (f *fakeDriverClient) Connect(_ context.Context, driver, hostRoot, rootDir string, notEntered map[string]string) (cleanup.CSIDriverConn, error) {
 	f.calls = append(f.calls, fmt.Sprintf("Connect %s %s %s %v", driver, hostRoot, rootDir, notEntered))
-	if err := f.errs["Connect"]; err != nil {
+	if err := f.errs["Connect"]; err != nil || f.noConn {
 		return nil, err
 	}
 	return f, nil
@@ -97,6 +98,7 @@ func TestCSIResultsComeFromTheClientsTypedErrors(t *testing.T) {
 	timedOut := callError{msg: "NodeUnpublishVolume failed: DeadlineExceeded", timedOut: true}
 	for name, c := range map[string]struct {
 		errs   map[string]error
+		noConn bool
 		result cleanup.Result
 		call   cleanup.CSICallResult
 	}{
@@ -107,13 +109,15 @@ func TestCSIResultsComeFromTheClientsTypedErrors(t *testing.T) {
 			call: cleanup.CSICallResult{Call: "NodeUnpublishVolume", Result: "timeout", Error: "wrapped: " + timedOut.msg}},
 		"the driver is not found": {errs: map[string]error{"Connect": errors.New("no endpoint")}, result: cleanup.Failed,
 			call: cleanup.CSICallResult{Call: "NodeUnpublishVolume", Result: "unreachable", Error: "no endpoint"}},
+		"it gives no connection and no error": {noConn: true, result: cleanup.Failed,
+			call: cleanup.CSICallResult{Call: "NodeUnpublishVolume", Result: "unreachable", Error: "the CSI driver client gave no connection to " + csiDriver}},
 		"its identity check times out": {errs: map[string]error{"Connect": timedOut}, result: cleanup.Failed,
 			call: cleanup.CSICallResult{Call: "NodeUnpublishVolume", Result: "timeout", Error: timedOut.msg}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			n := newCSINode(t)
 			target := n.publish(csiUID, false)
-			client := &fakeDriverClient{n: n, errs: c.errs}
+			client := &fakeDriverClient{n: n, errs: c.errs, noConn: c.noConn}
 			results := cleanup.Execute(t.Context(), n.plan(n.teardown(), false),
 				cleanup.ExecOptions{Node: n.node(), Apply: true, CSI: cleanup.CSIExec{Driver: client}})
 			r := csiResultAt(results, target)

@@ -182,6 +182,9 @@ func (e *executor) callDriver(a Action, table *mountscan.Table, r *ActionResult)
 	root := filepath.Dir(e.plan.PodsDir)
 	c, err := e.opts.CSI.Driver.Connect(ctx, a.CSI.Driver, e.opts.HostRoot, root,
 		reconstruct.MountsNotToEnter(table, root, e.plan.PodsDir, filepath.Join(root, "plugins")))
+	if err == nil && c == nil {
+		err = fmt.Errorf("the CSI driver client gave no connection to %s", a.CSI.Driver)
+	}
 	if err != nil {
 		record(callName(a.Action), err)
 		return fmt.Errorf("%s not called: %w", callName(a.Action), err)
