@@ -10,16 +10,33 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # fake nodes, public API only).
 EXAMPLE_MODULES := examples/agent
 
-.PHONY: test test-schema test-examples bench lint demo build update-fixtures fuzz e2e
+# Modules of their own beside the library's, whose test-only dependencies
+# an importer of volrecon never sees: deploy/ (the manifests' tests, with
+# Prometheus's rule parser) and bench/ (the peer parsers); schema/ has its
+# own target (test-schema). e2e/ is apart.
+TEST_MODULES := deploy bench
 
-## test: gofmt check, go vet, and every test with the race detector, then
-## the schema's and the examples' tests. As root, the tests that need real
-## mounts run in private mount namespaces.
+# The newest versions the library is tested against (go.mod requires the
+# oldest that work, and `make test` tests those): `make test-newest`.
+NEWEST := k8s.io/api@v0.37.2 k8s.io/apimachinery@v0.37.2 k8s.io/client-go@v0.37.2 \
+	k8s.io/cri-api@v0.37.2 k8s.io/mount-utils@v0.37.2 k8s.io/klog/v2@v2.140.0 \
+	k8s.io/utils@v0.0.0-20261023123148-ca04ba58ecab \
+	github.com/prometheus/client_golang@v1.25.0 google.golang.org/grpc@v1.84.0 \
+	google.golang.org/protobuf@v1.36.12 github.com/container-storage-interface/spec@v1.13.0 \
+	github.com/stretchr/testify@v1.12.1 golang.org/x/sys@v0.49.0 github.com/go-logr/logr@v1.4.4
+
+.PHONY: test test-schema test-examples test-newest bench lint demo build update-fixtures fuzz e2e
+
+## test: gofmt check, go vet, and every test with the race detector, of the
+## library at the oldest versions it requires (go.mod), of TEST_MODULES,
+## the schema's and the examples'.
+## As root, the tests that need real mounts run in private mount namespaces.
 test:
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then \
 		echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race ./...
+	for m in $(TEST_MODULES); do (cd $$m && $(GO) vet ./... && $(GO) test -race ./...) || exit 1; done
 	$(MAKE) test-schema
 	$(MAKE) test-examples
 
@@ -33,24 +50,38 @@ test-examples:
 test-schema:
 	cd schema && $(GO) vet ./... && $(GO) test -race ./...
 
-## bench: every benchmark with allocations, BENCH_COUNT runs each (default 1), saved in
-## BENCH_OUT (bench.out), then the ratios of BENCHMARKS.md (internal/benchratio).
+## test-newest: the library built and tested (without the race detector)
+## against the NEWEST versions of its dependencies, through a copy of go.mod
+## upgraded in a temp dir (-modfile): the repository's go.mod is untouched.
+test-newest: SHELL := bash
+test-newest: .SHELLFLAGS := -eu -o pipefail -c
+test-newest:
+	dir="$$(mktemp -d)"; trap 'rm -rf "$$dir"' EXIT; \
+	cp go.mod "$$dir/go.mod"; cp go.sum "$$dir/go.sum"; \
+	$(GO) get -modfile="$$dir/go.mod" $(NEWEST); \
+	$(GO) mod tidy -modfile="$$dir/go.mod"; \
+	$(GO) list -modfile="$$dir/go.mod" -m $(foreach m,$(NEWEST),$(firstword $(subst @, ,$(m)))); \
+	$(GO) vet -modfile="$$dir/go.mod" ./...; \
+	$(GO) test -modfile="$$dir/go.mod" ./...
+
+## bench: every benchmark with allocations, the library's then the peer parsers'
+## (module bench/), BENCH_COUNT runs each (default 1), saved in BENCH_OUT
+## (bench.out), then the ratios of BENCHMARKS.md (internal/benchratio).
 ## The kubelet-style baseline alone takes minutes per run. Compare two outputs with benchstat.
 bench: SHELL := bash
 bench: .SHELLFLAGS := -o pipefail -c
 bench: BENCH_COUNT ?= 1
 bench: BENCH_OUT ?= bench.out
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -timeout 0 ./... | tee $(BENCH_OUT)
+	{ $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -timeout 0 ./... && \
+	  (cd bench && $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -timeout 0 ./...); } | tee $(BENCH_OUT)
 	$(GO) run ./internal/benchratio < $(BENCH_OUT)
 
 ## lint: staticcheck at a pinned version, installed here.
 lint:
 	$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$(GOBIN)/staticcheck ./...
-	cd e2e && $(GO) vet ./... && $(GOBIN)/staticcheck ./...
-	cd schema && $(GOBIN)/staticcheck ./...
-	for m in $(EXAMPLE_MODULES); do (cd $$m && $(GOBIN)/staticcheck ./...) || exit 1; done
+	for m in $(TEST_MODULES) schema $(EXAMPLE_MODULES) e2e; do (cd $$m && $(GO) vet ./... && $(GOBIN)/staticcheck ./...) || exit 1; done
 
 ## build: the volrecon binary, with its version.
 build:

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/volrecon/volrecon/cleanup"
+	"github.com/volrecon/volrecon/csinode"
 	"github.com/volrecon/volrecon/csinode/fakedriver"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
@@ -164,7 +165,7 @@ func (n *csiNode) plan(t *cleanup.CSITeardown, unmount bool) *cleanup.ActionPlan
 
 func (n *csiNode) apply(plan *cleanup.ActionPlan) []cleanup.ActionResult {
 	return cleanup.Execute(n.t.Context(), plan, cleanup.ExecOptions{Node: n.node(), Apply: true,
-		CSI: cleanup.CSIExec{Timeout: 5 * time.Second}})
+		CSI: cleanup.CSIExec{Driver: csinode.Connector{Timeout: 5 * time.Second}}})
 }
 
 // teardown is a teardown with no new pods assumed: Plan gathers its
@@ -586,7 +587,7 @@ func TestNodeUnstageChecksTheActiveVolumesAgain(t *testing.T) {
 			asked := 0
 			td := n.teardown()
 			td.ActiveVolumes = c.planned
-			x := cleanup.CSIExec{Timeout: 5 * time.Second, ActiveVolumes: func(context.Context) ([]string, error) {
+			x := cleanup.CSIExec{Driver: csinode.Connector{Timeout: 5 * time.Second}, ActiveVolumes: func(context.Context) ([]string, error) {
 				asked++
 				return c.names, c.err
 			}}

@@ -41,8 +41,10 @@
 // was first seen unused (FileStore), and the API server's answer of which
 // volumes the active pods use (ActiveVolumeSource); what it cannot gather
 // keeps the volume, and ActionPlan.Notes says why. The decisions are in
-// csi.go. Execute makes those calls through package csinode, once each,
-// after checking the mount table again, and records what changed.
+// csi.go. Execute makes those calls through CSIExec.Driver, a
+// CSIDriverClient (csinode.Connector; without one they fail, unsent), once
+// each, after checking the mount table again, and records what changed.
+// The package links no gRPC.
 //
 // Plan and Execute take the node as a reconstruct.Node, the value Scan
 // took, and read the mount table only within the kubelet's dirs (and the

@@ -8,9 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/volrecon/volrecon/csinode"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
@@ -18,8 +16,10 @@ import (
 
 // CSIExec configures the calls Execute makes to CSI drivers.
 type CSIExec struct {
-	// Timeout bounds each call (0 = csinode.DefaultTimeout).
-	Timeout time.Duration
+	// Driver reaches the CSI drivers (csinode.Connector; it bounds each
+	// call in time). Without it, every NodeUnpublish and NodeUnstage fails
+	// with ErrNoCSIDriverClient and nothing is sent.
+	Driver CSIDriverClient
 	// ActiveVolumes is asked again right before each NodeUnstage whose plan
 	// knew from CSITeardown.ActiveVolumes that no active pod uses the volume
 	// (CSICall.RecheckActiveVolumes): a pod may have been bound to the node
@@ -44,6 +44,9 @@ func callName(k ActionKind) string {
 // action's error; nothing else is done for it.
 func (e *executor) runCSI(a Action) ActionResult {
 	r := ActionResult{Action: a}
+	if e.opts.CSI.Driver == nil {
+		return e.csiStop(a, Failed, fmt.Errorf("%s not called: %w", callName(a.Action), ErrNoCSIDriverClient))
+	}
 	// Read afresh, before and after: the call is what changes the table.
 	table, err := e.opts.MountTable.ReadScoped(e.ctx, e.scope)
 	if err != nil {
@@ -166,28 +169,21 @@ func isTargetPath(podsDir, uid, path string) bool {
 // callDriver finds the driver, asks its capabilities where NodeUnstage
 // depends on them, and makes the action's call, once, recording each call.
 // Nothing is sent into a mount of table that may hang where the kubelet's
-// layout has none (csinode.LocateOptions.NotEntered).
+// layout has none (CSIDriverClient.Connect's notEntered).
 func (e *executor) callDriver(a Action, table *mountscan.Table, r *ActionResult) error {
 	record := func(call string, err error) {
-		res := CSICallResult{Call: call, Result: "ok"}
-		var callErr *csinode.CallError
-		switch {
-		case errors.Is(err, csinode.ErrTimeout):
-			res.Result, res.Error = "timeout", err.Error()
-		case errors.As(err, &callErr):
-			res.Result, res.Error = "error", err.Error()
-		case err != nil:
-			res.Result, res.Error = "unreachable", err.Error()
+		res := CSICallResult{Call: call, Result: csiCallResult(err)}
+		if err != nil {
+			res.Error = err.Error()
 		}
 		r.CSICalls = append(r.CSICalls, res)
 	}
 	ctx := e.ctx
 	root := filepath.Dir(e.plan.PodsDir)
-	ep, err := csinode.Locate(ctx, a.CSI.Driver, csinode.LocateOptions{HostRoot: e.opts.HostRoot, RootDir: root,
-		NotEntered: reconstruct.MountsNotToEnter(table, root, e.plan.PodsDir, filepath.Join(root, "plugins"))})
-	var c *csinode.Client
-	if err == nil {
-		c, err = csinode.Dial(ctx, ep, csinode.Options{Timeout: e.opts.CSI.Timeout})
+	c, err := e.opts.CSI.Driver.Connect(ctx, a.CSI.Driver, e.opts.HostRoot, root,
+		reconstruct.MountsNotToEnter(table, root, e.plan.PodsDir, filepath.Join(root, "plugins")))
+	if err == nil && c == nil {
+		err = fmt.Errorf("the CSI driver client gave no connection to %s", a.CSI.Driver)
 	}
 	if err != nil {
 		record(callName(a.Action), err)
@@ -195,13 +191,13 @@ func (e *executor) callDriver(a Action, table *mountscan.Table, r *ActionResult)
 	}
 	defer c.Close()
 	if a.Action == NodeUnstage {
-		caps, err := c.Capabilities(ctx)
+		stageUnstage, err := c.NodeGetCapabilities(ctx)
 		record("NodeGetCapabilities", err)
 		switch {
 		case err != nil:
 			return err
-		case !caps.StageUnstage:
-			return fmt.Errorf("NodeUnstageVolume not called: %w, yet %s is mounted: find out what mounted it", csinode.ErrNotStaging, a.Path)
+		case !stageUnstage:
+			return fmt.Errorf("NodeUnstageVolume not called: %w, yet %s is mounted: find out what mounted it", ErrNotStaging, a.Path)
 		}
 		err = c.NodeUnstageVolume(ctx, a.CSI.VolumeID, a.Path)
 		record("NodeUnstageVolume", err)

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volrecon/volrecon/cleanup"
+	"github.com/volrecon/volrecon/csinode"
 	"github.com/volrecon/volrecon/csinode/fakedriver"
 	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/podsdir"
@@ -40,7 +41,7 @@ func newRealCSI(t *testing.T) *realCSI {
 func (n *realCSI) run(t *testing.T, td *cleanup.CSITeardown) []cleanup.ActionResult {
 	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID3}, LifeChecker: lifeSigns{}})
 	plan := cleanup.Plan(t.Context(), st, cleanup.Options{CSITeardown: td})
-	return cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Apply: true, CSI: cleanup.CSIExec{Timeout: 10 * time.Second}})
+	return cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Apply: true, CSI: cleanup.CSIExec{Driver: csinode.Connector{Timeout: 10 * time.Second}}})
 }
 
 // assertDataIntact mounts the volume's disk read-only and reads the data.

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volrecon/volrecon/cleanup"
+	"github.com/volrecon/volrecon/csinode"
 	"github.com/volrecon/volrecon/csinode/fakedriver"
 	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/podsdir"
@@ -63,7 +64,7 @@ func TestRealCSITeardownNeverActsForTheWrongVolume(t *testing.T) {
 		assert.NotContains(t, []cleanup.ActionKind{cleanup.NodeUnpublish, cleanup.NodeUnstage}, a.Action, "%s: %s", a.Path, a.Reason)
 	}
 	assert.Equal(t, cleanup.NeedsDriver, csiKindAt(plan, stagingB), "vol-B's staging mount, unused, waits for a second run")
-	cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Apply: true, CSI: cleanup.CSIExec{Timeout: 10 * time.Second}})
+	cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Apply: true, CSI: cleanup.CSIExec{Driver: csinode.Connector{Timeout: 10 * time.Second}}})
 	assert.Empty(t, driver.Calls(), "no driver call names the wrong volume, nor any other")
 	table := realMountTable(t)
 	for _, p := range []string{target, stagingA, stagingB} {

@@ -33,12 +33,6 @@ type Client struct {
 	timeout time.Duration
 }
 
-// Capabilities are the node-service capabilities the kubelet looks at.
-type Capabilities struct {
-	// StageUnstage: the driver stages volumes; NodeUnstageVolume applies.
-	StageUnstage bool `json:"stageUnstage"`
-}
-
 // Dial connects to the driver at ep and checks with GetPluginInfo that it
 // answers under ep.Driver's name. A driver that is not running gives an
 // *EndpointError wrapping ErrNotRunning; another driver, ErrWrongDriver.
@@ -75,23 +69,24 @@ func (c *Client) Endpoint() Endpoint { return c.ep }
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
 
-// Capabilities asks NodeGetCapabilities.
-func (c *Client) Capabilities(ctx context.Context) (Capabilities, error) {
+// NodeGetCapabilities asks the capability the kubelet looks at: whether
+// the driver stages volumes (STAGE_UNSTAGE_VOLUME), so that
+// NodeUnstageVolume applies.
+func (c *Client) NodeGetCapabilities(ctx context.Context) (stageUnstage bool, err error) {
 	var resp *csi.NodeGetCapabilitiesResponse
-	err := c.call(ctx, "NodeGetCapabilities", func(ctx context.Context) (err error) {
+	err = c.call(ctx, "NodeGetCapabilities", func(ctx context.Context) (err error) {
 		resp, err = c.node.NodeGetCapabilities(ctx, &csi.NodeGetCapabilitiesRequest{})
 		return err
 	})
 	if err != nil {
-		return Capabilities{}, err
+		return false, err
 	}
-	var caps Capabilities
 	for _, cap := range resp.GetCapabilities() {
 		if cap.GetRpc().GetType() == csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME {
-			caps.StageUnstage = true
+			return true, nil
 		}
 	}
-	return caps, nil
+	return false, nil
 }
 
 // NodeUnpublishVolume asks the driver to unpublish volumeID from

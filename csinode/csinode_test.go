@@ -151,9 +151,9 @@ func TestCallsReachTheDriverInOrderWithTheirArguments(t *testing.T) {
 	d := &fakedriver.Driver{Name: driver, StageUnstage: true}
 	c := connect(t, d, Options{})
 	ctx := context.Background()
-	caps, err := c.Capabilities(ctx)
+	stageUnstage, err := c.NodeGetCapabilities(ctx)
 	require.NoError(t, err)
-	assert.True(t, caps.StageUnstage)
+	assert.True(t, stageUnstage)
 	require.NoError(t, c.NodeUnpublishVolume(ctx, "vol-1", "/var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/pv1/mount"))
 	require.NoError(t, c.NodeUnstageVolume(ctx, "vol-1", "/var/lib/kubelet/plugins/kubernetes.io/csi/csi.example.com/abc/globalmount"))
 	assert.Equal(t, []fakedriver.Call{
@@ -165,9 +165,9 @@ func TestCallsReachTheDriverInOrderWithTheirArguments(t *testing.T) {
 }
 
 func TestCapabilitiesWithoutStaging(t *testing.T) {
-	caps, err := connect(t, &fakedriver.Driver{Name: driver}, Options{}).Capabilities(context.Background())
+	stageUnstage, err := connect(t, &fakedriver.Driver{Name: driver}, Options{}).NodeGetCapabilities(context.Background())
 	require.NoError(t, err)
-	assert.False(t, caps.StageUnstage)
+	assert.False(t, stageUnstage)
 }
 
 func TestADriverErrorCarriesItsCodeAndMessage(t *testing.T) {
@@ -183,6 +183,7 @@ func TestADriverErrorCarriesItsCodeAndMessage(t *testing.T) {
 	assert.Contains(t, err.Error(), "device /dev/sdx is still in use")
 	assert.Contains(t, err.Error(), driver)
 	assert.NotErrorIs(t, err, ErrTimeout)
+	assert.False(t, callErr.CallTimedOut(), "answered: an error, not a timeout")
 	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "the gRPC status stays reachable through the wrapping")
 }
 
@@ -196,6 +197,7 @@ func TestATimedOutCallIsNotRetried(t *testing.T) {
 	var callErr *CallError
 	require.ErrorAs(t, err, &callErr)
 	assert.Equal(t, codes.DeadlineExceeded, callErr.Code)
+	assert.True(t, callErr.CallTimedOut())
 	n := 0
 	for _, call := range d.Calls() {
 		if call.Method == "NodeUnpublishVolume" {
@@ -203,6 +205,31 @@ func TestATimedOutCallIsNotRetried(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, n, "sent once, never again")
+}
+
+// Connector is Locate then Dial, with its timeout; a driver it cannot
+// reach gives an error and no connection at all (not a nil *Client).
+func TestConnectorLocatesAndDials(t *testing.T) {
+	n := newNode(t)
+	d := &fakedriver.Driver{Name: driver, Delay: map[string]time.Duration{"NodeUnpublishVolume": 10 * time.Second}}
+	n.serveDriver(t, d, root+"/plugins/"+driver+"/csi.sock")
+	ctx := context.Background()
+	conn, err := Connector{Timeout: 200 * time.Millisecond}.Connect(ctx, driver, n.hostRoot, root, nil)
+	require.NoError(t, err)
+	defer conn.Close()
+	require.ErrorIs(t, conn.NodeUnpublishVolume(ctx, "vol-1", "/target"), ErrTimeout, "the Connector's timeout bounds the call")
+	assert.Equal(t, []fakedriver.Call{{Method: "GetPluginInfo"}, {Method: "NodeUnpublishVolume", VolumeID: "vol-1", Path: "/target"}}, d.Calls())
+
+	conn, err = Connector{}.Connect(ctx, "stopped.example.com", n.hostRoot, root, nil)
+	require.ErrorIs(t, err, ErrNoEndpoint)
+	assert.Nil(t, conn)
+
+	// Its notEntered is Locate's NotEntered: a socket behind a mount that
+	// may hang is never reached.
+	conn, err = Connector{}.Connect(ctx, driver, n.hostRoot, root, map[string]string{root + "/plugins": "fuse.sshfs"})
+	require.ErrorIs(t, err, ErrNoEndpoint)
+	assert.Nil(t, conn)
+	assert.Len(t, d.Calls(), 2, "nothing more was sent")
 }
 
 func TestInvalidRequestsAreNeverSent(t *testing.T) {

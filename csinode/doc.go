@@ -19,9 +19,15 @@
 // the driver stages volumes (STAGE_UNSTAGE_VOLUME); only then may
 // NodeUnstageVolume be called, as in the kubelet.
 //
+// Connector (Locate, then Dial) is what package cleanup's executor takes
+// as its CSIDriverClient: Client's methods and Conn match that interface,
+// though neither package imports the other, so a program that plans a
+// cleanup links no gRPC unless it wires this package in.
+//
 // Errors are typed: ErrNoEndpoint, ErrNotRunning, ErrWrongDriver,
 // ErrTimeout and ErrInvalidRequest can be tested with errors.Is, and a
-// failed call is a *CallError carrying the driver's gRPC code and message.
+// failed call is a *CallError carrying the driver's gRPC code and message
+// (CallTimedOut: not answered in time, its outcome unknown).
 // The package logs through klog.FromContext only (V(4) per call).
 //
 // It is not for deciding what to tear down (package cleanup plans that) and

@@ -21,9 +21,6 @@ var (
 	// ErrInvalidRequest: a call was refused before it was sent (an empty
 	// volume ID, a relative path, a driver name that is not a name).
 	ErrInvalidRequest = errors.New("invalid CSI request")
-	// ErrNotStaging: NodeUnstageVolume was asked of a driver without the
-	// STAGE_UNSTAGE_VOLUME capability.
-	ErrNotStaging = errors.New("the CSI driver does not stage volumes (no STAGE_UNSTAGE_VOLUME capability)")
 )
 
 // EndpointError says why a driver's endpoint could not be found or reached.
@@ -67,10 +64,15 @@ func (e *CallError) Error() string {
 	return fmt.Sprintf("CSI %s to driver %s at %s failed: %s: %s", e.Call, e.Driver, e.Endpoint, e.Code, e.Message)
 }
 
+// CallTimedOut says the call was not answered in time (or the driver
+// answered DEADLINE_EXCEEDED): its outcome is unknown. With it, a
+// *CallError is a cleanup.CSICallError.
+func (e *CallError) CallTimedOut() bool { return e.Code == codes.DeadlineExceeded }
+
 // Unwrap returns the gRPC status error and, for a call that timed out,
 // ErrTimeout.
 func (e *CallError) Unwrap() []error {
-	if e.Code == codes.DeadlineExceeded {
+	if e.CallTimedOut() {
 		return []error{e.Err, ErrTimeout}
 	}
 	return []error{e.Err}

@@ -39,10 +39,10 @@ func Example() {
 		return
 	}
 	defer c.Close()
-	caps, _ := c.Capabilities(ctx)
-	fmt.Println("stages volumes:", caps.StageUnstage)
+	stageUnstage, _ := c.NodeGetCapabilities(ctx)
+	fmt.Println("stages volumes:", stageUnstage)
 	fmt.Println(c.NodeUnpublishVolume(ctx, "vol-1", "/var/lib/kubelet/pods/8f0c/volumes/kubernetes.io~csi/pv1/mount"))
-	if caps.StageUnstage {
+	if stageUnstage {
 		fmt.Println(c.NodeUnstageVolume(ctx, "vol-1", "/var/lib/kubelet/plugins/kubernetes.io/csi/csi.example.com/5e0d/globalmount"))
 	}
 	for _, call := range driver.Calls() {

@@ -123,14 +123,14 @@ func (c *Client) WatchPods(ctx context.Context, opts metav1.ListOptions) (watch.
 
 func (c *Client) GetPersistentVolumeClaim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
 	pvc := &corev1.PersistentVolumeClaim{}
-	err := c.core.Get().UseProtobufAsDefault().Namespace(namespace).Resource("persistentvolumeclaims").Name(name).
+	err := getProtobuf(c.core).Namespace(namespace).Resource("persistentvolumeclaims").Name(name).
 		Do(ctx).Into(pvc)
 	return pvc, err
 }
 
 func (c *Client) GetPersistentVolume(ctx context.Context, name string) (*corev1.PersistentVolume, error) {
 	pv := &corev1.PersistentVolume{}
-	err := c.core.Get().UseProtobufAsDefault().Resource("persistentvolumes").Name(name).Do(ctx).Into(pv)
+	err := getProtobuf(c.core).Resource("persistentvolumes").Name(name).Do(ctx).Into(pv)
 	return pv, err
 }
 
@@ -144,10 +144,16 @@ func (c *Client) WatchCSIDrivers(ctx context.Context, opts metav1.ListOptions) (
 	return c.watch(ctx, c.storage, "csidrivers", opts)
 }
 
+// getProtobuf is a GET that accepts protobuf first, as
+// rest.Request.UseProtobufAsDefault (client-go 0.32 on) asks.
+func getProtobuf(c rest.Interface) *rest.Request {
+	return c.Get().SetHeader("Accept", "application/vnd.kubernetes.protobuf,application/json")
+}
+
 // listRequest is a list of every namespace's resources, bounded by the server
 // side timeout the options ask for, if any.
 func listRequest(c rest.Interface, resource string, opts metav1.ListOptions) *rest.Request {
-	return c.Get().UseProtobufAsDefault().Resource(resource).
+	return getProtobuf(c).Resource(resource).
 		VersionedParams(&opts, parameterCodec).Timeout(timeoutOf(opts))
 }
 

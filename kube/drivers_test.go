@@ -23,7 +23,7 @@ func csiDriver(name string, attachRequired *bool) *storagev1.CSIDriver {
 // RBAC) are covered by the e2e suite.
 func TestAttachFreeDrivers(t *testing.T) {
 	no, yes := false, true
-	client := fake.NewClientset(csiDriver("efs.csi.aws.com", &no), csiDriver("ebs.csi.aws.com", &yes), csiDriver("legacy.example", nil))
+	client := fake.NewSimpleClientset(csiDriver("efs.csi.aws.com", &no), csiDriver("ebs.csi.aws.com", &yes), csiDriver("legacy.example", nil))
 
 	names, err := AttachFreeDrivers(t.Context(), kubetest.Clientset{Interface: client})
 	require.NoError(t, err)

@@ -78,7 +78,7 @@ func TestCSIVolumesAreUnknownWhenOneVolumeCannotBeTold(t *testing.T) {
 			objects: []runtime.Object{boundPVC("pvc-b", "pv-x"), csiPV("pv-x", "")}, object: "PersistentVolume pv-x", reason: "no CSI driver or volume handle"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			client := fake.NewClientset(append(c.objects, boundPVC("pvc-a", "pv-a"), csiPV("pv-a", "h-a"))...)
+			client := fake.NewSimpleClientset(append(c.objects, boundPVC("pvc-a", "pv-a"), csiPV("pv-a", "h-a"))...)
 			if c.pvErr != nil {
 				client.PrependReactor("get", "persistentvolumes", func(a k8stesting.Action) (bool, runtime.Object, error) {
 					if a.(k8stesting.GetAction).GetName() == "pv-a" {
@@ -106,7 +106,7 @@ func TestCSIVolumesAreUnknownWhenOneVolumeCannotBeTold(t *testing.T) {
 // The first failure ends the lookup: a server that is down costs one
 // timeout, not one per volume.
 func TestCSIVolumesStopAtTheFirstFailure(t *testing.T) {
-	client := fake.NewClientset()
+	client := fake.NewSimpleClientset()
 	pods := []*corev1.Pod{claimPod("p1", pvcVolume("a", "c1")), claimPod("p2", pvcVolume("b", "c2"))}
 	_, err := CSIVolumes(t.Context(), kubetest.Clientset{Interface: client}, pods, 0)
 	require.Error(t, err)
@@ -137,7 +137,7 @@ func TestCSIVolumesAreBoundedByTheTimeout(t *testing.T) {
 // A pod list that failed is never stood for by an older one: CSIVolumes
 // then lists again, and fails with the list's error.
 func TestListerCSIVolumesAfterAFailedList(t *testing.T) {
-	client := fake.NewClientset()
+	client := fake.NewSimpleClientset()
 	down := false
 	client.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 		if down {

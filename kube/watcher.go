@@ -60,6 +60,7 @@ type Watcher struct {
 	informer cache.SharedIndexInformer
 	drivers  cache.SharedIndexInformer // CSIDriver objects
 	maxCache int                       // objects per cache (maxCachedObjects; tests lower it)
+	runCtx   context.Context           // Run's, for the calls of client-go before 0.33
 }
 
 // NewWatcher makes a Watcher; Run starts it.
@@ -74,25 +75,50 @@ func NewWatcher(client API, node string, opts WatcherOptions) *Watcher {
 	}
 	w := &Watcher{client: client, node: node, timeout: orDefault(opts.Timeout), pageSize: opts.PageSize,
 		health: &health{clock: clk, staleAfter: stale}, maxCache: maxCachedObjects}
-	w.informer = cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(w.listWatch(), listOnly{}),
+	w.informer = cache.NewSharedIndexInformer(w.listWatch(),
 		&corev1.Pod{}, 0, cache.Indexers{})
 	_ = w.informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) { w.health.fail(err) })
 	_ = w.informer.SetTransform(keysOnly)
-	w.drivers = cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(w.driversListWatch(), listOnly{}),
+	w.drivers = cache.NewSharedIndexInformer(w.driversListWatch(),
 		&storagev1.CSIDriver{}, 0, cache.Indexers{})
 	return w
 }
 
-// listOnly makes an informer list (listAll: every page, within the caps)
-// and then watch, never stream its initial list as a watch list
+// listWatcher is an informer's list and watch, which take a context with
+// every client-go: the reflector of 0.33 on calls ListWithContext and
+// WatchWithContext with its own, an older one List and Watch, which take
+// Run's.
+//
+// It makes the informer list (listAll: every page, within the caps) and
+// then watch, never stream its initial list as a watch list
 // (sendInitialEvents): the initial events of a watch list end only when
-// the server says so, and no cap on one list applies to them.
-type listOnly struct{}
+// the server says so, and no cap on one list applies to them. (The
+// reflector of 0.35 on asks IsWatchListSemanticsUnSupported.)
+type listWatcher struct {
+	w     *Watcher
+	list  func(context.Context, metav1.ListOptions) (runtime.Object, error)
+	watch func(context.Context, metav1.ListOptions) (watch.Interface, error)
+}
 
-func (listOnly) IsWatchListSemanticsUnSupported() bool { return true }
+func (l listWatcher) ListWithContext(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	return l.list(ctx, o)
+}
+
+func (l listWatcher) WatchWithContext(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	return l.watch(ctx, o)
+}
+
+func (l listWatcher) List(o metav1.ListOptions) (runtime.Object, error) { return l.list(l.w.runCtx, o) }
+
+func (l listWatcher) Watch(o metav1.ListOptions) (watch.Interface, error) {
+	return l.watch(l.w.runCtx, o)
+}
+
+func (listWatcher) IsWatchListSemanticsUnSupported() bool { return true }
 
 // Run runs the informer until ctx is done.
 func (w *Watcher) Run(ctx context.Context) {
+	w.runCtx = ctx
 	go func() {
 		if cache.WaitForCacheSync(ctx.Done(), w.informer.HasSynced) {
 			w.health.setSynced()
@@ -125,10 +151,10 @@ func (w *Watcher) AttachFreeDrivers() []string {
 // the API server and every failure. A list is every page of it (listAll)
 // within the timeout; the reflector's own pager then sees one page without
 // a continue token, the whole list.
-func (w *Watcher) listWatch() *cache.ListWatch {
+func (w *Watcher) listWatch() listWatcher {
 	selector := nodeSelector(w.node)
-	return &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	return listWatcher{w: w,
+		list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector
 			items, meta, err := listWithin(ctx, w.timeout, "pods", w.pageOptions(o), podPages(w.client))
 			w.note(err)
@@ -137,7 +163,7 @@ func (w *Watcher) listWatch() *cache.ListWatch {
 			}
 			return &corev1.PodList{ListMeta: meta, Items: items}, nil
 		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = selector
 			wi, err := w.client.WatchPods(ctx, o)
 			w.note(err)
@@ -151,16 +177,16 @@ func (w *Watcher) listWatch() *cache.ListWatch {
 
 // driversListWatch lists and watches the CSIDriver objects, as listWatch
 // the pods (without noting contacts: the pod watch is what is trusted).
-func (w *Watcher) driversListWatch() *cache.ListWatch {
-	return &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+func (w *Watcher) driversListWatch() listWatcher {
+	return listWatcher{w: w,
+		list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			items, meta, err := listWithin(ctx, w.timeout, "csidrivers", w.pageOptions(o), driverPages(w.client))
 			if err != nil {
 				return nil, fmt.Errorf("list CSIDrivers: %w", err)
 			}
 			return &storagev1.CSIDriverList{ListMeta: meta, Items: items}, nil
 		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			wi, err := w.client.WatchCSIDrivers(ctx, o)
 			if err != nil {
 				return nil, err

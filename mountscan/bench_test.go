@@ -1,9 +1,8 @@
 package mountscan
 
 import (
-	"bufio"
+	"bytes"
 	"cmp"
-	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -12,123 +11,43 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/moby/sys/mountinfo"
-	"github.com/prometheus/procfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	mount "k8s.io/mount-utils"
+
+	"github.com/volrecon/volrecon/internal/nodegen"
 )
 
 const benchLines = 30000
 
-// genMountinfo writes a synthetic mountinfo of about n lines that looks like
-// a busy node: per pod a sandbox shm and an overlay rootfs with a few KB of
-// lowerdir=, projected and secret tmpfs volumes, a CSI volume staged at a
-// globalmount and published into the pod (shared:N master:M), a subpath bind
-// of it, and an NFS volume whose names contain spaces (\040).
-func genMountinfo(w *bufio.Writer, n int) {
-	const (
-		kroot = "/var/lib/kubelet"
-		cri   = "/run/containerd/io.containerd.grpc.v1.cri/sandboxes"
-		task  = "/run/containerd/io.containerd.runtime.v2.task/k8s.io"
-		snap  = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots"
-	)
-	fmt.Fprintf(w, "1 0 259:0 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p1 rw,errors=remount-ro\n")
-	id, minor, lines := 100, 100, 1
-	line := func(format string, args ...any) {
-		id++
-		lines++
-		fmt.Fprintf(w, "%d 1 "+format+"\n", append([]any{id}, args...)...)
-	}
-	for pod := 0; lines < n; pod++ {
-		uid := fmt.Sprintf("%08x-1c2d-4e5f-8a9b-%012x", pod*7919, pod)
-		sandbox := fmt.Sprintf("%064x", sha256.Sum256([]byte(uid)))
-		pv := fmt.Sprintf("pvc-%08x-aaaa-bbbb-cccc-%012x", pod, pod*31)
-		staging := fmt.Sprintf("%x", sha256.Sum256([]byte(pv)))
-		podDir := kroot + "/pods/" + uid
-		minor += 6
-		line("0:%d / %s/%s/shm rw,nosuid,nodev,noexec,relatime shared:%d - tmpfs shm rw,size=65536k,inode64", minor, cri, sandbox, id)
-		var lower strings.Builder
-		for l := range 30 {
-			fmt.Fprintf(&lower, "%s/%d/fs:", snap, pod*40+l)
-		}
-		line("0:%d / %s/%s/rootfs rw,relatime shared:%d - overlay overlay rw,relatime,lowerdir=%s,upperdir=%s/%d/fs,workdir=%s/%d/work,uuid=on",
-			minor+1, task, sandbox, id, strings.TrimSuffix(lower.String(), ":"), snap, pod*40+31, snap, pod*40+31)
-		line("0:%d / %s/volumes/kubernetes.io~projected/kube-api-access-%05x rw,relatime shared:%d - tmpfs tmpfs rw,size=1048576k,inode64,noswap", minor+2, podDir, pod, id)
-		line("0:%d / %s/volumes/kubernetes.io~secret/app-secret rw,relatime shared:%d - tmpfs tmpfs rw,size=1048576k,inode64,noswap", minor+3, podDir, id)
-		line("259:%d / %s/plugins/kubernetes.io/csi/ebs.csi.aws.com/%s/globalmount rw,relatime shared:%d master:%d - ext4 /dev/nvme%dn1 rw,seclabel", pod%4096, kroot, staging, id, pod+2, pod%64)
-		line("259:%d / %s/volumes/kubernetes.io~csi/%s/mount rw,relatime shared:%d master:%d - ext4 /dev/nvme%dn1 rw,seclabel", pod%4096, podDir, pv, id-1, pod+2, pod%64)
-		line("259:%d /data/app %s/volume-subpaths/%s/app/0 rw,relatime shared:%d master:%d - ext4 /dev/nvme%dn1 rw,seclabel", pod%4096, podDir, pv, id-2, pod+2, pod%64)
-		line(`0:%d /exports/team\040%d %s/volumes/kubernetes.io~nfs/shared\040data rw,relatime shared:%d - nfs4 nfs.example.com:/exports/team\040%d rw,vers=4.2,rsize=1048576,wsize=1048576,hard,proto=tcp,timeo=600,sec=sys,addr=10.0.0.5`,
-			minor+4, pod, podDir, id, pod)
-		line("0:%d / %s/volumes/kubernetes.io~projected/config-%d rw,relatime shared:%d - tmpfs tmpfs rw,size=65536k,inode64", minor+5, podDir, pod, id)
-		line("0:%d / %s/volumes/kubernetes.io~empty-dir/cache rw,relatime shared:%d - tmpfs tmpfs rw,size=524288k,inode64", minor+6, podDir, id)
-	}
+// busyTable is nodegen's synthetic mountinfo of a busy node, of about n
+// lines.
+func busyTable(tb testing.TB, n int) []byte {
+	tb.Helper()
+	var b bytes.Buffer
+	require.NoError(tb, nodegen.WriteBusyMountInfo(&b, n))
+	return b.Bytes()
 }
 
-// benchSizes are the table sizes that BenchmarkParse compares parsers on.
-var benchSizes = []struct {
-	name  string
-	lines int
-}{{"1k", 1000}, {"10k", 10000}, {"30k", benchLines}}
-
-// writeMountinfo generates the synthetic file once, as dir/self/mountinfo so
-// that dir can serve as a procfs mount point.
+// writeMountinfo writes busyTable to a file in dir.
 func writeMountinfo(tb testing.TB, dir string, n int) (path string, size int64) {
 	tb.Helper()
-	require.NoError(tb, os.MkdirAll(filepath.Join(dir, "self"), 0o755))
-	path = filepath.Join(dir, "self", "mountinfo")
-	f, err := os.Create(path)
-	require.NoError(tb, err)
-	w := bufio.NewWriter(f)
-	genMountinfo(w, n)
-	require.NoError(tb, w.Flush())
-	require.NoError(tb, f.Close())
-	fi, err := os.Stat(path)
-	require.NoError(tb, err)
-	return path, fi.Size()
+	data := busyTable(tb, n)
+	path = filepath.Join(dir, "mountinfo")
+	require.NoError(tb, os.WriteFile(path, data, 0o600))
+	return path, int64(len(data))
 }
 
-func TestParsersAgree(t *testing.T) {
-	for _, size := range benchSizes {
-		t.Run(size.name, func(t *testing.T) {
-			dir := t.TempDir()
-			path, _ := writeMountinfo(t, dir, size.lines)
-			ours, err := ReadFile(t.Context(), path, 2)
-			require.NoError(t, err)
-			assert.GreaterOrEqual(t, ours.Len(), size.lines)
-			// What BenchmarkParse/*/volrecon measures gives the same table.
-			one, err := readOnce(path)
-			require.NoError(t, err)
-			require.Equal(t, ours.Mounts(), one.Mounts())
-
-			theirs, err := mount.ParseMountInfo(path)
-			require.NoError(t, err)
-			require.Equal(t, len(theirs), ours.Len(), "mount-utils")
-			f, err := os.Open(path)
-			require.NoError(t, err)
-			defer f.Close()
-			moby, err := mountinfo.GetMountsFromReader(f, nil)
-			require.NoError(t, err)
-			require.Equal(t, len(moby), ours.Len(), "moby")
-			fs, err := procfs.NewFS(dir)
-			require.NoError(t, err)
-			pfs, err := fs.GetMounts()
-			require.NoError(t, err)
-			require.Equal(t, len(pfs), ours.Len(), "procfs")
-
-			for i, m := range ours.Mounts() {
-				mi := theirs[i]
-				require.Equal(t, unescape(mi.MountPoint), m.MountPoint, "line %d", m.Line)
-				require.Equal(t, unescape(mi.Root), m.Root, "line %d", m.Line)
-				require.Equal(t, unescape(mi.Source), m.Source, "line %d", m.Line)
-				require.Equal(t, mi.OptionalFields, m.OptionalFields, "line %d", m.Line)
-				require.Equal(t, [3]int{mi.ID, mi.Major, mi.Minor}, [3]int{m.ID, int(m.Dev.Major), int(m.Dev.Minor)})
-				require.Equal(t, moby[i].Mountpoint, m.MountPoint, "line %d", m.Line)
-				require.Equal(t, unescape(pfs[i].MountPoint), m.MountPoint, "line %d", m.Line)
-			}
-		})
-	}
+// What BenchmarkParse/*/volrecon measures gives the table ReadFile gives.
+// (Module bench/ checks that the parsers of k8s.io/mount-utils, moby and
+// procfs read the same table, and measures them.)
+func TestReadOnceIsReadFile(t *testing.T) {
+	path, _ := writeMountinfo(t, t.TempDir(), 1000)
+	ours, err := ReadFile(t.Context(), path, 2)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, ours.Len(), 1000)
+	one, err := readOnce(path)
+	require.NoError(t, err)
+	require.Equal(t, ours.Mounts(), one.Mounts())
 }
 
 // readOnce is ReadFile without the second, consistency read: one read into
@@ -144,12 +63,8 @@ func readOnce(path string) (*Table, error) {
 }
 
 func TestParseAllocsPerLine(t *testing.T) {
-	var sb strings.Builder
-	w := bufio.NewWriter(&sb)
-	genMountinfo(w, 3000)
-	require.NoError(t, w.Flush())
-	data := []byte(sb.String())
-	n := strings.Count(sb.String(), "\n")
+	data := busyTable(t, 3000)
+	n := bytes.Count(data, []byte("\n"))
 	allocs := testing.AllocsPerRun(5, func() {
 		_, err := ParseBytes(data)
 		require.NoError(t, err)
@@ -159,19 +74,20 @@ func TestParseAllocsPerLine(t *testing.T) {
 	assert.Less(t, allocs/float64(n), 0.01, "allocations per line")
 }
 
-// BenchmarkParse compares parsing a whole mount table, from reading the file
-// to a usable result, with the parsers of k8s.io/mount-utils, moby and
-// procfs, on synthetic tables of each of benchSizes. Sub-benchmarks are
-// named size/parser, e.g. BenchmarkParse/30k/volrecon.
+// BenchmarkParse measures parsing a whole mount table, from reading the
+// file to a usable result, on nodegen's busy tables of each size.
+// Sub-benchmarks are named size/parser, e.g. BenchmarkParse/30k/volrecon;
+// module bench/ adds the parsers of k8s.io/mount-utils, moby and procfs
+// under the same names (BenchmarkParse/30k/moby), so that one `make bench`
+// output compares them.
 func BenchmarkParse(b *testing.B) {
-	for _, size := range benchSizes {
-		b.Run(size.name, func(b *testing.B) { benchParsers(b, size.lines) })
+	for _, size := range nodegen.BusyTableSizes {
+		b.Run(size.Name, func(b *testing.B) { benchParsers(b, size.Lines) })
 	}
 }
 
 func benchParsers(b *testing.B, lines int) {
-	dir := b.TempDir()
-	path, size := writeMountinfo(b, dir, lines)
+	path, size := writeMountinfo(b, b.TempDir(), lines)
 	run := func(name string, parse func() error) {
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(size)
@@ -189,27 +105,6 @@ func benchParsers(b *testing.B, lines int) {
 	})
 	run("volrecon-consistent", func() error { // ReadFile: two reads that must agree
 		_, err := ReadFile(b.Context(), path, 0)
-		return err
-	})
-	run("mount-utils", func() error {
-		_, err := mount.ParseMountInfo(path)
-		return err
-	})
-	run("moby", func() error { // mount-utils' own dependency
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = mountinfo.GetMountsFromReader(f, nil)
-		return err
-	})
-	run("procfs", func() error { // reads dir/self/mountinfo
-		fs, err := procfs.NewFS(dir)
-		if err != nil {
-			return err
-		}
-		_, err = fs.GetMounts()
 		return err
 	})
 	run("readfile-only", func() error {
@@ -391,11 +286,7 @@ func TestUnescapeInPlace(t *testing.T) {
 // the fast path accepts, the reference parser accepts with the same entry,
 // and that whole tables parse exactly as the reference parser alone would.
 func TestFastPathMatchesReference(t *testing.T) {
-	var sb strings.Builder
-	w := bufio.NewWriter(&sb)
-	genMountinfo(w, 40)
-	require.NoError(t, w.Flush())
-	seeds := append(strings.Split(strings.TrimSpace(sb.String()), "\n"),
+	seeds := append(strings.Split(strings.TrimSpace(string(busyTable(t, 40))), "\n"),
 		lineProjected, lineRoot, lineNoOpt, lineNFS, "50 22 0:60 / /mnt/x rw - tmpfs  rw,size=4k",
 		"1 0 8:1 / / rw a b c d e f g h i - t s o", "1 0 8:1 / / rw a b c d e f g h - t s o")
 	r := rand.New(rand.NewPCG(11, 12))

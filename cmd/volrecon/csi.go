@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/volrecon/volrecon/cleanup"
+	"github.com/volrecon/volrecon/csinode"
 	"github.com/volrecon/volrecon/kube"
 )
 
@@ -76,7 +77,7 @@ func (f *csiFlags) teardownOptions(n *node) (*cleanup.CSITeardown, error) {
 // the node since the scan, or earlier calls that took long, must not be
 // missed.
 func (f *csiFlags) exec(n *node) cleanup.CSIExec {
-	x := cleanup.CSIExec{Timeout: f.timeout}
+	x := cleanup.CSIExec{Driver: csinode.Connector{Timeout: f.timeout}}
 	if lister, ok := n.opts.ActivePods.(*kube.Lister); ok {
 		x.ActiveVolumes = lister.CSIVolumesNow
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/volrecon/volrecon/cleanup"
+	"github.com/volrecon/volrecon/csinode"
 	"github.com/volrecon/volrecon/csinode/fakedriver"
 	"github.com/volrecon/volrecon/internal/kubetest"
 	"github.com/volrecon/volrecon/kube"
@@ -252,7 +253,7 @@ func TestAnotherNamespaceThatUsesThePodOrTheVolumeKeepsIt(t *testing.T) {
 // from a file asks nothing. (That the API server's answer is used, and
 // right, the e2e suite proves on a real one; the rules are cleanup's.)
 func TestTheTeardownAsksTheAPIServerOnlyWithActivePodsAPI(t *testing.T) {
-	client := fake.NewClientset()
+	client := fake.NewSimpleClientset()
 	lister := &kube.Lister{Client: kubetest.Clientset{Interface: client}, NodeName: "node-a"}
 	f := &csiFlags{teardown: true, timeout: time.Minute}
 	for name, c := range map[string]struct {
@@ -268,7 +269,7 @@ func TestTheTeardownAsksTheAPIServerOnlyWithActivePodsAPI(t *testing.T) {
 			td, err := f.teardownOptions(n)
 			require.NoError(t, err)
 			x := f.exec(n)
-			assert.Equal(t, time.Minute, x.Timeout)
+			assert.Equal(t, csinode.Connector{Timeout: time.Minute}, x.Driver, "the driver client, with --csi-timeout")
 			require.Equal(t, c.asks, td.ActiveVolumes != nil)
 			require.Equal(t, c.asks, x.ActiveVolumes != nil)
 			if c.asks {

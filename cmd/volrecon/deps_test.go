@@ -3,6 +3,7 @@ package main
 import (
 	"os/exec"
 	"path"
+	"slices"
 	"strings"
 	"testing"
 
@@ -86,4 +87,26 @@ func goList(t *testing.T, args ...string) string {
 	out, err := exec.Command(goTool, append([]string{"list"}, args...)...).Output()
 	require.NoError(t, err, "go list")
 	return string(out)
+}
+
+// An importer pays for what it uses: a program that exports the volrecon_*
+// gauges (metrics), or plans and executes a cleanup without a teardown
+// through a driver (cleanup, on reconstruct), links no gRPC, nor does one
+// that reads the desired state (kube). cleanup reaches a CSI driver through
+// its CSIDriverClient interface, which csinode implements and cmd wires;
+// csinode and liveness (the CRI client) are the packages that link gRPC.
+func TestLibraryPackagesLinkNoGRPC(t *testing.T) {
+	deps := func(pkg string) []string { return strings.Fields(goList(t, "-deps", module+pkg)) }
+	for _, pkg := range []string{"mountscan", "podsdir", "reconstruct", "cleanup", "metrics", "mountutil", "kube"} {
+		for _, dep := range deps(pkg) {
+			assert.False(t, isGRPC(dep), "%s links %s", pkg, dep)
+		}
+	}
+	for _, pkg := range []string{"csinode", "liveness"} {
+		assert.True(t, slices.ContainsFunc(deps(pkg), isGRPC), "%s links gRPC: the check sees it", pkg)
+	}
+}
+
+func isGRPC(pkg string) bool {
+	return pkg == "google.golang.org/grpc" || strings.HasPrefix(pkg, "google.golang.org/grpc/")
 }

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/util/watchlist"
 )
 
 // Clientset is kube.API over a clientset.
@@ -48,24 +47,28 @@ func (c Clientset) WatchCSIDrivers(ctx context.Context, opts metav1.ListOptions)
 }
 
 // IsWatchListSemanticsUnSupported passes on what the clientset says (the
-// fake one cannot stream a watch list), so that kube's informers list and
-// then watch instead of waiting for an initial-events bookmark.
+// fake one of client-go 0.35 on cannot stream a watch list), so that kube's
+// informers list and then watch instead of waiting for an initial-events
+// bookmark; as client-go's watchlist.DoesClientNotSupportWatchListSemantics,
+// which 0.30 lacks.
 func (c Clientset) IsWatchListSemanticsUnSupported() bool {
-	return watchlist.DoesClientNotSupportWatchListSemantics(c.Interface)
+	u, ok := c.Interface.(interface{ IsWatchListSemanticsUnSupported() bool })
+	return ok && u.IsWatchListSemanticsUnSupported()
 }
 
-// The Events go where client-go's own event sink sends them.
+// The Events go where client-go's own event sink sends them. (The methods
+// with a context came in client-go 0.33; the fake ignores it anyway.)
 
 func (c Clientset) events() typedcorev1.EventInterface { return c.CoreV1().Events("") }
 
-func (c Clientset) CreateEvent(ctx context.Context, e *corev1.Event) (*corev1.Event, error) {
-	return c.events().CreateWithEventNamespaceWithContext(ctx, e)
+func (c Clientset) CreateEvent(_ context.Context, e *corev1.Event) (*corev1.Event, error) {
+	return c.events().CreateWithEventNamespace(e)
 }
 
-func (c Clientset) UpdateEvent(ctx context.Context, e *corev1.Event) (*corev1.Event, error) {
-	return c.events().UpdateWithEventNamespaceWithContext(ctx, e)
+func (c Clientset) UpdateEvent(_ context.Context, e *corev1.Event) (*corev1.Event, error) {
+	return c.events().UpdateWithEventNamespace(e)
 }
 
-func (c Clientset) PatchEvent(ctx context.Context, e *corev1.Event, patch []byte) (*corev1.Event, error) {
-	return c.events().PatchWithEventNamespaceWithContext(ctx, e, patch)
+func (c Clientset) PatchEvent(_ context.Context, e *corev1.Event, patch []byte) (*corev1.Event, error) {
+	return c.events().PatchWithEventNamespace(e, patch)
 }
