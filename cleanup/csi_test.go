@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/volrecon/volrecon/cleanup"
+	"github.com/volrecon/volrecon/csinode"
 	"github.com/volrecon/volrecon/csinode/fakedriver"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
@@ -510,13 +511,50 @@ func TestADriverThatAnswersOKButLeavesTheMountFails(t *testing.T) {
 	assert.Equal(t, cleanup.Skipped, csiResultAt(results, n.staging).Result)
 }
 
-func TestADryRunCallsNoDriver(t *testing.T) {
+// A dry run finds the driver and asks it only what changes nothing
+// (GetPluginInfo, NodeGetCapabilities): it never sends NodeUnpublishVolume
+// or NodeUnstageVolume, and says it would. The NodeUnstage after the
+// NodeUnpublish is checked as if the target were unpublished.
+func TestADryRunAsksTheDriverNothingThatChanges(t *testing.T) {
 	n := newCSINode(t)
 	target := n.publish(csiUID, false)
 	results := cleanup.Execute(t.Context(), n.plan(n.teardown(), false), cleanup.ExecOptions{Node: n.node()})
-	assert.Equal(t, cleanup.Skipped, csiResultAt(results, target).Result)
-	assert.Empty(t, n.driver.Calls())
+	for _, p := range []string{target, n.staging} {
+		r := csiResultAt(results, p)
+		assert.Equal(t, cleanup.Skipped, r.Result, p)
+		var dry *cleanup.DryRunError
+		require.ErrorAs(t, r.Err, &dry, p)
+		assert.Equal(t, cleanup.Done, dry.Result, "%s: %s", p, r.Error)
+		assert.Contains(t, r.Error, "is not sent in a dry run", p)
+	}
+	var methods []string
+	for _, c := range n.driver.Calls() {
+		methods = append(methods, c.Method)
+	}
+	assert.Equal(t, []string{"GetPluginInfo", "GetPluginInfo", "NodeGetCapabilities"}, methods)
+	assert.Equal(t, []cleanup.CSICallResult{{Call: "NodeGetCapabilities", Result: "ok"}}, csiResultAt(results, n.staging).CSICalls)
 	assert.True(t, n.mounted(target))
+	assert.True(t, n.mounted(n.staging))
+}
+
+// A dry run gives the result the run would give where a check fails, as a
+// typed error: a driver that is not running, a target that appeared.
+func TestADryRunSaysWhatTheRunWouldGive(t *testing.T) {
+	n := newCSINode(t)
+	target := n.publish(csiUID, false)
+	plan := n.plan(n.teardown(), false)
+	require.NoError(t, os.Remove(n.at(filepath.Join(csiRoot, "plugins", csiDriver, "csi.sock"))))
+	results := cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Node: n.node()})
+	r := csiResultAt(results, target)
+	assert.Equal(t, cleanup.Skipped, r.Result)
+	var dry *cleanup.DryRunError
+	require.ErrorAs(t, r.Err, &dry)
+	assert.Equal(t, cleanup.Failed, dry.Result)
+	assert.ErrorIs(t, r.Err, csinode.ErrNoEndpoint)
+	assert.Contains(t, r.Error, "dry run: would fail: NodeUnpublishVolume not called")
+	s := csiResultAt(results, n.staging)
+	assert.ErrorIs(t, s.Err, cleanup.ErrNotRun, "the rest of the pod: %s", s.Error)
+	assert.Empty(t, n.driver.Calls())
 }
 
 // An executor given a hand-made action refuses what the planner never makes.

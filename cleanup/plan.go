@@ -63,6 +63,7 @@ type snapshot struct {
 // With Options.CSITeardown, Plan gathers the evidence of the teardown
 // itself (see CSITeardown) and says in ActionPlan.Notes what is missing.
 func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan {
+	ctx = reconstruct.WithHungPaths(ctx, opts.HungPaths)
 	log := klog.FromContext(ctx)
 	plan := &ActionPlan{SchemaVersion: reconstruct.SchemaVersion, PodsDir: st.PodsDir, Actions: []Action{}}
 	opts.RootDirAliases = planAliases(st, opts.Node)
