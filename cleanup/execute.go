@@ -260,7 +260,9 @@ type mountView struct {
 	gone map[string]bool
 }
 
-func (e *executor) view(table *mountscan.Table) mountView { return mountView{Table: table, gone: e.gone} }
+func (e *executor) view(table *mountscan.Table) mountView {
+	return mountView{Table: table, gone: e.gone}
+}
 
 // atOrBelow is Table.AtOrBelow without what is gone.
 func (v mountView) atOrBelow(p string) []mountscan.Mount {

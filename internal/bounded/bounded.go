@@ -112,4 +112,3 @@ func Call[T any](ctx context.Context, path string, timeout time.Duration, fn fun
 	}
 	return zero, &HungError{Path: path, Timeout: timeout}
 }
-
