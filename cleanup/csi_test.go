@@ -448,6 +448,15 @@ func TestADriverErrorLeavesEverythingAsItWas(t *testing.T) {
 	r := csiResultAt(results, target)
 	assert.Equal(t, cleanup.Failed, r.Result)
 	assert.Contains(t, r.Error, "umount: target is busy")
+	var callErr *csinode.CallError
+	require.ErrorAs(t, r.Err, &callErr, "the driver's answer, typed")
+	assert.Equal(t, codes.Internal, callErr.Code)
+	assert.Equal(t, "NodeUnpublishVolume", callErr.Call)
+	st, ok := status.FromError(r.Err)
+	require.True(t, ok, "the driver's gRPC status is kept")
+	assert.Equal(t, codes.Internal, st.Code())
+	assert.Equal(t, "umount: target is busy", callErr.Message, "the driver's own message (status.FromError's is the whole error's text)")
+	assert.Contains(t, st.Message(), "umount: target is busy")
 	assert.Equal(t, "error", r.CSICalls[0].Result)
 	assert.Contains(t, r.Changed[0], "nothing changed")
 	assert.Equal(t, cleanup.Skipped, csiResultAt(results, n.staging).Result)
@@ -508,6 +517,7 @@ func TestADriverThatAnswersOKButLeavesTheMountFails(t *testing.T) {
 	r := csiResultAt(results, target)
 	assert.Equal(t, cleanup.Failed, r.Result)
 	assert.Contains(t, r.Error, "still mounted")
+	assert.ErrorIs(t, r.Err, cleanup.ErrStillMounted)
 	assert.Equal(t, cleanup.Skipped, csiResultAt(results, n.staging).Result)
 }
 

@@ -66,7 +66,7 @@ type ExecOptions struct {
 func Execute(ctx context.Context, plan *ActionPlan, opts ExecOptions) []ActionResult {
 	ctx = reconstruct.WithHungPaths(ctx, opts.HungPaths)
 	e := &executor{ctx: ctx, log: klog.FromContext(ctx), plan: plan, opts: opts, dry: !opts.Apply,
-		stopped: map[string]error{}, gone: map[string]bool{}, scope: planScope(plan)}
+		stopped: map[string]error{}, gone: map[string]bool{}, removed: map[string]bool{}, scope: planScope(plan)}
 	defer e.release()
 	results := make([]ActionResult, 0, len(plan.Actions))
 	counts := map[Result]int{}
@@ -100,11 +100,13 @@ type executor struct {
 	scope  *mountscan.Scope
 
 	// dry: a dry run (no Apply). gone holds the mount points that the
-	// actions before would have unmounted, and would the action's Would
-	// (DryRunError), when there is more to say than its kind.
-	dry   bool
-	gone  map[string]bool
-	would string
+	// actions before would have unmounted, removed the paths they would
+	// have removed, and would the action's Would (DryRunError), when there
+	// is more to say than its kind.
+	dry     bool
+	gone    map[string]bool
+	removed map[string]bool
+	would   string
 }
 
 // run carries out one action, or in a dry run checks it.
@@ -117,6 +119,9 @@ func (e *executor) run(a Action) ActionResult {
 	d := &DryRunError{Result: r.Result, Err: r.Err, Would: string(a.Action)}
 	if e.would != "" {
 		d.Would += " " + e.would
+	}
+	if r.Result == Done && (a.Action == Rmdir || a.Action == Unlink || a.Action == RemoveVolumeData) {
+		e.removed[a.Path] = true
 	}
 	r.Result, r.Err, r.Error = Skipped, d, d.Error()
 	return r

@@ -9,7 +9,8 @@ import (
 // these, Err wraps what the action met as it met it: the errno of a
 // syscall (unix.ENOTEMPTY, EBUSY, ELOOP for a symlink swapped in, EXDEV
 // for a mount met on the way), a *csinode.CallError with the driver's gRPC
-// code and message (status.FromError of Err gives the driver's status), a
+// code and message (status.FromError of Err gives the driver's code, and
+// the whole error's text as its message), a
 // *csinode.EndpointError (csinode.ErrNoEndpoint, ErrNotRunning,
 // ErrWrongDriver), csinode.ErrTimeout, csinode.ErrNotStaging, the
 // context's error, and in a dry run a *DryRunError.

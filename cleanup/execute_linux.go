@@ -3,6 +3,8 @@ package cleanup
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -179,7 +181,41 @@ func (e *executor) remove(a Action, table mountView, podDir string) error {
 		e.would = "(once " + mp + " is unmounted, as planned before it: what lies under that mount is checked then)"
 		return nil
 	}
-	return removeEntry(dirFd, name, a.Action, a.Path, a.MustBeEmpty, e.dry)
+	if err := removeEntry(dirFd, name, a.Action, a.Path, a.MustBeEmpty, e.dry); err != nil || !e.dry || a.Action != Rmdir {
+		return err
+	}
+	return e.wouldBeEmpty(dirFd, name, a.Path)
+}
+
+// wouldBeEmpty checks, in a dry run, what the rmdir of the run would find:
+// that the dir name in dirFd holds nothing but what the actions before
+// would have removed (else the rmdir fails, ENOTEMPTY). It is opened
+// without following a symlink or entering a mount, so nothing is listed
+// in a mount made since the table was read.
+func (e *executor) wouldBeEmpty(dirFd int, name, target string) error {
+	fd, err := openat2(dirFd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_XDEV)
+	switch {
+	case errors.Is(err, unix.EXDEV):
+		return fmt.Errorf("%w: %s is a mount point now", ErrNodeChanged, target)
+	case err != nil:
+		return fmt.Errorf("%s %s: %w", Rmdir, target, err)
+	}
+	dir := os.NewFile(uintptr(fd), target)
+	defer dir.Close()
+	for {
+		names, err := dir.Readdirnames(256)
+		for _, n := range names {
+			if !e.removed[filepath.Join(target, n)] {
+				return fmt.Errorf("%s %s: %w", Rmdir, target, unix.ENOTEMPTY)
+			}
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return fmt.Errorf("%s %s: %w", Rmdir, target, err)
+		}
+	}
 }
 
 // holdsData: st is not a 0-byte regular file, fifo or socket (Action.MustBeEmpty).
@@ -236,8 +272,13 @@ func openNoSymlinks(hostRoot, p string, resolve uint64) (int, error) {
 }
 
 func openat2Dir(dirFd int, rel string, resolve uint64) (int, error) {
+	return openat2(dirFd, rel, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, resolve)
+}
+
+// openat2 opens rel beneath dirFd with flags, following no symlink.
+func openat2(dirFd int, rel string, flags int, resolve uint64) (int, error) {
 	how := &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Flags:   uint64(flags),
 		Resolve: resolve | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	}
 	for {
