@@ -42,7 +42,7 @@ func TestResultsCarryTypedErrors(t *testing.T) {
 	plan := kitPlan(t, n,
 		kitAct(n, cleanup.Rmdir, fakenode.UID1, "containers/app"), // not empty
 		kitAct(n, cleanup.Rmdir, fakenode.UID1, ""),
-		kitAct(n, cleanup.Rmdir, fakenode.UID2, "volumes/kubernetes.io~empty-dir/cache"), // mounted since the plan
+		kitAct(n, cleanup.Rmdir, fakenode.UID2, "volumes/kubernetes.io~empty-dir/cache"),                                // mounted since the plan
 		cleanup.Action{Action: cleanup.Unlink, Path: n.Path("pods", fakenode.UID2, "etc-hosts"), PodUID: fakenode.UID3}, // outside its pod dir
 		kitAct(n, cleanup.Unlink, fakenode.UID3, "etc-hosts"),
 	)
