@@ -200,8 +200,9 @@ func errorText(err error) string {
 }
 
 // hold opens the pods dir and the mount table's change detector, once: the
-// first time an action is to be carried out (or checked, in a dry run). A pods dir that is not the
-// one the plan was made for halts the executor: nothing is carried out.
+// first time an action is to be carried out (or checked, in a dry run). A
+// pods dir that is not the one the plan was made for halts the executor:
+// nothing is carried out.
 func (e *executor) hold() error {
 	if e.held == nil && e.holdErr == nil {
 		e.tables = e.opts.MountTable.Follow()

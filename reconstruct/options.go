@@ -79,8 +79,10 @@ type Options struct {
 	// logger and the HungPaths, and done when the scan's is) with a deadline
 	// ProbeTimeout from the probe's start, and is cancelled once the probe
 	// returns or is given up. A prober that has not returned by then is
-	// abandoned, hung, as the stat is; one that returns the deadline's error
-	// (context.DeadlineExceeded) is hung too.
+	// abandoned, hung, as the stat is, and its path remembered in the
+	// HungPaths; one that returns the deadline's error
+	// (context.DeadlineExceeded) is a HungMount too, but, holding no thread,
+	// is not remembered: the next scan probes it again.
 	Prober func(ctx context.Context, hostPath string) error
 }
 
