@@ -448,6 +448,15 @@ func TestADriverErrorLeavesEverythingAsItWas(t *testing.T) {
 	r := csiResultAt(results, target)
 	assert.Equal(t, cleanup.Failed, r.Result)
 	assert.Contains(t, r.Error, "umount: target is busy")
+	var callErr *csinode.CallError
+	require.ErrorAs(t, r.Err, &callErr, "the driver's answer, typed")
+	assert.Equal(t, codes.Internal, callErr.Code)
+	assert.Equal(t, "NodeUnpublishVolume", callErr.Call)
+	st, ok := status.FromError(r.Err)
+	require.True(t, ok, "the driver's gRPC status is kept")
+	assert.Equal(t, codes.Internal, st.Code())
+	assert.Equal(t, "umount: target is busy", callErr.Message, "the driver's own message (status.FromError's is the whole error's text)")
+	assert.Contains(t, st.Message(), "umount: target is busy")
 	assert.Equal(t, "error", r.CSICalls[0].Result)
 	assert.Contains(t, r.Changed[0], "nothing changed")
 	assert.Equal(t, cleanup.Skipped, csiResultAt(results, n.staging).Result)
@@ -508,16 +517,54 @@ func TestADriverThatAnswersOKButLeavesTheMountFails(t *testing.T) {
 	r := csiResultAt(results, target)
 	assert.Equal(t, cleanup.Failed, r.Result)
 	assert.Contains(t, r.Error, "still mounted")
+	assert.ErrorIs(t, r.Err, cleanup.ErrStillMounted)
 	assert.Equal(t, cleanup.Skipped, csiResultAt(results, n.staging).Result)
 }
 
-func TestADryRunCallsNoDriver(t *testing.T) {
+// A dry run finds the driver and asks it only what changes nothing
+// (GetPluginInfo, NodeGetCapabilities): it never sends NodeUnpublishVolume
+// or NodeUnstageVolume, and says it would. The NodeUnstage after the
+// NodeUnpublish is checked as if the target were unpublished.
+func TestADryRunAsksTheDriverNothingThatChanges(t *testing.T) {
 	n := newCSINode(t)
 	target := n.publish(csiUID, false)
-	results := cleanup.Execute(t.Context(), n.plan(n.teardown(), false), cleanup.ExecOptions{Node: n.node()})
-	assert.Equal(t, cleanup.Skipped, csiResultAt(results, target).Result)
-	assert.Empty(t, n.driver.Calls())
+	results := cleanup.Execute(t.Context(), n.plan(n.teardown(), false), cleanup.ExecOptions{Node: n.node(), CSI: cleanup.CSIExec{Driver: csinode.Connector{Timeout: 5 * time.Second}}})
+	for _, p := range []string{target, n.staging} {
+		r := csiResultAt(results, p)
+		assert.Equal(t, cleanup.Skipped, r.Result, p)
+		var dry *cleanup.DryRunError
+		require.ErrorAs(t, r.Err, &dry, p)
+		assert.Equal(t, cleanup.Done, dry.Result, "%s: %s", p, r.Error)
+		assert.Contains(t, r.Error, "is not sent in a dry run", p)
+	}
+	var methods []string
+	for _, c := range n.driver.Calls() {
+		methods = append(methods, c.Method)
+	}
+	assert.Equal(t, []string{"GetPluginInfo", "GetPluginInfo", "NodeGetCapabilities"}, methods)
+	assert.Equal(t, []cleanup.CSICallResult{{Call: "NodeGetCapabilities", Result: "ok"}}, csiResultAt(results, n.staging).CSICalls)
 	assert.True(t, n.mounted(target))
+	assert.True(t, n.mounted(n.staging))
+}
+
+// A dry run gives the result the run would give where a check fails, as a
+// typed error: a driver that is not running, a target that appeared.
+func TestADryRunSaysWhatTheRunWouldGive(t *testing.T) {
+	n := newCSINode(t)
+	target := n.publish(csiUID, false)
+	plan := n.plan(n.teardown(), false)
+	require.NoError(t, os.Remove(n.at(filepath.Join(csiRoot, "plugins", csiDriver, "csi.sock"))))
+	results := cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Node: n.node(), CSI: cleanup.CSIExec{Driver: csinode.Connector{Timeout: 5 * time.Second}}})
+	r := csiResultAt(results, target)
+	assert.Equal(t, cleanup.Skipped, r.Result)
+	var dry *cleanup.DryRunError
+	require.ErrorAs(t, r.Err, &dry)
+	assert.Equal(t, cleanup.Failed, dry.Result)
+	assert.ErrorIs(t, r.Err, csinode.ErrNoEndpoint)
+	assert.Contains(t, r.Error, "dry run: would fail: NodeUnpublishVolume not called")
+	s := csiResultAt(results, n.staging)
+	assert.ErrorIs(t, s.Err, cleanup.ErrNotRun, "the rest of the pod: %s", s.Error)
+	assert.Empty(t, n.driver.Calls())
 }
 
 // An executor given a hand-made action refuses what the planner never makes.

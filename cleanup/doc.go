@@ -10,7 +10,11 @@
 // following a symlink, never entering a mount — against a mount table it
 // reads afresh, so a State decoded from JSON plans the same as one from
 // reconstruct.Scan. Execute applies a plan (a dry run unless
-// ExecOptions.Apply is set).
+// ExecOptions.Apply is set: it then makes every check it would make before
+// acting, acts on nothing, and each result's *DryRunError says what the run
+// would give). Each result's Err says why it is not Done as typed errors
+// (ErrNodeChanged, ErrPodsDirChanged, ErrNotRun, ErrRefused, an errno, the
+// driver's *csinode.CallError), its text in Error.
 //
 // The rules it follows, in order of importance:
 //

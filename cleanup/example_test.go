@@ -3,9 +3,12 @@ package cleanup_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/mountscan"
@@ -69,4 +72,32 @@ func ExamplePlan_fromJSON() {
 	// Rmdir containers/app
 	// Rmdir containers
 	// Rmdir .
+}
+
+// A dry run makes every check the run would make, changes nothing, and
+// says what the run would give: here a file written since the plan into
+// a dir the plan removes.
+func ExampleDryRunError() {
+	hostRoot, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(hostRoot)
+	pod := "/var/lib/kubelet/pods/0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91"
+	_ = os.MkdirAll(filepath.Join(hostRoot, pod, "containers/app"), 0o750)
+	node := reconstruct.Node{HostRoot: hostRoot, MountTable: mountscan.Source{Read: func(context.Context) (*mountscan.Table, error) {
+		return mountscan.FromLines("1 0 259:1 / / rw - ext4 /dev/nvme0n1p1 rw")
+	}}}
+	st, _ := reconstruct.Scan(context.Background(), reconstruct.Options{Node: node, ActivePods: reconstruct.PodList{"7f8e9d0c-1b2a-4c3d-8e5f-6a7b8c9d0e1f"}})
+	plan := cleanup.Plan(context.Background(), st, cleanup.Options{Node: node})
+	_ = os.WriteFile(filepath.Join(hostRoot, pod, "containers/app/new.log"), []byte("written since"), 0o600)
+
+	for _, r := range cleanup.Execute(context.Background(), plan, cleanup.ExecOptions{Node: node}) {
+		var dry *cleanup.DryRunError
+		if errors.As(r.Err, &dry) {
+			rel, _ := filepath.Rel(pod, r.Path)
+			fmt.Println(r.Action.Action, rel, "- the run would give:", dry.Result, errors.Is(r.Err, unix.ENOTEMPTY))
+		}
+	}
+	// Output:
+	// Rmdir containers/app - the run would give: Failed true
+	// Rmdir containers - the run would give: Skipped false
+	// Rmdir . - the run would give: Skipped false
 }

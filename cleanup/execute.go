@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"k8s.io/klog/v2"
@@ -18,7 +19,10 @@ type ExecOptions struct {
 	// Node says where the pod dirs and the mount table are: the value the
 	// scan and the plan took.
 	reconstruct.Node
-	// Apply makes Execute act. Without it every action is Skipped: a dry run.
+	// Apply makes Execute act. Without it Execute is a dry run: it makes
+	// every check it would make before acting, acts on nothing, and each
+	// result is Skipped, its Err a *DryRunError saying what the run with
+	// Apply would give.
 	Apply bool
 	// Unmount replaces the unmount syscall (tests with a made-up mount
 	// table); it gets a host path under HostRoot. The path is still reached
@@ -27,9 +31,6 @@ type ExecOptions struct {
 	// CSI configures the calls of NodeUnpublish and NodeUnstage actions.
 	CSI CSIExec
 }
-
-// errNodeChanged marks an action skipped because the node changed since the plan.
-var errNodeChanged = errors.New("the node changed since the plan")
 
 // Execute applies a Plan, in order. It opens the pods dir once, without
 // following symlinks, and resolves every action beneath that descriptor.
@@ -44,9 +45,28 @@ var errNodeChanged = errors.New("the node changed since the plan")
 // to the pod dir; every unmount checks that the mount it is about to
 // unmount is one the table has at the path. When an action of a pod fails
 // or is skipped, the rest of that pod's actions are skipped and Execute
-// goes on with the next pod.
+// goes on with the next pod. Each result's Err says why it is not Done,
+// as typed errors (ErrNodeChanged, ErrPodsDirChanged, *csinode.CallError,
+// an errno...: see ErrNodeChanged).
+//
+// Without ExecOptions.Apply it is a dry run: it holds and checks the pods
+// dir, resolves each path beneath it, and checks the mount table, the
+// entry's type and emptiness, as the run with Apply does right before it
+// acts, but removes and unmounts nothing. For a NodeUnpublish or
+// NodeUnstage it checks the mount table, asks CSIExec.ActiveVolumes where
+// the run would, finds the driver and asks it only what changes nothing:
+// GetPluginInfo (Dial) and, to unstage, NodeGetCapabilities; it never
+// sends NodeUnpublishVolume or NodeUnstageVolume. An action after one that
+// would unmount a path is checked as the run would check it once that
+// path is unmounted; what lies under that mount (the entry's type, a
+// mustBeEmpty file's size) cannot be seen before and is checked by the run
+// itself. Every result is Skipped, and its Err a *DryRunError: Done where
+// every check passed, or the Keep or Failed the run would give (the Action
+// Keep where it would keep it).
 func Execute(ctx context.Context, plan *ActionPlan, opts ExecOptions) []ActionResult {
-	e := &executor{ctx: ctx, log: klog.FromContext(ctx), plan: plan, opts: opts, stopped: map[string]string{}, scope: planScope(plan)}
+	ctx = reconstruct.WithHungPaths(ctx, opts.HungPaths)
+	e := &executor{ctx: ctx, log: klog.FromContext(ctx), plan: plan, opts: opts, dry: !opts.Apply,
+		stopped: map[string]error{}, gone: map[string]bool{}, removed: map[string]bool{}, scope: planScope(plan)}
 	defer e.release()
 	results := make([]ActionResult, 0, len(plan.Actions))
 	counts := map[Result]int{}
@@ -66,7 +86,7 @@ type executor struct {
 	log     klog.Logger
 	plan    *ActionPlan
 	opts    ExecOptions
-	stopped map[string]string // pod UID -> why its remaining actions are skipped
+	stopped map[string]error // pod UID -> why its remaining actions are skipped
 	// halted, once set, skips every remaining action as Keep: the pods dir
 	// changed under the executor.
 	halted error
@@ -78,18 +98,43 @@ type executor struct {
 	// the plan's actions ask about.
 	tables *mountscan.Current
 	scope  *mountscan.Scope
+
+	// dry: a dry run (no Apply). gone holds the mount points that the
+	// actions before would have unmounted, removed the paths they would
+	// have removed, and would the action's Would (DryRunError), when there
+	// is more to say than its kind.
+	dry     bool
+	gone    map[string]bool
+	removed map[string]bool
+	would   string
 }
 
+// run carries out one action, or in a dry run checks it.
 func (e *executor) run(a Action) ActionResult {
+	e.would = ""
+	r := e.runChecked(a)
+	if !e.dry {
+		return r
+	}
+	d := &DryRunError{Result: r.Result, Err: r.Err, Would: string(a.Action)}
+	if e.would != "" {
+		d.Would += " " + e.would
+	}
+	if r.Result == Done && (a.Action == Rmdir || a.Action == Unlink || a.Action == RemoveVolumeData) {
+		e.removed[a.Path] = true
+	}
+	r.Result, r.Err, r.Error = Skipped, d, d.Error()
+	return r
+}
+
+func (e *executor) runChecked(a Action) ActionResult {
 	switch {
-	case !e.opts.Apply:
-		return ActionResult{Action: a, Result: Skipped, Error: "dry run"}
 	case a.Action == Keep || a.Action == NeedsDriver:
 		return ActionResult{Action: a, Result: Skipped}
 	case e.halted != nil:
 		return e.keep(a, e.halted)
-	case e.stopped[a.PodUID] != "":
-		return ActionResult{Action: a, Result: Skipped, Error: "not run: " + e.stopped[a.PodUID]}
+	case e.stopped[a.PodUID] != nil:
+		return e.notRun(a)
 	}
 	if err := e.ctx.Err(); err != nil {
 		return e.stop(a, Skipped, err)
@@ -115,28 +160,35 @@ func (e *executor) run(a Action) ActionResult {
 	}
 	table, err := e.tables.Table(e.ctx, e.scope)
 	if err != nil {
-		return e.keep(a, fmt.Errorf("the mount table could not be read: %w", err))
+		return e.keep(a, unreadTable(err))
 	}
 	if err := e.held.verify(table); err != nil {
 		e.halted = err
 		e.log.V(4).Info("Cleanup stopped: the pods dir changed", "podsDir", e.plan.PodsDir, "why", err.Error())
 		return e.keep(a, err)
 	}
+	mounts := e.view(table)
 	switch a.Action {
 	case Unmount:
-		err = e.unmount(a, table)
+		err = e.unmount(a, mounts)
 	case Rmdir, Unlink, RemoveVolumeData:
-		err = e.remove(a, table, podDir)
+		err = e.remove(a, mounts, podDir)
 	default:
-		err = fmt.Errorf("unknown action %q", a.Action)
+		err = ofKind(ErrRefused, fmt.Errorf("unknown action %q", a.Action))
 	}
 	switch {
-	case errors.Is(err, errNodeChanged):
+	case errors.Is(err, ErrNodeChanged):
 		return e.keep(a, err)
 	case err != nil:
 		return e.stop(a, Failed, err)
 	}
 	return ActionResult{Action: a, Result: Done}
+}
+
+// unreadTable is the error of an action kept because the mount table could
+// not be read.
+func unreadTable(err error) error {
+	return fmt.Errorf("%w: %w", ErrMountTableUnread, err)
 }
 
 // errorText is err's text, or "" for nil.
@@ -148,8 +200,9 @@ func errorText(err error) string {
 }
 
 // hold opens the pods dir and the mount table's change detector, once: the
-// first time an action is to be carried out. A pods dir that is not the
-// one the plan was made for halts the executor: nothing is carried out.
+// first time an action is to be carried out (or checked, in a dry run). A
+// pods dir that is not the one the plan was made for halts the executor:
+// nothing is carried out.
 func (e *executor) hold() error {
 	if e.held == nil && e.holdErr == nil {
 		e.tables = e.opts.MountTable.Follow()
@@ -183,27 +236,68 @@ func (e *executor) keep(a Action, why error) ActionResult {
 }
 
 func (e *executor) stop(a Action, result Result, err error) ActionResult {
-	e.stopped[a.PodUID] = "an earlier action of this pod did not complete (" + err.Error() + ")"
-	return ActionResult{Action: a, Result: result, Error: err.Error()}
+	e.stopped[a.PodUID] = err
+	return ActionResult{Action: a, Result: result, Error: err.Error(), Err: err}
+}
+
+// notRun skips an action of a pod whose earlier action did not complete.
+func (e *executor) notRun(a Action) ActionResult {
+	err := ofKind(ErrNotRun, fmt.Errorf("not run: an earlier action of this pod did not complete (%s)", e.stopped[a.PodUID]))
+	return ActionResult{Action: a, Result: Skipped, Error: err.Error(), Err: err}
 }
 
 // podDir returns the pod dir that confines the action.
 func (e *executor) podDir(a Action) (string, error) {
 	if e.plan.PodsDir == "" || a.PodUID == "" || strings.Contains(a.PodUID, "/") {
-		return "", fmt.Errorf("%s: the action names no pod dir to confine it to", a.Path)
+		return "", ofKind(ErrRefused, fmt.Errorf("%s: the action names no pod dir to confine it to", a.Path))
 	}
 	podDir := filepath.Join(e.plan.PodsDir, a.PodUID)
 	if a.Path != podDir && !strings.HasPrefix(a.Path, podDir+"/") || filepath.Clean(a.Path) != a.Path {
-		return "", fmt.Errorf("%s is outside the pod dir %s: refused", a.Path, podDir)
+		return "", ofKind(ErrRefused, fmt.Errorf("%s is outside the pod dir %s: refused", a.Path, podDir))
 	}
 	return podDir, nil
 }
 
+// mountView is the mount table as an action is checked against it: in a
+// dry run without the mounts the actions before it would have unmounted
+// (gone), since the run with Apply checks it once they are.
+type mountView struct {
+	*mountscan.Table
+	gone map[string]bool
+}
+
+func (e *executor) view(table *mountscan.Table) mountView {
+	return mountView{Table: table, gone: e.gone}
+}
+
+// atOrBelow is Table.AtOrBelow without what is gone.
+func (v mountView) atOrBelow(p string) []mountscan.Mount {
+	mounts := v.AtOrBelow(p)
+	if len(v.gone) == 0 {
+		return mounts
+	}
+	return slices.DeleteFunc(slices.Clone(mounts), func(m mountscan.Mount) bool { return v.gone[m.MountPoint] })
+}
+
+// isMountPoint is Table.IsMountPoint without what is gone.
+func (v mountView) isMountPoint(p string) bool { return !v.gone[p] && v.IsMountPoint(p) }
+
+// unmountedBefore returns the mount point at or above p, below the pod dir
+// podDir, that an action before would have unmounted in this dry run.
+func (v mountView) unmountedBefore(podDir, p string) (string, bool) {
+	for dir := p; dir == podDir || strings.HasPrefix(dir, podDir+"/"); dir = filepath.Dir(dir) {
+		if v.gone[dir] {
+			return dir, true
+		}
+	}
+	return "", false
+}
+
 // unmounted checks that nothing is mounted at or below each path.
-func unmounted(table *mountscan.Table, paths ...string) error {
+func unmounted(table mountView, paths ...string) error {
 	for _, p := range paths {
-		if mounts := table.AtOrBelow(p); len(mounts) > 0 {
-			return fmt.Errorf("%w: %s is mounted now", errNodeChanged, mounts[0].MountPoint)
+		if mounts := table.atOrBelow(p); len(mounts) > 0 {
+			return fmt.Errorf("%w: %s is mounted now", ErrNodeChanged, mounts[0].MountPoint)
 		}
 	}
 	return nil
@@ -211,10 +305,10 @@ func unmounted(table *mountscan.Table, paths ...string) error {
 
 // noMountBetween checks that no mount lies on the way from the pod dir (itself
 // included) down to path: the action would act inside that mount.
-func noMountBetween(table *mountscan.Table, podDir, path string) error {
+func noMountBetween(table mountView, podDir, path string) error {
 	for dir := filepath.Dir(path); dir == podDir || strings.HasPrefix(dir, podDir+"/"); dir = filepath.Dir(dir) {
-		if table.IsMountPoint(dir) {
-			return fmt.Errorf("%w: %s, above it, is mounted now", errNodeChanged, dir)
+		if table.isMountPoint(dir) {
+			return fmt.Errorf("%w: %s, above it, is mounted now", ErrNodeChanged, dir)
 		}
 	}
 	return nil

@@ -41,7 +41,9 @@ func callName(k ActionKind) string {
 // the mount planned is still the one at the path (and, to unstage, that no
 // target of the volume is left), finds and asks the driver once, then
 // re-reads the mount table and records what changed. A driver error is the
-// action's error; nothing else is done for it.
+// action's error; nothing else is done for it. A dry run makes the same
+// checks, finds the driver and asks it what changes nothing (see
+// callDriver), and counts the path unmounted for the actions after it.
 func (e *executor) runCSI(a Action) ActionResult {
 	r := ActionResult{Action: a}
 	if e.opts.CSI.Driver == nil {
@@ -50,14 +52,14 @@ func (e *executor) runCSI(a Action) ActionResult {
 	// Read afresh, before and after: the call is what changes the table.
 	table, err := e.opts.MountTable.ReadScoped(e.ctx, e.scope)
 	if err != nil {
-		return e.csiKeep(a, fmt.Errorf("the mount table could not be read: %w", err))
+		return e.csiKeep(a, unreadTable(err))
 	}
 	if err := e.held.verify(table); err != nil {
 		e.halted = err
 		return e.csiKeep(a, err)
 	}
-	if err := e.checkCSI(a, table); err != nil {
-		if errors.Is(err, errNodeChanged) {
+	if err := e.checkCSI(a, e.view(table)); err != nil {
+		if errors.Is(err, ErrNodeChanged) {
 			return e.csiKeep(a, err)
 		}
 		return e.csiStop(a, Failed, err)
@@ -66,14 +68,21 @@ func (e *executor) runCSI(a Action) ActionResult {
 		return e.csiKeep(a, err)
 	}
 	err = e.callDriver(a, table, &r)
-	after, readErr := e.opts.MountTable.ReadScoped(e.ctx, e.scope)
-	if readErr != nil {
-		r.Changed = []string{"the mount table could not be read afterwards: " + readErr.Error()}
-	} else {
-		r.Changed = mountChange(a.Path, table, after)
+	if e.dry && err == nil {
+		e.gone[a.Path] = true
+		r.Result = Done
+		return r
 	}
-	if err == nil && readErr == nil && after.IsMountPoint(a.Path) {
-		err = fmt.Errorf("%s answered %s without error, yet %s is still mounted", a.CSI.Driver, callName(a.Action), a.Path)
+	if !e.dry {
+		after, readErr := e.opts.MountTable.ReadScoped(e.ctx, e.scope)
+		if readErr != nil {
+			r.Changed = []string{"the mount table could not be read afterwards: " + readErr.Error()}
+		} else {
+			r.Changed = mountChange(a.Path, table, after)
+		}
+		if err == nil && readErr == nil && after.IsMountPoint(a.Path) {
+			err = ofKind(ErrStillMounted, fmt.Errorf("%s answered %s without error, yet %s is still mounted", a.CSI.Driver, callName(a.Action), a.Path))
+		}
 	}
 	if err != nil {
 		f := e.csiStop(a, Failed, err)
@@ -90,7 +99,7 @@ func (e *executor) csiStop(a Action, result Result, err error) ActionResult {
 	if a.PodUID != "" {
 		return e.stop(a, result, err)
 	}
-	return ActionResult{Action: a, Result: result, Error: err.Error()}
+	return ActionResult{Action: a, Result: result, Error: err.Error(), Err: err}
 }
 
 // csiKeep is keep for a CSI action.
@@ -98,7 +107,7 @@ func (e *executor) csiKeep(a Action, why error) ActionResult {
 	if a.PodUID != "" {
 		return e.keep(a, why)
 	}
-	r := ActionResult{Action: a, Result: Skipped, Error: why.Error()}
+	r := ActionResult{Action: a, Result: Skipped, Error: why.Error(), Err: why}
 	r.Action.Action = Keep
 	r.Reason = why.Error() + " (planned: " + string(a.Action) + ")"
 	return r
@@ -106,33 +115,35 @@ func (e *executor) csiKeep(a Action, why error) ActionResult {
 
 // checkCSI refuses an action whose request is not what the planner makes,
 // and skips one whose path changed since the plan.
-func (e *executor) checkCSI(a Action, table *mountscan.Table) error {
+func (e *executor) checkCSI(a Action, table mountView) error {
 	root := filepath.Dir(e.plan.PodsDir)
 	switch {
 	case a.CSI == nil || a.CSI.Driver == "" || a.CSI.VolumeID == "" || e.plan.PodsDir == "":
-		return fmt.Errorf("%s: the action names no driver, volume or pods dir", a.Path)
+		return ofKind(ErrRefused, fmt.Errorf("%s: the action names no driver, volume or pods dir", a.Path))
 	case filepath.Clean(a.Path) != a.Path:
-		return fmt.Errorf("%s: not a clean path: refused", a.Path)
+		return ofKind(ErrRefused, fmt.Errorf("%s: not a clean path: refused", a.Path))
 	case a.Action == NodeUnpublish && !isTargetPath(e.plan.PodsDir, a.PodUID, a.Path):
-		return fmt.Errorf("%s is not a CSI publish target of pod %s: refused", a.Path, a.PodUID)
+		return ofKind(ErrRefused, fmt.Errorf("%s is not a CSI publish target of pod %s: refused", a.Path, a.PodUID))
 	case a.Action == NodeUnstage && !strings.HasPrefix(a.Path, filepath.Join(root, "plugins", "kubernetes.io", "csi")+"/"):
-		return fmt.Errorf("%s is not a CSI staging dir under %s: refused", a.Path, root)
+		return ofKind(ErrRefused, fmt.Errorf("%s is not a CSI staging dir under %s: refused", a.Path, root))
 	}
 	stack := table.At(a.Path)
 	switch {
 	case len(stack) != 1:
-		return fmt.Errorf("%w: %s has %d mount-table entries, planned with 1", errNodeChanged, a.Path, len(stack))
+		return fmt.Errorf("%w: %s has %d mount-table entries, planned with 1", ErrNodeChanged, a.Path, len(stack))
 	case devKey(stack[0]) != a.CSI.Source:
-		return fmt.Errorf("%w: %s now mounts %s, planned with %s", errNodeChanged, a.Path, devKey(stack[0]), a.CSI.Source)
+		return fmt.Errorf("%w: %s now mounts %s, planned with %s", ErrNodeChanged, a.Path, devKey(stack[0]), a.CSI.Source)
 	}
-	for _, m := range table.AtOrBelow(a.Path) {
+	for _, m := range table.atOrBelow(a.Path) {
 		if m.MountPoint != a.Path {
-			return fmt.Errorf("%w: %s is mounted below it", errNodeChanged, m.MountPoint)
+			return fmt.Errorf("%w: %s is mounted below it", ErrNodeChanged, m.MountPoint)
 		}
 	}
 	if a.Action == NodeUnstage {
-		if users := subtreeUsers(table, root, a.Path, mountscan.SubtreeOf(stack[0])); len(users) > 0 {
-			return fmt.Errorf("%w: %s still mounts the staging mount's filesystem subtree", errNodeChanged, users[0].MountPoint)
+		users := slices.DeleteFunc(subtreeUsers(table.Table, root, a.Path, mountscan.SubtreeOf(stack[0])),
+			func(m mountscan.Mount) bool { return table.gone[m.MountPoint] })
+		if len(users) > 0 {
+			return fmt.Errorf("%w: %s still mounts the staging mount's filesystem subtree", ErrNodeChanged, users[0].MountPoint)
 		}
 	}
 	return nil
@@ -145,15 +156,15 @@ func (e *executor) stillUnused(a Action) error {
 		return nil
 	}
 	if e.opts.CSI.ActiveVolumes == nil {
-		return fmt.Errorf("%w: which volumes the active pods use cannot be checked again (no CSIExec.ActiveVolumes)", errNodeChanged)
+		return fmt.Errorf("%w: which volumes the active pods use cannot be checked again (no CSIExec.ActiveVolumes)", ErrNodeChanged)
 	}
 	name := podsdir.CSIUniqueName(a.CSI.Driver, a.CSI.VolumeID)
 	names, err := e.opts.CSI.ActiveVolumes(e.ctx)
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w: which volumes the active pods use could not be checked again: %w", errNodeChanged, err)
+		return fmt.Errorf("%w: which volumes the active pods use could not be checked again: %w", ErrNodeChanged, err)
 	case slices.Contains(names, name):
-		return fmt.Errorf("%w: an active pod on this node uses the volume %s now", errNodeChanged, name)
+		return fmt.Errorf("%w: an active pod on this node uses the volume %s now", ErrNodeChanged, name)
 	}
 	e.log.V(4).Info("No active pod uses the volume, checked again before NodeUnstage", "uniqueName", name)
 	return nil
@@ -169,7 +180,10 @@ func isTargetPath(podsDir, uid, path string) bool {
 // callDriver finds the driver, asks its capabilities where NodeUnstage
 // depends on them, and makes the action's call, once, recording each call.
 // Nothing is sent into a mount of table that may hang where the kubelet's
-// layout has none (CSIDriverClient.Connect's notEntered).
+// layout has none (CSIDriverClient.Connect's notEntered). A dry run goes as far
+// as the calls that change nothing, GetPluginInfo (Dial) and
+// NodeGetCapabilities, and never sends NodeUnpublishVolume or
+// NodeUnstageVolume.
 func (e *executor) callDriver(a Action, table *mountscan.Table, r *ActionResult) error {
 	record := func(call string, err error) {
 		res := CSICallResult{Call: call, Result: csiCallResult(err)}
@@ -199,6 +213,16 @@ func (e *executor) callDriver(a Action, table *mountscan.Table, r *ActionResult)
 		case !stageUnstage:
 			return fmt.Errorf("NodeUnstageVolume not called: %w, yet %s is mounted: find out what mounted it", ErrNotStaging, a.Path)
 		}
+	}
+	if e.dry {
+		e.would = "(" + a.CSI.Driver + " answers"
+		if a.Action == NodeUnstage {
+			e.would += " and stages volumes"
+		}
+		e.would += "; " + callName(a.Action) + " is not sent in a dry run)"
+		return nil
+	}
+	if a.Action == NodeUnstage {
 		err = c.NodeUnstageVolume(ctx, a.CSI.VolumeID, a.Path)
 		record("NodeUnstageVolume", err)
 		return err

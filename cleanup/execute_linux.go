@@ -3,6 +3,8 @@ package cleanup
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -26,14 +28,18 @@ const maxStacked = 64
 // directory. Right before, statx of the same name must show the root of a
 // mount whose ID the table has at the path. (A descriptor of the mount
 // itself would make a non-lazy unmount fail with EBUSY: it holds the mount.)
-func (e *executor) unmount(a Action, table *mountscan.Table) error {
+//
+// A dry run makes those checks for the topmost mount (those below it show
+// only once it is gone), unmounts nothing, and counts the path unmounted
+// for the actions after it.
+func (e *executor) unmount(a Action, table mountView) error {
 	podDir := filepath.Join(e.plan.PodsDir, a.PodUID)
 	if err := noMountBetween(table, podDir, a.Path); err != nil {
 		return err
 	}
-	for _, m := range table.AtOrBelow(a.Path) {
+	for _, m := range table.atOrBelow(a.Path) {
 		if m.MountPoint != a.Path {
-			return fmt.Errorf("%w: %s is mounted below it", errNodeChanged, m.MountPoint)
+			return fmt.Errorf("%w: %s is mounted below it", ErrNodeChanged, m.MountPoint)
 		}
 	}
 	parentFd, name, err := e.openParent(a, podDir)
@@ -42,15 +48,24 @@ func (e *executor) unmount(a Action, table *mountscan.Table) error {
 	}
 	defer unix.Close(parentFd)
 	for range maxStacked {
-		if !table.IsMountPoint(a.Path) {
+		if !table.isMountPoint(a.Path) {
 			return stillMounted(a, parentFd, name)
 		}
-		if err := e.unmountTop(a, table, parentFd, name); err != nil {
+		if err := e.unmountTop(a, table.Table, parentFd, name); err != nil {
 			return err
 		}
-		if table, err = e.tables.Reread(e.ctx, e.scope); err != nil {
+		if e.dry {
+			e.gone[a.Path] = true
+			if n := len(table.At(a.Path)); n > 1 {
+				e.would = fmt.Sprintf("(%d stacked mounts)", n)
+			}
+			return nil
+		}
+		t, err := e.tables.Reread(e.ctx, e.scope)
+		if err != nil {
 			return fmt.Errorf("unmount %s: the mount table could not be read afterwards: %w", a.Path, err)
 		}
+		table = e.view(t)
 	}
 	return fmt.Errorf("unmount %s: still mounted after %d unmounts", a.Path, maxStacked)
 }
@@ -66,13 +81,14 @@ func stillMounted(a Action, parentFd int, name string) error {
 	case err != nil:
 		return fmt.Errorf("unmount %s: %w", a.Path, err)
 	case id.mountRoot:
-		return fmt.Errorf("%w: %s is a mount point, but the mount table has no mount there", errNodeChanged, a.Path)
+		return fmt.Errorf("%w: %s is a mount point, but the mount table has no mount there", ErrNodeChanged, a.Path)
 	}
 	return nil
 }
 
 // unmountTop unmounts the topmost mount at name in parentFd, once it is
-// sure that mount is one the table has at a.Path.
+// sure that mount is one the table has at a.Path; a dry run stops short of
+// the unmount.
 func (e *executor) unmountTop(a Action, table *mountscan.Table, parentFd int, name string) error {
 	id, err := statxAt(parentFd, name, 0)
 	if err != nil {
@@ -81,14 +97,20 @@ func (e *executor) unmountTop(a Action, table *mountscan.Table, parentFd int, na
 	if id.mode&unix.S_IFMT == unix.S_IFLNK {
 		return fmt.Errorf("unmount %s: it is a symlink now: %w", a.Path, unix.ELOOP)
 	}
-	if e.opts.Unmount != nil { // a test's fake table: its mount IDs are made up
+	fake := e.opts.Unmount != nil // a test's fake table: its mount IDs are made up
+	if !fake {
+		if err := id.isMountIn(table.At(a.Path)); err != nil {
+			return fmt.Errorf("%w: unmount %s: %w", ErrNodeChanged, a.Path, err)
+		}
+	}
+	switch {
+	case e.dry:
+		return nil
+	case fake:
 		if err := e.opts.Unmount(e.opts.HostPath(a.Path)); err != nil {
 			return fmt.Errorf("unmount %s: %w", a.Path, err)
 		}
 		return nil
-	}
-	if err := id.isMountIn(table.At(a.Path)); err != nil {
-		return fmt.Errorf("%w: unmount %s: %w", errNodeChanged, a.Path, err)
 	}
 	target := "/proc/self/fd/" + strconv.Itoa(parentFd) + "/" + name
 	if err := unix.Unmount(target, unix.UMOUNT_NOFOLLOW); err != nil {
@@ -128,7 +150,7 @@ func (e *executor) openPodDir(uid string) (int, error) {
 	fd, err := openat2Dir(e.held.fd, uid, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_XDEV)
 	switch {
 	case errors.Is(err, unix.EXDEV):
-		return -1, fmt.Errorf("%w: the pod dir %s is a mount point now", errNodeChanged, filepath.Join(e.plan.PodsDir, uid))
+		return -1, fmt.Errorf("%w: the pod dir %s is a mount point now", ErrNodeChanged, filepath.Join(e.plan.PodsDir, uid))
 	case err != nil:
 		return -1, fmt.Errorf("open the pod dir %s without following symlinks: %w", filepath.Join(e.plan.PodsDir, uid), err)
 	}
@@ -140,8 +162,10 @@ func (e *executor) openPodDir(uid string) (int, error) {
 // RESOLVE_NO_SYMLINKS and RESOLVE_NO_XDEV, so a symlink or a mount swapped
 // in since the plan fails the action instead of redirecting it; the entry
 // itself is checked to be of the planned type and removed with unlinkat,
-// which never follows it.
-func (e *executor) remove(a Action, table *mountscan.Table, podDir string) error {
+// which never follows it. A dry run makes every check and removes
+// nothing; where an earlier action would have unmounted the path, what
+// lies under that mount cannot be seen, and it says so.
+func (e *executor) remove(a Action, table mountView, podDir string) error {
 	if err := unmounted(table, append([]string{a.Path}, a.MustBeUnmounted...)...); err != nil {
 		return err
 	}
@@ -153,7 +177,45 @@ func (e *executor) remove(a Action, table *mountscan.Table, podDir string) error
 		return fmt.Errorf("%s %s: %w", a.Action, a.Path, err)
 	}
 	defer unix.Close(dirFd)
-	return removeEntry(dirFd, name, a.Action, a.Path, a.MustBeEmpty)
+	if mp, ok := table.unmountedBefore(podDir, a.Path); ok {
+		e.would = "(once " + mp + " is unmounted, as planned before it: what lies under that mount is checked then)"
+		return nil
+	}
+	if err := removeEntry(dirFd, name, a.Action, a.Path, a.MustBeEmpty, e.dry); err != nil || !e.dry || a.Action != Rmdir {
+		return err
+	}
+	return e.wouldBeEmpty(dirFd, name, a.Path)
+}
+
+// wouldBeEmpty checks, in a dry run, what the rmdir of the run would find:
+// that the dir name in dirFd holds nothing but what the actions before
+// would have removed (else the rmdir fails, ENOTEMPTY). It is opened
+// without following a symlink or entering a mount, so nothing is listed
+// in a mount made since the table was read.
+func (e *executor) wouldBeEmpty(dirFd int, name, target string) error {
+	fd, err := openat2(dirFd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_XDEV)
+	switch {
+	case errors.Is(err, unix.EXDEV):
+		return fmt.Errorf("%w: %s is a mount point now", ErrNodeChanged, target)
+	case err != nil:
+		return fmt.Errorf("%s %s: %w", Rmdir, target, err)
+	}
+	dir := os.NewFile(uintptr(fd), target)
+	defer dir.Close()
+	for {
+		names, err := dir.Readdirnames(256)
+		for _, n := range names {
+			if !e.removed[filepath.Join(target, n)] {
+				return fmt.Errorf("%s %s: %w", Rmdir, target, unix.ENOTEMPTY)
+			}
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return fmt.Errorf("%s %s: %w", Rmdir, target, err)
+		}
+	}
 }
 
 // holdsData: st is not a 0-byte regular file, fifo or socket (Action.MustBeEmpty).
@@ -168,8 +230,8 @@ func holdsData(st *unix.Stat_t) bool {
 }
 
 // removeEntry removes name in dirFd if it is of the type kind removes (and,
-// with mustBeEmpty, holds no data).
-func removeEntry(dirFd int, name string, kind ActionKind, target string, mustBeEmpty bool) error {
+// with mustBeEmpty, holds no data); with dry it only checks that.
+func removeEntry(dirFd int, name string, kind ActionKind, target string, mustBeEmpty, dry bool) error {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirFd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return fmt.Errorf("%s %s: %w", kind, target, err)
@@ -178,11 +240,13 @@ func removeEntry(dirFd int, name string, kind ActionKind, target string, mustBeE
 	flags := 0
 	switch {
 	case kind == Rmdir && !isDir, kind != Rmdir && isDir:
-		return fmt.Errorf("%w: %s is no longer what was planned (%s)", errNodeChanged, target, kind)
+		return fmt.Errorf("%w: %s is no longer what was planned (%s)", ErrNodeChanged, target, kind)
 	case kind == RemoveVolumeData && st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return fmt.Errorf("%w: %s is no longer a regular file", errNodeChanged, target)
+		return fmt.Errorf("%w: %s is no longer a regular file", ErrNodeChanged, target)
 	case mustBeEmpty && holdsData(&st):
-		return fmt.Errorf("%w: %s holds data now that nothing is mounted on it (%d bytes): kept", errNodeChanged, target, st.Size)
+		return fmt.Errorf("%w: %s holds data now that nothing is mounted on it (%d bytes): kept", ErrNodeChanged, target, st.Size)
+	case dry:
+		return nil
 	case isDir:
 		flags = unix.AT_REMOVEDIR
 	}
@@ -208,8 +272,13 @@ func openNoSymlinks(hostRoot, p string, resolve uint64) (int, error) {
 }
 
 func openat2Dir(dirFd int, rel string, resolve uint64) (int, error) {
+	return openat2(dirFd, rel, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, resolve)
+}
+
+// openat2 opens rel beneath dirFd with flags, following no symlink.
+func openat2(dirFd int, rel string, flags int, resolve uint64) (int, error) {
 	how := &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Flags:   uint64(flags),
 		Resolve: resolve | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	}
 	for {
@@ -274,13 +343,13 @@ func podsDirIdentity(n reconstruct.Node, podsDir string) (*DirIdentity, error) {
 func (h *heldDir) isPlanned(planned *DirIdentity) error {
 	switch held := h.id.dirIdentity(); {
 	case planned == nil:
-		return fmt.Errorf("the plan records no identity of the pods dir %s (podsDirIdentity: a plan of an older volrecon, "+
+		return ofKind(ErrNoPodsDirIdentity, fmt.Errorf("the plan records no identity of the pods dir %s (podsDirIdentity: a plan of an older volrecon, "+
 			"or its pods dir could not be read when planning), so it cannot be told that this is the pods dir it was made for: "+
-			"nothing is carried out; plan again", h.path)
+			"nothing is carried out; plan again", h.path))
 	case *held != *planned:
-		return fmt.Errorf("the pods dir %s is not the one the plan was made for: it is %s, the plan's was %s "+
+		return ofKind(ErrPodsDirChanged, fmt.Errorf("the pods dir %s is not the one the plan was made for: it is %s, the plan's was %s "+
 			"(a mount over it since the plan, or a plan made in another mount namespace): nothing is carried out; plan again",
-			h.path, held, planned)
+			h.path, held, planned))
 	}
 	return nil
 }
@@ -290,8 +359,16 @@ func (h *heldDir) close() { unix.Close(h.fd) }
 // verify checks that the pods dir is still the directory held, on the same
 // mount: opened again by its path it is the same directory on the same
 // mount, the table's mount holding it is the one it had at the first check,
-// and, when the table is this namespace's, that mount is the held one.
+// and, when the table is this namespace's, that mount is the held one. Its
+// error is an ErrPodsDirChanged.
 func (h *heldDir) verify(table *mountscan.Table) error {
+	if err := h.check(table); err != nil {
+		return ofKind(ErrPodsDirChanged, err)
+	}
+	return nil
+}
+
+func (h *heldDir) check(table *mountscan.Table) error {
 	m, ok := table.Containing(h.path)
 	if !ok {
 		return fmt.Errorf("the pods dir %s is on no mount of the table", h.path)

@@ -25,6 +25,6 @@ func podsDirIdentity(reconstruct.Node, string) (*DirIdentity, error) { return ni
 
 func (*heldDir) close() {}
 
-func (e *executor) unmount(Action, *mountscan.Table) error { return errUnsupported }
+func (e *executor) unmount(Action, mountView) error { return errUnsupported }
 
-func (e *executor) remove(Action, *mountscan.Table, string) error { return errUnsupported }
+func (e *executor) remove(Action, mountView, string) error { return errUnsupported }

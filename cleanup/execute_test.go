@@ -101,9 +101,13 @@ func resultsOf(rs []cleanup.ActionResult) []cleanup.Result {
 
 func TestExecuteIsADryRunByDefault(t *testing.T) {
 	n := newExecNode(t, execUIDA+"/etc-hosts.txt")
-	rs := n.exec(planOf(act(cleanup.Unlink, execUIDA, "etc-hosts.txt")), cleanup.ExecOptions{})
-	assert.Equal(t, []cleanup.Result{cleanup.Skipped}, resultsOf(rs))
-	assert.Equal(t, "dry run", rs[0].Error)
+	rs := n.exec(planOf(act(cleanup.Unlink, execUIDA, "etc-hosts.txt"), act(cleanup.Keep, execUIDA, "")), cleanup.ExecOptions{})
+	assert.Equal(t, []cleanup.Result{cleanup.Skipped, cleanup.Skipped}, resultsOf(rs))
+	assert.Equal(t, "dry run: would Unlink", rs[0].Error)
+	assert.Equal(t, "dry run", rs[1].Error)
+	for _, r := range rs {
+		assert.ErrorIs(t, r.Err, cleanup.ErrDryRun)
+	}
 	assert.True(t, n.exists(execPods+"/"+execUIDA+"/etc-hosts.txt"))
 }
 

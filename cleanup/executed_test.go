@@ -60,6 +60,6 @@ func ExampleExecuted() {
 		fmt.Println(r.Action.Action, rel, r.Result, r.Error)
 	}
 	// Output:
-	// Rmdir containers Skipped dry run
-	// Rmdir . Skipped dry run
+	// Rmdir containers Skipped dry run: would Rmdir
+	// Rmdir . Skipped dry run: would Rmdir
 }

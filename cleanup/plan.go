@@ -43,6 +43,9 @@ type snapshot struct {
 	table *mountscan.Table
 	// fenced are the table's mounts nothing may be sent into (notToEnter).
 	fenced map[string]string
+	// values is the plan's context without its cancellation: its logger
+	// and HungPaths for the walk of each orphan.
+	values context.Context
 }
 
 // Plan turns a State into an ordered cleanup plan. Only Orphaned pods are
@@ -63,6 +66,7 @@ type snapshot struct {
 // With Options.CSITeardown, Plan gathers the evidence of the teardown
 // itself (see CSITeardown) and says in ActionPlan.Notes what is missing.
 func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan {
+	ctx = reconstruct.WithHungPaths(ctx, opts.HungPaths)
 	log := klog.FromContext(ctx)
 	plan := &ActionPlan{SchemaVersion: reconstruct.SchemaVersion, PodsDir: st.PodsDir, Actions: []Action{}}
 	opts.RootDirAliases = planAliases(st, opts.Node)
@@ -131,7 +135,7 @@ func (o Options) snapshot(ctx context.Context, st *reconstruct.State) (*snapshot
 	if err != nil {
 		return nil, err
 	}
-	return &snapshot{Node: o.Node, table: table}, nil
+	return &snapshot{Node: o.Node, table: table, values: context.WithoutCancel(ctx)}, nil
 }
 
 // leakedReason says what to do about a leaked staging mount, and how sure

@@ -92,7 +92,8 @@ const (
 	// Done: the action was carried out.
 	Done Result = "Done"
 	// Skipped: the action was not carried out (a dry run, a report, or the
-	// node changed since the plan).
+	// node changed since the plan). Every result of a dry run is Skipped:
+	// its Err, a *DryRunError, says what the run with Apply would give.
 	Skipped Result = "Skipped"
 	// Failed: the action was tried and failed; the rest of its pod is skipped.
 	Failed Result = "Failed"
@@ -112,7 +113,15 @@ func Results() []Result { return []Result{Done, Skipped, Failed} }
 type ActionResult struct {
 	Action
 	Result Result `json:"result"`
-	Error  string `json:"error,omitempty"`
+	// Error is Err's text: what JSON keeps of it.
+	Error string `json:"error,omitempty"`
+	// Err is why the action is not Done, as Execute met it, for errors.Is
+	// and errors.As: ErrNodeChanged, ErrPodsDirChanged, ErrNotRun,
+	// ErrRefused, a *csinode.CallError with the driver's gRPC status, an
+	// errno, and in a dry run a *DryRunError (see ErrNodeChanged). nil for
+	// an action Done, and for a report (Keep, NeedsDriver) of a run with
+	// Apply. Not in JSON: a result decoded from it has Error only.
+	Err error `json:"-"`
 	// CSICalls are the calls made to the CSI driver, in order.
 	CSICalls []CSICallResult `json:"csiCalls,omitempty"`
 	// Changed says what the mount table showed changed after a CSI call.

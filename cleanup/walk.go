@@ -71,10 +71,11 @@ type podWalk struct {
 // in chunks, each a call of its own): one that hangs, a walk past its
 // limits (maxPodEntries, maxPodNameBytes, maxPodDepth) or past its budget
 // (podWalkBudget) leaves the walk Incomplete, so the pod is kept, and
-// stops it there. The planner holds no context here; the deadline of each
+// stops it there. The walk is not cancelled with the plan's context (it
+// takes only its values: the logger, the HungPaths); the deadline of each
 // call and the budget are what bound the walk.
 func (n *snapshot) walkPod(dir string) *PodContents {
-	ctx := context.Background()
+	ctx := n.values
 	c := &PodContents{}
 	if n.table.IsMountPoint(dir) {
 		// Its content is another filesystem's: never walked, never removed.

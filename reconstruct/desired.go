@@ -61,8 +61,27 @@ func (f PodSourceFunc) ActivePods(ctx context.Context) ([]string, error) { retur
 // ErrEmptyActivePods is returned by Scan when the pod source answered with
 // no pods while pod dirs exist, and Options.EmptyActivePodsAuthoritative is
 // not set: an empty list, say from a pod manager that has not synced yet,
-// would make every pod on the node an orphan.
+// would make every pod on the node an orphan. Scan returns the State with
+// it: every pod Unknown (the answer is refused, as a failed one is:
+// ActivePods.Error says why, State.Err is a *PodSourceError wrapping it),
+// the volumes, mounts and volumesInUse as on any scan.
 var ErrEmptyActivePods = errors.New("the active pod list is empty but pod dirs exist")
+
+// ErrActivePods is wrapped by every *PodSourceError.
+var ErrActivePods = errors.New("the active pods are unknown")
+
+// PodSourceError says that the pod source's answer could not be used: it
+// failed (Err is its error: a *podlist.Error, a *kube.IncompleteListError,
+// context.DeadlineExceeded...) or was refused (ErrEmptyActivePods). The
+// scan went on: every pod is Unknown.
+type PodSourceError struct {
+	Err error
+}
+
+func (e *PodSourceError) Error() string { return ErrActivePods.Error() + ": " + e.Err.Error() }
+
+// Unwrap makes errors.Is(err, ErrActivePods) true, and reaches the cause.
+func (e *PodSourceError) Unwrap() []error { return []error{ErrActivePods, e.Err} }
 
 // ActivePodsInfo says what the pod source answered. Count is the number of
 // keys it listed (UIDs and static pods' config hashes).
@@ -83,10 +102,12 @@ type PodConfirmer interface {
 }
 
 // applyActivePods sets each pod's status. A pod is Orphaned only with
-// positive evidence: the source answered without error and lacks it.
-func (b *builder) applyActivePods() error {
+// positive evidence: the source answered without error and lacks it. An
+// empty answer while pod dirs exist is refused (b.refused), unless it is
+// authoritative, and then every pod stays Unknown, as for a failed one.
+func (b *builder) applyActivePods() {
 	if b.opts.ActivePods == nil {
-		return nil
+		return
 	}
 	keys, err := b.opts.ActivePods.ActivePods(b.ctx)
 	if err == nil && b.wouldOrphan(keys) {
@@ -95,14 +116,16 @@ func (b *builder) applyActivePods() error {
 			keys, err = c.ConfirmActivePods(b.ctx)
 		}
 	}
+	if err == nil && len(keys) == 0 && len(b.st.Pods) > 0 && !b.opts.EmptyActivePodsAuthoritative {
+		err = fmt.Errorf("%w (%d pod dirs under %s): pass the list again, or say that empty is authoritative",
+			ErrEmptyActivePods, len(b.st.Pods), b.inv.PodsDir)
+		b.refused = err
+	}
 	if err != nil {
 		b.st.ActivePods = &ActivePodsInfo{Error: err.Error()}
+		b.st.errs.activePods = err
 		b.log.V(2).Info("Could not get the active pods; every pod stays Unknown", "err", err)
-		return nil
-	}
-	if len(keys) == 0 && len(b.st.Pods) > 0 && !b.opts.EmptyActivePodsAuthoritative {
-		return fmt.Errorf("%w (%d pod dirs under %s): pass the list again, or say that empty is authoritative",
-			ErrEmptyActivePods, len(b.st.Pods), b.inv.PodsDir)
+		return
 	}
 	b.st.ActivePods = &ActivePodsInfo{Count: len(keys)}
 	active := keySet(keys)
@@ -114,7 +137,6 @@ func (b *builder) applyActivePods() error {
 		}
 		b.log.V(4).Info("Pod status", "podUID", p.UID, "status", p.Status)
 	}
-	return nil
 }
 
 func keySet(keys []string) map[string]bool {

@@ -25,6 +25,12 @@
 //   - No API server, no CSI driver, no plugin registration is needed.
 //   - The result is deterministic: every list is sorted.
 //
+// What the scan could not read, though it went on (the mount table, the
+// pod source), is a typed error of the State (State.Err: ErrMountTable,
+// ErrActivePods). The paths whose filesystem calls hung are remembered in
+// a HungPaths, the process's unless Node.HungPaths names one of the
+// caller's own, so that nothing is sent there again.
+//
 // It is not for changing the node: package cleanup plans and applies the
 // cleanup of orphaned pod dirs from a State. It never calls CSI drivers.
 package reconstruct

@@ -2,9 +2,11 @@ package reconstruct_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
@@ -64,10 +66,44 @@ func ExampleScan_inconsistentMountTable() {
 	fmt.Println("consistent:", st.MountTable.Consistent)
 	fmt.Println(st.Volumes[0].Name, st.Volumes[0].State)
 	fmt.Println(st.Findings[0].Kind)
+	// The scan went on; State.Err says what it could not read, typed.
+	err := st.Err()
+	fmt.Println(errors.Is(err, reconstruct.ErrMountTable), errors.Is(err, mountscan.ErrInconsistent))
 	// Output:
 	// consistent: false
 	// token Uncertain
 	// InconsistentMountTable
+	// true true
+}
+
+// A HungPaths of the caller's own scopes what hung to the scans given it:
+// a probe that hangs in one scan is tried again by an independent one. A
+// Node without one shares the process's.
+func ExampleNewHungPaths() {
+	hostRoot, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(hostRoot)
+	vol := "/var/lib/kubelet/pods/0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91/volumes/kubernetes.io~nfs/data"
+	_ = os.MkdirAll(filepath.Join(hostRoot, vol), 0o750)
+	table := mountscan.MustFromLines("1 0 259:1 / / rw - ext4 /dev/sda1 rw", "300 1 0:50 / "+vol+" rw - nfs4 nfs.example.com:/export rw")
+	release := make(chan struct{})
+	defer close(release)
+	scan := func(hung *reconstruct.HungPaths, prober func(context.Context, string) error) {
+		st, _ := reconstruct.Scan(context.Background(), reconstruct.Options{Node: reconstruct.Node{HostRoot: hostRoot, HungPaths: hung,
+			MountTable: mountscan.Source{Read: func(context.Context) (*mountscan.Table, error) { return table, nil }}},
+			Probe: true, ProbeTimeout: 50 * time.Millisecond, Prober: prober})
+		fmt.Println(st.Volumes[0].State, len(st.Findings) > 0 && st.Findings[0].Kind == reconstruct.HungMount)
+	}
+	hangs := func(context.Context, string) error { <-release; return nil }
+	answers := func(context.Context, string) error { return nil }
+
+	first := reconstruct.NewHungPaths()
+	scan(first, hangs)
+	scan(reconstruct.NewHungPaths(), answers) // another scan's hang is not this one's
+	scan(first, answers)                      // the same HungPaths remembers it
+	// Output:
+	// Uncertain true
+	// Mounted false
+	// Uncertain true
 }
 
 // Look up what an agent needs of a State: a pod's volumes, the pods that

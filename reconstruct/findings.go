@@ -70,7 +70,7 @@ func (b *builder) runProbes(paths []string) map[string]probeResult {
 	pdo := b.opts.podsdirOptions()
 	return probeAll(paths, b.opts.ProbeConcurrency, func(p string) probeResult {
 		hostPath := pdo.HostPath(p)
-		return bounded(b.ctx, hostPath, b.opts.ProbeTimeout, func() error { return prober(b.ctx, hostPath) })
+		return probe(b.ctx, hostPath, b.opts.ProbeTimeout, prober)
 	})
 }
 

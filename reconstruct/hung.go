@@ -5,11 +5,99 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	boundedcall "github.com/volrecon/volrecon/internal/bounded"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 )
+
+// HungPaths remembers the host paths whose filesystem call did not return
+// within its deadline, so that nothing is sent there again: every bounded
+// call of volrecon (the scan's walk, the probe, the plan's walk of an
+// orphan, the teardown's endpoint discovery, the evidence of life...) on
+// such a path or below it fails at once as hung, and the pod it belongs to
+// stays Unknown. A call abandoned because its context ended holds its path
+// the same way until it returns, no longer.
+//
+// What outlives a Scan, whatever the HungPaths: an abandoned call's
+// goroutine and the OS thread it holds, blocked in the kernel until the
+// mount answers (a FUSE request its daemon has read: until the daemon
+// answers or the connection is aborted; the process cannot exit before).
+// What the HungPaths scopes is the verdict: a path hung in one HungPaths
+// is tried again under another, and each try may block one more thread.
+//
+// The process has one (ProcessHungPaths), which every Node whose HungPaths
+// is nil uses: by default a path that hung once is hung for the whole
+// process, as the command and serve want (serve's later scans send
+// nothing more into it). A caller that owns its own, NewHungPaths, and
+// gives it to Scan, Plan and Execute (Node.HungPaths) scopes the verdicts
+// to it: an independent scan with another HungPaths reports no hang it did
+// not see itself. It is safe for concurrent use, and its zero value is an
+// empty one of its own.
+type HungPaths struct {
+	once sync.Once
+	reg  *boundedcall.Registry
+}
+
+// NewHungPaths returns an empty HungPaths of the caller's own.
+func NewHungPaths() *HungPaths { return &HungPaths{} }
+
+var processHungPaths = &HungPaths{reg: boundedcall.Process()}
+
+// ProcessHungPaths returns the process's HungPaths: that of every Node
+// whose HungPaths is nil, and of every call whose context carries none
+// (WithHungPaths).
+func ProcessHungPaths() *HungPaths { return processHungPaths }
+
+func (h *HungPaths) registry() *boundedcall.Registry {
+	h.once.Do(func() {
+		if h.reg == nil {
+			h.reg = boundedcall.NewRegistry()
+		}
+	})
+	return h.reg
+}
+
+// WithHungPaths returns ctx with h as the HungPaths of the filesystem calls
+// made under it, by any package of volrecon (podsdir, csinode, liveness,
+// podlist...): for an agent that calls those itself. Scan, Build, Plan and
+// Execute call it with Node.HungPaths; a nil h returns ctx as it is (the
+// HungPaths it carries, else the process's).
+func WithHungPaths(ctx context.Context, h *HungPaths) context.Context {
+	if h == nil {
+		return ctx
+	}
+	return boundedcall.WithRegistry(ctx, h.registry())
+}
+
+// Hung reports whether hostPath (a path as it is read: under Node.HostRoot),
+// or a path above it, is hung in h, and which.
+func (h *HungPaths) Hung(hostPath string) (blocker string, ok bool) {
+	blocker, _, ok = h.registry().Hung(hostPath)
+	return blocker, ok
+}
+
+// StuckCalls says what the abandoned calls of a HungPaths still hold.
+type StuckCalls struct {
+	// Calls is how many abandoned calls have not returned yet: each holds
+	// an OS thread in the kernel.
+	Calls int
+	// Since is about when the oldest of them began, and Path (a host path
+	// under Node.HostRoot) where.
+	Since time.Time
+	Path  string
+	// HungPaths is how many paths are hung in it for good.
+	HungPaths int
+}
+
+// Stuck returns what the calls abandoned under h still hold: for a health
+// check (serve's /healthz says it of the process's).
+func (h *HungPaths) Stuck() StuckCalls {
+	s := h.registry().Stuck()
+	return StuckCalls{Calls: s.Calls, Since: s.Since, Path: s.Path, HungPaths: s.HungPaths}
+}
 
 // noteHungPaths handles what the disk scan could not read because a call
 // hung (a hung NFS or FUSE mount on a dir it lists, or on a vol_data.json):

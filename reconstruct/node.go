@@ -30,6 +30,11 @@ type Node struct {
 	// MountTable is where the node's mount table is read: never under
 	// HostRoot (in a container with hostPID, Path is /proc/1/mountinfo).
 	MountTable mountscan.Source
+	// HungPaths remembers the paths of the node whose filesystem calls hung,
+	// so that nothing is sent there again (see HungPaths). nil: the one the
+	// context carries (WithHungPaths), else the process's, shared by every
+	// scan of the process.
+	HungPaths *HungPaths
 }
 
 // HostPath returns where the host path p is read.

@@ -51,7 +51,8 @@ type Options struct {
 	// lstat or readlink, the read of one vol_data.json; 0 =
 	// DefaultProbeTimeout). A call that misses it (by up to a sixteenth of
 	// it) is a HungMount: its pod stays Unknown, its volume Uncertain, and
-	// nothing at or below the path is touched again in the process.
+	// nothing at or below the path is touched again under the Node's
+	// HungPaths (by default: in the process).
 	FSTimeout time.Duration
 	// PodBudget bounds the walk of each pod dir, and of the CSI dir (0 =
 	// 3 × FSTimeout: 15s by default), and ScanBudget the whole disk scan
@@ -72,8 +73,16 @@ type Options struct {
 	ProbeTimeout time.Duration
 	// ProbeConcurrency bounds concurrent probes (0 = DefaultProbeConcurrency).
 	ProbeConcurrency int
-	// Prober replaces the stat used by probes (tests inject errors and hangs).
-	// It receives a host path and returns the stat error.
+	// Prober replaces the stat used by probes (tests inject errors and
+	// hangs; an agent may probe its own way). It receives a host path and
+	// returns the stat error. Its ctx is the scan's (its values, such as the
+	// logger and the HungPaths, and done when the scan's is) with a deadline
+	// ProbeTimeout from the probe's start, and is cancelled once the probe
+	// returns or is given up. A prober that has not returned by then is
+	// abandoned, hung, as the stat is, and its path remembered in the
+	// HungPaths; one that returns the deadline's error
+	// (context.DeadlineExceeded) is a HungMount too, but, holding no thread,
+	// is not remembered: the next scan probes it again.
 	Prober func(ctx context.Context, hostPath string) error
 }
 

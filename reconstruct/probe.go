@@ -18,8 +18,8 @@ type probeResult struct {
 }
 
 // bounded runs fn in its own goroutine and gives up after timeout. A path
-// whose call hung stays hung (and is not touched again) until that call
-// returns: see internal/bounded.
+// whose call hung stays hung (and is not touched again) in the HungPaths
+// ctx carries: see internal/bounded.
 func bounded(ctx context.Context, path string, timeout time.Duration, fn func() error) probeResult {
 	_, err := boundedcall.Call(ctx, path, timeout, func() (struct{}, error) { return struct{}{}, fn() })
 	switch {
@@ -29,6 +29,22 @@ func bounded(ctx context.Context, path string, timeout time.Duration, fn func() 
 		return probeResult{err: err, hung: true}
 	}
 	return probeResult{err: err}
+}
+
+// probe runs prober on hostPath as a bounded call of timeout. The prober
+// gets a context of the scan's (its values, the HungPaths, done when the
+// scan's is) with a deadline of timeout from now, cancelled once the probe
+// is over or given up: a prober that honours it returns by then, and one
+// that returns because that deadline passed is as hung as one that does
+// not return.
+func probe(ctx context.Context, hostPath string, timeout time.Duration, prober func(context.Context, string) error) probeResult {
+	probeCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	r := bounded(ctx, hostPath, timeout, func() error { return prober(probeCtx, hostPath) })
+	if !r.hung && errors.Is(r.err, context.DeadlineExceeded) && errors.Is(probeCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		return probeResult{hung: true}
+	}
+	return r
 }
 
 // statProbe is the default prober: a plain stat of the mounted path.

@@ -2,6 +2,7 @@ package reconstruct
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -17,12 +18,16 @@ import (
 // Scan rebuilds the node's volume state from the kubelet root dir and the
 // mount table. It needs no API server, no CSI driver and no plugin
 // registration. It returns an error only when the kubelet root cannot be
-// used (wrapping a *podsdir.RootError) or the pod source answered with an
-// empty list (ErrEmptyActivePods); a mount table that cannot be read
-// consistently is not an error: every state becomes Uncertain and the
-// State says why.
+// used (wrapping a *podsdir.RootError; the State is nil) or the pod source
+// answered with an empty list (ErrEmptyActivePods; the State is returned
+// with it, every pod Unknown). A mount table that cannot be read
+// consistently, or a pod source that fails, is not an error of Scan:
+// every state becomes Uncertain, or every pod Unknown, the State says why,
+// and State.Err returns it as a typed error (ErrMountTable,
+// ErrActivePods).
 func Scan(ctx context.Context, opts Options) (*State, error) {
 	opts = opts.withDefaults()
+	ctx = WithHungPaths(ctx, opts.HungPaths)
 	table := opts.readMountTableDuring(ctx)
 	walk := opts.podsdirOptions()
 	walk.NotEntered = table.notToEnter(ctx, opts) // read before the walk
@@ -32,14 +37,69 @@ func Scan(ctx context.Context, opts Options) (*State, error) {
 		return nil, fmt.Errorf("reconstruct: %w", err)
 	}
 	st, err := build(ctx, opts, inv, table.get, true)
-	if err != nil {
-		return nil, fmt.Errorf("reconstruct: %w", err)
-	}
 	klog.FromContext(ctx).V(2).Info("Rebuilt node volume state",
 		"rootDir", st.ResolvedRootDir, "mountTableConsistent", st.MountTable.Consistent,
 		"pods", len(st.Pods), "volumes", len(st.Volumes), "globalMounts", len(st.GlobalMounts),
-		"volumesInUse", len(st.VolumesInUse), "findings", len(st.Findings))
+		"volumesInUse", len(st.VolumesInUse), "findings", len(st.Findings), "err", err)
+	if err != nil {
+		return st, fmt.Errorf("reconstruct: %w", err)
+	}
 	return st, nil
+}
+
+// ErrMountTable is wrapped by every *MountTableError.
+var ErrMountTable = errors.New("the mount table could not be read consistently")
+
+// MountTableError says that the mount table at Path could not be read
+// consistently, and why (Err: mountscan.ErrInconsistent, a
+// *mountscan.ReadError, mountscan.ErrNoRootMount, the error of
+// MountTable.Read...). The scan went on: every state is Uncertain.
+type MountTableError struct {
+	Path string
+	Err  error
+}
+
+func (e *MountTableError) Error() string {
+	return "the mount table " + e.Path + " could not be read consistently: " + e.Err.Error()
+}
+
+// Unwrap makes errors.Is(err, ErrMountTable) true, and reaches the cause.
+func (e *MountTableError) Unwrap() []error { return []error{ErrMountTable, e.Err} }
+
+// scanErrors are the causes of what the scan could not read, as it met
+// them (State.Err).
+type scanErrors struct {
+	mountTable, activePods error
+}
+
+// Err returns what the scan could not read, though it went on, as typed
+// errors: a *MountTableError (errors.Is ErrMountTable) when the mount
+// table could not be read consistently, a *PodSourceError (errors.Is
+// ErrActivePods) when the pod source failed or its answer was refused
+// (ErrEmptyActivePods); both joined when both, nil when neither. Each
+// wraps the cause as the scan met it, so errors.Is and errors.As reach it
+// (mountscan.ErrInconsistent, a *podlist.Error, context.DeadlineExceeded);
+// of a State decoded from JSON only the text of the cause is known.
+func (st *State) Err() error {
+	var errs []error
+	if !st.MountTable.Consistent {
+		errs = append(errs, &MountTableError{Path: st.MountTable.Path, Err: cause(st.errs.mountTable, st.MountTable.Error, "no mount table")})
+	}
+	if st.ActivePods != nil && st.ActivePods.Error != "" {
+		errs = append(errs, &PodSourceError{Err: cause(st.errs.activePods, st.ActivePods.Error, "")})
+	}
+	return errors.Join(errs...)
+}
+
+// cause is err, else an error of text (or of alt when text is empty).
+func cause(err error, text, alt string) error {
+	switch {
+	case err != nil:
+		return err
+	case text != "":
+		return errors.New(text)
+	}
+	return errors.New(alt)
 }
 
 // Build joins an inventory of the kubelet root with the mount table, read
@@ -51,6 +111,7 @@ func Scan(ctx context.Context, opts Options) (*State, error) {
 // themselves may too.
 func Build(ctx context.Context, opts Options, inv *podsdir.Inventory) (*State, error) {
 	opts = opts.withDefaults()
+	ctx = WithHungPaths(ctx, opts.HungPaths)
 	return build(ctx, opts, inv, opts.MountTable.ReadScoped, false)
 }
 
@@ -88,7 +149,7 @@ func build(ctx context.Context, opts Options, inv *podsdir.Inventory, readTable 
 			return nil, err
 		}
 	}
-	return b.st, nil
+	return b.st, b.refused
 }
 
 // buildSteps are the steps of Build, in order: each uses what the ones
@@ -101,7 +162,7 @@ var buildSteps = []struct {
 	{"staging (global) mounts, before the pod volumes that refer to them", always((*builder).buildGlobalMounts)},
 	{"subtrees shared with staging mounts (bind matching)", always((*builder).buildSubtreesIfConsistent)},
 	{"pods and their volumes", always((*builder).buildPods)},
-	{"pod statuses, asked only now: a pod created meanwhile is listed", (*builder).applyActivePods},
+	{"pod statuses, asked only now: a pod created meanwhile is listed", always((*builder).applyActivePods)},
 	{"paths that hung: their pods Unknown, their volumes Uncertain", always((*builder).noteHungPaths)},
 	{"who uses each staging mount", always((*builder).linkGlobalMountUsers)},
 	{"the optional probe of mounted paths", always((*builder).probeIfAsked)},
@@ -172,6 +233,9 @@ type builder struct {
 	// step reads is dropped once used (the pods with their volumes, the
 	// staging dirs), so that it is not live while the State grows.
 	release bool
+	// refused is ErrEmptyActivePods, wrapped, when the pod source's empty
+	// answer was refused: Build returns it with the State.
+	refused error
 }
 
 func (b *builder) noteMountTable(tableErr error) {
@@ -183,6 +247,7 @@ func (b *builder) noteMountTable(tableErr error) {
 	if tableErr == nil {
 		tableErr = fmt.Errorf("no mount table")
 	}
+	b.st.errs.mountTable = tableErr
 	b.st.MountTable.Error = tableErr.Error()
 	b.add(Finding{Kind: InconsistentMountTable, Severity: SeverityCritical, Path: b.opts.MountTable.Name(),
 		Message: "the mount table could not be read consistently (" + tableErr.Error() +

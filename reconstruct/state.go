@@ -171,6 +171,8 @@ type State struct {
 	// LoopDevices are the loop devices on block volumes\' map files.
 	LoopDevices []LoopDevice `json:"loopDevices,omitempty"`
 	Findings    []Finding    `json:"findings,omitempty"`
+
+	errs scanErrors // the causes behind MountTable.Error and ActivePods.Error (Err)
 }
 
 // MountTableInfo says which mount table was used and whether it can be trusted.

@@ -370,7 +370,7 @@ func (s *schemaWalk) fillStruct(v reflect.Value, name string) {
 	props, _ := s.properties(name)
 	for i := range v.NumField() {
 		f, fv := v.Type().Field(i), v.Field(i)
-		if !f.IsExported() {
+		if !f.IsExported() || f.Tag.Get("json") == "-" {
 			continue
 		}
 		if f.Anonymous && f.Tag.Get("json") == "" {

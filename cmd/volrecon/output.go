@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -208,7 +209,7 @@ func planTotals(plan *cleanup.ActionPlan, results []cleanup.ActionResult) string
 	switch {
 	case results == nil:
 		return summary + "; nothing was changed"
-	case len(results) > 0 && results[0].Error == "dry run":
+	case len(results) > 0 && errors.Is(results[0].Err, cleanup.ErrDryRun):
 		return summary + "; dry run, nothing was changed: add --apply to apply"
 	}
 	return fmt.Sprintf("%s: %d done, %d skipped, %d failed", summary,

@@ -74,8 +74,8 @@ func TestCallCancelled(t *testing.T) {
 }
 
 func TestHungRoot(t *testing.T) {
-	hold("/", time.Second, false)
-	defer release("/")
+	process.hold("/", time.Second, false)
+	defer process.release("/")
 	p, _, ok := Hung("/x/y")
 	assert.True(t, ok)
 	assert.Equal(t, "/", p)

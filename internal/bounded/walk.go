@@ -28,6 +28,7 @@ type Walker struct {
 // group is the state of one Run.
 type group struct {
 	ctx     context.Context
+	reg     *Registry // ctx's
 	timeout time.Duration
 	budget  Budget
 	every   time.Duration // the watchdog's period
@@ -120,7 +121,7 @@ func RunBudgeted(ctx context.Context, n, workers int, timeout time.Duration, bud
 	if err := ctx.Err(); err != nil || n == 0 {
 		return err
 	}
-	g := &group{ctx: ctx, timeout: timeout, budget: budget, n: n, job: job, pending: n, done: make(chan struct{}),
+	g := &group{ctx: ctx, reg: RegistryOf(ctx), timeout: timeout, budget: budget, n: n, job: job, pending: n, done: make(chan struct{}),
 		jobStarts: make([]int64, n)}
 	g.setTicks()
 	g.tick(time.Now())
@@ -143,12 +144,13 @@ func RunBudgeted(ctx context.Context, n, workers int, timeout time.Duration, bud
 
 // Do runs fn, which accesses path, on the walker w as Call runs it in a
 // goroutine of its own: a *HungError without running fn when path is at or
-// below a hung path, ctx.Err() when the Run's ctx is done. If the watchdog
+// below a path hung in the Registry of the Run's ctx, ctx.Err() when that
+// ctx is done. If the watchdog
 // abandons the call, Do never returns (see Run). path must be clean and
 // absolute.
 func Do[T any](w *Walker, path string, fn func() (T, error)) (T, error) {
 	var zero T
-	if blocker, d, ok := Hung(path); ok {
+	if blocker, d, ok := w.g.reg.Hung(path); ok {
 		return zero, &HungError{Path: path, Blocker: blocker, Timeout: d}
 	}
 	if err := w.begin(path); err != nil {
@@ -196,7 +198,7 @@ func (w *Walker) end() {
 	w.busy = false
 	w.mu.Unlock()
 	if abandoned {
-		release(path)
+		w.g.reg.release(path)
 		runtime.Goexit()
 	}
 }
@@ -324,7 +326,7 @@ func (g *group) abandonOverdue(tick int64) {
 		overdue := w.busy && tick-w.since > g.overdue
 		if overdue {
 			w.abandoned = true
-			hold(w.path, g.timeout, true)
+			g.reg.hold(w.path, g.timeout, true)
 			g.retry = append(g.retry, w.job)
 		}
 		w.mu.Unlock()
@@ -346,7 +348,7 @@ func (g *group) stopAll() {
 		busy := w.busy
 		if busy {
 			w.abandoned = true
-			hold(w.path, g.timeout, false)
+			g.reg.hold(w.path, g.timeout, false)
 		}
 		w.mu.Unlock()
 		if busy {

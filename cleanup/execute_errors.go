@@ -1,0 +1,94 @@
+package cleanup
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors an ActionResult's Err can be tested for with errors.Is. Besides
+// these, Err wraps what the action met as it met it: the errno of a
+// syscall (unix.ENOTEMPTY, EBUSY, ELOOP for a symlink swapped in, EXDEV
+// for a mount met on the way), a *csinode.CallError with the driver's gRPC
+// code and message (status.FromError of Err gives the driver's code, and
+// the whole error's text as its message), a
+// *csinode.EndpointError (csinode.ErrNoEndpoint, ErrNotRunning,
+// ErrWrongDriver), csinode.ErrTimeout, csinode.ErrNotStaging, the
+// context's error, and in a dry run a *DryRunError.
+var (
+	// ErrNodeChanged: the node is not as the plan saw it (something is
+	// mounted at, below or above the path now, the entry is not of the
+	// planned type, holds data, a pod uses the volume now...): the action
+	// is kept (Keep, Skipped).
+	ErrNodeChanged = errors.New("the node changed since the plan")
+	// ErrPodsDirChanged: the pods dir is not the one the plan was made
+	// for, or it changed during the run; every remaining action is kept.
+	// It is an ErrNodeChanged.
+	ErrPodsDirChanged = fmt.Errorf("%w: the pods dir is not the one planned for", ErrNodeChanged)
+	// ErrNoPodsDirIdentity: the plan records no identity of its pods dir
+	// (ActionPlan.PodsDirIdentity), so nothing of it is carried out.
+	ErrNoPodsDirIdentity = errors.New("the plan records no identity of its pods dir")
+	// ErrMountTableUnread: the mount table could not be read before the
+	// action, so it is kept: what is mounted is unknown.
+	ErrMountTableUnread = errors.New("the mount table could not be read")
+	// ErrNotRun: an earlier action of the same pod did not complete, so
+	// this one is skipped.
+	ErrNotRun = errors.New("not run: an earlier action of this pod did not complete")
+	// ErrRefused: the action is not one the planner makes (a path outside
+	// its pod dir, not clean, not a CSI target or staging dir, no driver
+	// or volume named): it fails, nothing is done.
+	ErrRefused = errors.New("refused: not an action the planner makes")
+	// ErrStillMounted: the driver answered a NodeUnpublish or NodeUnstage
+	// without error, yet the path is still mounted.
+	ErrStillMounted = errors.New("still mounted after the driver's answer")
+	// ErrDryRun is wrapped by every *DryRunError: the result of Execute
+	// without Apply.
+	ErrDryRun = errors.New("dry run")
+)
+
+// kindError is err, which says what happened, as one of the kinds above
+// (errors.Is), its text unchanged.
+type kindError struct{ kind, err error }
+
+func (e *kindError) Error() string   { return e.err.Error() }
+func (e *kindError) Unwrap() []error { return []error{e.kind, e.err} }
+
+// ofKind makes err one of kind, keeping its text.
+func ofKind(kind, err error) error { return &kindError{kind: kind, err: err} }
+
+// DryRunError is the Err of every result of a dry run (Execute without
+// Apply): what the run with Apply would give, on the node as it is now.
+// The dry run makes every check that run makes before it acts, and acts
+// on nothing (see Execute).
+type DryRunError struct {
+	// Result is the result the run with Apply would give: Done when every
+	// check passed, Failed, or Skipped (a report, an action it would keep,
+	// which the result shows as Keep, or one it would not run).
+	Result Result
+	// Would says what it would do, when Result is Done: the action's kind,
+	// and what it rests on where there is more to say ("Unmount (2
+	// stacked mounts)", the driver's endpoint of a CSI call).
+	Would string
+	// Err is why it would not be done: the error the result of the run
+	// with Apply would carry (nil for a report).
+	Err error
+}
+
+func (e *DryRunError) Error() string {
+	switch {
+	case e.Result == Done:
+		return "dry run: would " + e.Would
+	case e.Err == nil:
+		return "dry run"
+	case e.Result == Failed:
+		return "dry run: would fail: " + e.Err.Error()
+	}
+	return "dry run: would skip: " + e.Err.Error()
+}
+
+// Unwrap makes errors.Is(err, ErrDryRun) true, and reaches Err.
+func (e *DryRunError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrDryRun}
+	}
+	return []error{ErrDryRun, e.Err}
+}
