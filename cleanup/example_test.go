@@ -101,3 +101,26 @@ func ExampleDryRunError() {
 	// Rmdir containers - the run would give: Skipped false
 	// Rmdir . - the run would give: Skipped false
 }
+
+// Carry out a plan that a person reviewed, after the node changed: only
+// what the reviewed plan and a fresh plan both have runs; the rest is
+// kept, saying why.
+func ExampleReviewed() {
+	pods := "/var/lib/kubelet/pods"
+	pod := pods + "/0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91"
+	id := &cleanup.DirIdentity{Dev: "259:1", Ino: 2, MountID: 30}
+	action := func(kind cleanup.ActionKind, path, reason string) cleanup.Action {
+		return cleanup.Action{Action: kind, Path: path, PodUID: "0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91", Reason: reason}
+	}
+	reviewed := &cleanup.ActionPlan{PodsDir: pods, PodsDirIdentity: id, Actions: []cleanup.Action{
+		action(cleanup.Unlink, pod+"/etc-hosts", "hosts file"), action(cleanup.Rmdir, pod, "the pod dir")}}
+	fresh := &cleanup.ActionPlan{PodsDir: pods, PodsDirIdentity: id, Actions: []cleanup.Action{ // a file appeared since
+		action(cleanup.Unlink, pod+"/etc-hosts", "hosts file"), action(cleanup.Unlink, pod+"/termination-log", "a stub"), action(cleanup.Rmdir, pod, "the pod dir")}}
+	for _, a := range cleanup.Reviewed(reviewed, fresh).Actions {
+		fmt.Println(a.Action, filepath.Base(a.Path)+":", a.Reason)
+	}
+	// Output:
+	// Unlink etc-hosts: hosts file
+	// Keep termination-log: not in the reviewed plan: not applied (planned now: Unlink: a stub)
+	// Keep 0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91: not applied: /var/lib/kubelet/pods/0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91/termination-log, below it, is not applied (planned now: Rmdir: the pod dir)
+}

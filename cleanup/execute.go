@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/progress"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -30,6 +31,9 @@ type ExecOptions struct {
 	Unmount func(hostPath string) error
 	// CSI configures the calls of NodeUnpublish and NodeUnstage actions.
 	CSI CSIExec
+	// Progress, if set, hears of each action before it runs (a call to a
+	// CSI driver may take a while: a terminal shows how long).
+	Progress progress.Func
 }
 
 // Execute applies a Plan, in order. It opens the pods dir once, without
@@ -70,7 +74,10 @@ func Execute(ctx context.Context, plan *ActionPlan, opts ExecOptions) []ActionRe
 	defer e.release()
 	results := make([]ActionResult, 0, len(plan.Actions))
 	counts := map[Result]int{}
-	for _, a := range plan.Actions {
+	for i, a := range plan.Actions {
+		if opts.Apply {
+			opts.Progress.Send(progress.Report{Step: "applying the plan", Done: i, Total: len(plan.Actions), Item: string(a.Action) + " " + a.Path})
+		}
 		r := e.run(a)
 		counts[r.Result]++
 		e.log.V(4).Info("Cleanup action", "action", r.Action.Action, "path", r.Path, "result", r.Result, "error", r.Error)

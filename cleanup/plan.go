@@ -12,6 +12,7 @@ import (
 
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
+	"github.com/volrecon/volrecon/progress"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -34,6 +35,8 @@ type Options struct {
 	// user says no driver will be asked to tear the volume down (a kubelet
 	// older than 1.30, or a driver that holds no state for it).
 	RemoveVolumeDataWithoutDriver bool
+	// Progress, if set, hears of each orphaned pod as it is planned.
+	Progress progress.Func
 }
 
 // snapshot is the node as Plan sees it: its files, and one consistent read
@@ -88,11 +91,12 @@ func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan 
 		ev = opts.CSITeardown.gatherEvidence(ctx, st, snap, opts.Node)
 		plan.Notes = append(plan.Notes, ev.notes...)
 	}
-	orphans := 0
+	orphans, total := 0, countOrphans(st)
 	for _, pod := range st.Pods {
 		if pod.Status != reconstruct.PodOrphaned {
 			continue
 		}
+		opts.Progress.Send(progress.Report{Step: "planning the orphaned pods", Done: orphans, Total: total, Item: pod.Path})
 		if !podsdir.IsPodUID(pod.UID) { // a dir not named by a pod UID is never cleaned up: whose it is is unknown
 			plan.Actions = append(plan.Actions, Action{Action: Keep, Path: pod.Path, PodUID: pod.UID, Reason: "the pod dir's name is not a pod UID: volrecon never cleans it up"})
 			continue
@@ -117,6 +121,16 @@ func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan 
 	}
 	log.V(2).Info("Planned cleanup", "orphanedPods", orphans, "actions", len(plan.Actions), "unmount", opts.Unmount)
 	return plan
+}
+
+func countOrphans(st *reconstruct.State) int {
+	n := 0
+	for _, p := range st.Pods {
+		if p.Status == reconstruct.PodOrphaned {
+			n++
+		}
+	}
+	return n
 }
 
 // runningReason: the scan found that the pod still runs, or could not tell

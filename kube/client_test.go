@@ -119,6 +119,9 @@ func TestClientListPods(t *testing.T) {
 	keys, err := l.ActivePods(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, []string{"uid-a", "uid-b"}, keys)
+	var _ reconstruct.PodNamer = l
+	assert.Equal(t, map[string]reconstruct.PodName{"uid-a": {Namespace: "ns", Name: "a"}, "uid-b": {Namespace: "ns", Name: "b"}},
+		l.PodNames(), "the names of the pods listed")
 
 	reqs := f.requests()
 	require.Len(t, reqs, 1)
@@ -293,6 +296,8 @@ func TestClientWatcher(t *testing.T) {
 	keys, err := w.ActivePods(t.Context())
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{"uid-a", "uid-b"}, keys)
+	var _ reconstruct.PodNamer = w
+	assert.Equal(t, reconstruct.PodName{Namespace: "ns", Name: "b"}, w.PodNames()["uid-b"], "the names of the pods in the cache")
 
 	var watchRV, listed, probes int
 	for _, r := range f.requests() {

@@ -20,3 +20,15 @@ func keysOf(pods []*corev1.Pod) []string {
 	}
 	return out
 }
+
+// namesOf returns the pods' names by each of their keys (PodKeys), for
+// reconstruct.PodNamer.
+func namesOf(pods []*corev1.Pod) map[string]reconstruct.PodName {
+	names := make(map[string]reconstruct.PodName, len(pods))
+	for _, p := range pods {
+		for _, k := range PodKeys(p) {
+			names[k] = reconstruct.PodName{Namespace: p.Namespace, Name: p.Name}
+		}
+	}
+	return names
+}

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/klog/v2"
+
+	"github.com/volrecon/volrecon/reconstruct"
 )
 
 // DefaultTimeout bounds one answer of the API server: a list, all its
@@ -38,6 +40,14 @@ func (l *Lister) ActivePods(ctx context.Context) ([]string, error) {
 	}
 	klog.FromContext(ctx).V(4).Info("Listed the node's pods", "node", l.NodeName, "pods", len(pods))
 	return keysOf(pods), nil
+}
+
+// PodNames returns the names of the pods of the last list ActivePods made
+// (reconstruct.PodNamer), by each of their keys.
+func (l *Lister) PodNames() map[string]reconstruct.PodName {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return namesOf(l.last)
 }
 
 // CSIVolumes returns the CSI volumes the node's pods use (see CSIVolumes),

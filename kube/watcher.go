@@ -61,6 +61,9 @@ type Watcher struct {
 	drivers  cache.SharedIndexInformer // CSIDriver objects
 	maxCache int                       // objects per cache (maxCachedObjects; tests lower it)
 	runCtx   context.Context           // Run's, for the calls of client-go before 0.33
+
+	mu    sync.Mutex
+	names map[string]reconstruct.PodName // of the last answer (PodNames); names only, not the pods
 }
 
 // NewWatcher makes a Watcher; Run starts it.
@@ -234,7 +237,23 @@ func (w *Watcher) ActivePods(ctx context.Context) ([]string, error) {
 			pods = append(pods, p)
 		}
 	}
+	w.noteNames(pods)
 	return keysOf(pods), nil
+}
+
+// PodNames returns the names of the pods of the last answer of ActivePods
+// or ConfirmActivePods (reconstruct.PodNamer), by each of their keys.
+func (w *Watcher) PodNames() map[string]reconstruct.PodName {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.names
+}
+
+func (w *Watcher) noteNames(pods []*corev1.Pod) {
+	names := namesOf(pods)
+	w.mu.Lock()
+	w.names = names
+	w.mu.Unlock()
 }
 
 // ConfirmActivePods lists the node's pods with a quorum read, every page
@@ -246,6 +265,7 @@ func (w *Watcher) ConfirmActivePods(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	w.noteNames(pods)
 	return keysOf(pods), nil
 }
 

@@ -52,3 +52,19 @@ func ExampleNewFile() {
 	fmt.Println(keys, source.Status().Keys)
 	// Output: [0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91] 1
 }
+
+// ParseList keeps the pods' names: a static pod is named under its config
+// hash too, the name of its pod dir.
+func ExampleParseList() {
+	pods := `{"kind": "List", "items": [
+		{"metadata": {"namespace": "kube-system", "name": "etcd-node-a", "uid": "2c4e6a8b-3d5f-4e7a-8b9c-0d1e2f3a4b5c",
+			"annotations": {"kubernetes.io/config.mirror": "6e3e5b3f0d8c4a1b9f2e7d6c5b4a3928"}}}]}`
+	list, err := podlist.ParseList("pods.json", []byte(pods))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(list.PodNames()["6e3e5b3f0d8c4a1b9f2e7d6c5b4a3928"])
+	// Output:
+	// kube-system/etcd-node-a
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/volrecon/volrecon/internal/bounded"
+	"github.com/volrecon/volrecon/reconstruct"
 )
 
 // File is a reconstruct.PodSource over a pod list file that is read again
@@ -23,7 +24,7 @@ type File struct {
 	limits Limits
 
 	mu       sync.Mutex
-	keys     []string
+	list     *List
 	stamp    fileStamp
 	readAt   time.Time // when keys were read
 	modified time.Time // the file's modification time then
@@ -67,14 +68,25 @@ func (f *File) ActivePods(ctx context.Context) ([]string, error) {
 	}
 	changed := fi.Mode().IsRegular() && (f.lastErr != nil || stampOf(fi) != f.stamp)
 	if f.readAt.IsZero() || changed {
-		keys, err := ReadFile(ctx, f.path, f.limits)
+		list, err := ReadListFile(ctx, f.path, f.limits)
 		f.lastErr = err
 		if err != nil {
 			return nil, err
 		}
-		f.keys, f.stamp, f.readAt, f.modified = keys, stampOf(fi), time.Now(), fi.ModTime()
+		f.list, f.stamp, f.readAt, f.modified = list, stampOf(fi), time.Now(), fi.ModTime()
 	}
-	return f.keys, nil
+	return f.list.Keys, nil
+}
+
+// PodNames returns the names of the pods of the file's last good read
+// (reconstruct.PodNamer): those of kubectl's JSON, none of a list of UIDs.
+func (f *File) PodNames() map[string]reconstruct.PodName {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.list == nil {
+		return nil
+	}
+	return f.list.Names
 }
 
 // stat stats the file within the time bound: a list on a hung NFS mount
@@ -104,5 +116,5 @@ type FileStatus struct {
 func (f *File) Status() FileStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return FileStatus{Path: f.path, Keys: len(f.keys), ReadAt: f.readAt, Modified: f.modified, Err: f.lastErr}
+	return FileStatus{Path: f.path, Keys: len(keysOf(f.list)), ReadAt: f.readAt, Modified: f.modified, Err: f.lastErr}
 }

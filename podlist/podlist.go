@@ -81,24 +81,53 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// List is a parsed pod list: its pod keys, and the pods' names where the
+// list gives them (kubectl's JSON does; a list of UIDs does not). It is a
+// reconstruct.PodSource and a reconstruct.PodNamer.
+type List struct {
+	// Keys are the pod keys (reconstruct.PodSource).
+	Keys []string
+	// Names are the pods' namespace and name by each of their keys; nil
+	// for a list of UIDs.
+	Names map[string]reconstruct.PodName
+}
+
+// ActivePods returns the keys.
+func (l *List) ActivePods(context.Context) ([]string, error) { return l.Keys, nil }
+
+// PodNames returns the names.
+func (l *List) PodNames() map[string]reconstruct.PodName { return l.Names }
+
 // ReadFile reads and parses the pod list at path, within l. It opens the
 // file within the bound too: opening a FIFO blocks until a writer comes.
 func ReadFile(ctx context.Context, path string, l Limits) ([]string, error) {
+	list, err := ReadListFile(ctx, path, l)
+	return keysOf(list), err
+}
+
+// ReadListFile is ReadFile that keeps the pods' names.
+func ReadListFile(ctx context.Context, path string, l Limits) (*List, error) {
 	data, err := boundedread.ReadFile(ctx, path, l.maxSize(), l.timeout())
 	if err != nil {
 		return nil, &Error{Path: path, Err: err}
 	}
-	return Parse(path, data)
+	return ParseList(path, data)
 }
 
 // Read reads and parses a pod list from r (say, stdin), within l; name
 // names it in errors.
 func Read(ctx context.Context, name string, r io.Reader, l Limits) ([]string, error) {
+	list, err := ReadList(ctx, name, r, l)
+	return keysOf(list), err
+}
+
+// ReadList is Read that keeps the pods' names.
+func ReadList(ctx context.Context, name string, r io.Reader, l Limits) (*List, error) {
 	data, err := boundedread.Read(ctx, name, r, l.maxSize(), l.timeout())
 	if err != nil {
 		return nil, &Error{Path: name, Err: err}
 	}
-	return Parse(name, data)
+	return ParseList(name, data)
 }
 
 // Parse parses a pod list that was read already: kubectl's JSON when it
@@ -107,6 +136,12 @@ func Read(ctx context.Context, name string, r io.Reader, l Limits) ([]string, er
 // no error (reconstruct refuses it where pod dirs exist, unless told that
 // empty is authoritative).
 func Parse(name string, data []byte) ([]string, error) {
+	list, err := ParseList(name, data)
+	return keysOf(list), err
+}
+
+// ParseList is Parse that keeps the pods' names (kubectl's JSON).
+func ParseList(name string, data []byte) (*List, error) {
 	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
 		return parseJSON(name, trimmed)
 	}
@@ -123,7 +158,14 @@ func Parse(name string, data []byte) ([]string, error) {
 		}
 		keys = append(keys, line)
 	}
-	return keys, nil
+	return &List{Keys: keys}, nil
+}
+
+func keysOf(l *List) []string {
+	if l == nil {
+		return nil
+	}
+	return l.Keys
 }
 
 // kubectlList is the part of kubectl's JSON that matters.
@@ -131,13 +173,15 @@ type kubectlList struct {
 	Kind  string `json:"kind"`
 	Items *[]struct {
 		Metadata struct {
+			Name        string            `json:"name"`
+			Namespace   string            `json:"namespace"`
 			UID         string            `json:"uid"`
 			Annotations map[string]string `json:"annotations"`
 		} `json:"metadata"`
 	} `json:"items"`
 }
 
-func parseJSON(name string, data []byte) ([]string, error) {
+func parseJSON(name string, data []byte) (*List, error) {
 	var list kubectlList
 	if err := json.Unmarshal(data, &list); err != nil {
 		return nil, &Error{Path: name, Err: fmt.Errorf("%w: %w", ErrNotKubectlJSON, err)}
@@ -145,12 +189,19 @@ func parseJSON(name string, data []byte) ([]string, error) {
 	if list.Items == nil {
 		return nil, &Error{Path: name, Err: fmt.Errorf("%w (kind %q): pass the output of kubectl get pods -o json", ErrNoItems, list.Kind)}
 	}
-	keys := make([]string, 0, len(*list.Items))
+	out := &List{Keys: make([]string, 0, len(*list.Items)), Names: map[string]reconstruct.PodName{}}
 	for i, item := range *list.Items {
-		if !podsdir.IsPodUID(item.Metadata.UID) {
-			return nil, &Error{Path: name, Err: fmt.Errorf("items[%d].metadata.uid %q %w", i, item.Metadata.UID, ErrNotPodKey)}
+		m := item.Metadata
+		if !podsdir.IsPodUID(m.UID) {
+			return nil, &Error{Path: name, Err: fmt.Errorf("items[%d].metadata.uid %q %w", i, m.UID, ErrNotPodKey)}
 		}
-		keys = append(keys, reconstruct.PodKeys(item.Metadata.UID, item.Metadata.Annotations)...)
+		keys := reconstruct.PodKeys(m.UID, m.Annotations)
+		out.Keys = append(out.Keys, keys...)
+		if m.Name != "" {
+			for _, k := range keys {
+				out.Names[k] = reconstruct.PodName{Namespace: m.Namespace, Name: m.Name}
+			}
+		}
 	}
-	return keys, nil
+	return out, nil
 }

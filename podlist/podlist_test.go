@@ -207,3 +207,37 @@ func TestNewFileRefusesABadFile(t *testing.T) {
 	require.ErrorIs(t, err, podlist.ErrTooLarge)
 	assert.ErrorContains(t, err, "/dev/zero: ")
 }
+
+// kubectl's JSON names its pods: by UID, and a static pod by its config
+// hash too (its dir's name), from the mirror pod; a list of UIDs names
+// none. File follows the names of the file as it changes.
+func TestListKeepsThePodsNames(t *testing.T) {
+	kubectl := `{"kind":"List","items":[{"metadata":{"name":"web-0","namespace":"shop","uid":"` + uidA + `"}},` +
+		`{"metadata":{"name":"etcd-node-a","namespace":"kube-system","uid":"` + uidB + `","annotations":{"kubernetes.io/config.mirror":"` + hash + `"}}}]}`
+	list, err := podlist.ParseList("pods.json", []byte(kubectl))
+	require.NoError(t, err)
+	var _ reconstruct.PodNamer = list
+	assert.Equal(t, []string{uidA, uidB, hash}, list.Keys)
+	etcd := reconstruct.PodName{Namespace: "kube-system", Name: "etcd-node-a"}
+	assert.Equal(t, map[string]reconstruct.PodName{uidA: {Namespace: "shop", Name: "web-0"}, uidB: etcd, hash: etcd}, list.PodNames())
+
+	list, err = podlist.ParseList("pods", []byte(uidA+"\n"))
+	require.NoError(t, err)
+	assert.Empty(t, list.PodNames())
+
+	path := filepath.Join(t.TempDir(), "pods.json")
+	require.NoError(t, os.WriteFile(path, []byte(kubectl), 0o600))
+	f, err := podlist.NewFile(t.Context(), path, podlist.Limits{})
+	require.NoError(t, err)
+	var _ reconstruct.PodNamer = f
+	assert.Equal(t, etcd, f.PodNames()[hash])
+	require.NoError(t, os.WriteFile(path, []byte(uidA+"\n"), 0o600))
+	require.NoError(t, os.Chtimes(path, time.Now().Add(time.Minute), time.Now().Add(time.Minute)))
+	_, err = f.ActivePods(t.Context())
+	require.NoError(t, err)
+	assert.Empty(t, f.PodNames(), "the names of the last read")
+
+	list, err = podlist.ReadList(t.Context(), "stdin", strings.NewReader(kubectl), podlist.Limits{})
+	require.NoError(t, err)
+	assert.Len(t, list.Names, 3)
+}

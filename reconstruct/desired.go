@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/volrecon/volrecon/podsdir"
+	"github.com/volrecon/volrecon/progress"
 )
 
 // PodSource tells which pods should exist on the node: a kubelet-like agent
@@ -22,6 +23,27 @@ import (
 // Active when its name is any of the keys.
 type PodSource interface {
 	ActivePods(ctx context.Context) ([]string, error)
+}
+
+// PodName is a pod's namespace and name in the API.
+type PodName struct {
+	Namespace, Name string
+}
+
+// String returns namespace/name.
+func (n PodName) String() string { return n.Namespace + "/" + n.Name }
+
+// PodNamer is a PodSource that also knows the names of the pods it lists
+// (kubectl's JSON, the API server). Scan asks it right after a successful
+// answer of ActivePods (or ConfirmActivePods) and names each Active pod
+// (Pod.Namespace, Pod.Name) from it. A source that does not know names
+// need not implement it: nothing else changes.
+type PodNamer interface {
+	PodSource
+	// PodNames returns the namespace and name of each pod of the last
+	// answer, by each of the pod's keys (its UID, and a static pod's
+	// config hash: PodKeys). A key may be missing: that pod is unnamed.
+	PodNames() map[string]PodName
 }
 
 // The annotations that carry a static pod's config hash: the kubelet sets
@@ -109,6 +131,7 @@ func (b *builder) applyActivePods() {
 	if b.opts.ActivePods == nil {
 		return
 	}
+	b.opts.Progress.Send(progress.Report{Step: "asking for the active pods"})
 	keys, err := b.opts.ActivePods.ActivePods(b.ctx)
 	if err == nil && b.wouldOrphan(keys) {
 		if c, ok := b.opts.ActivePods.(PodConfirmer); ok {
@@ -129,14 +152,30 @@ func (b *builder) applyActivePods() {
 	}
 	b.st.ActivePods = &ActivePodsInfo{Count: len(keys)}
 	active := keySet(keys)
+	names := podNames(b.opts.ActivePods)
 	for i := range b.st.Pods {
 		p := &b.st.Pods[i]
 		p.Status = PodOrphaned
-		if active[strings.ToLower(p.UID)] {
+		if key := strings.ToLower(p.UID); active[key] {
 			p.Status = PodActive
+			p.Namespace, p.Name = names[key].Namespace, names[key].Name
 		}
-		b.log.V(4).Info("Pod status", "podUID", p.UID, "status", p.Status)
+		b.log.V(4).Info("Pod status", "podUID", p.UID, "status", p.Status, "name", p.Name)
 	}
+}
+
+// podNames returns the names a PodNamer knows, by key as keySet writes it;
+// none from another source.
+func podNames(src PodSource) map[string]PodName {
+	namer, ok := src.(PodNamer)
+	if !ok {
+		return nil
+	}
+	names := map[string]PodName{}
+	for k, n := range namer.PodNames() {
+		names[strings.ToLower(strings.TrimSpace(k))] = n
+	}
+	return names
 }
 
 func keySet(keys []string) map[string]bool {

@@ -187,3 +187,31 @@ func TestRootlessMountTableIsInconsistent(t *testing.T) {
 		assert.NotEqual(t, reconstruct.DataOnNodeDisk, f.Kind)
 	}
 }
+
+// namedPods is a PodNamer over a fixed list.
+type namedPods struct {
+	reconstruct.PodList
+	names map[string]reconstruct.PodName
+}
+
+func (n namedPods) PodNames() map[string]reconstruct.PodName { return n.names }
+
+// A source that knows names (PodNamer) names the Active pods, by any of
+// their keys, whatever their case; an orphan is in no list, so unnamed.
+func TestPodNamesComeFromThePodSource(t *testing.T) {
+	src := namedPods{PodList: reconstruct.PodList{strings.ToUpper(realUID1)}, names: map[string]reconstruct.PodName{
+		strings.ToUpper(realUID1): {Namespace: "shop", Name: "web-0"},
+		realUID2:                  {Namespace: "shop", Name: "deleted-long-ago"}, // not listed: must not name the orphan
+	}}
+	st, err := scanPods(t, reconstruct.Options{ActivePods: src})
+	require.NoError(t, err)
+	require.Len(t, st.Pods, 2)
+	assert.Equal(t, []string{"shop", "web-0"}, []string{st.Pods[0].Namespace, st.Pods[0].Name})
+	assert.Equal(t, reconstruct.PodOrphaned, st.Pods[1].Status)
+	assert.Empty(t, st.Pods[1].Namespace+st.Pods[1].Name, "an orphan's name is unknown")
+	assert.Equal(t, "shop/web-0", reconstruct.PodName{Namespace: "shop", Name: "web-0"}.String())
+
+	st, err = scanPods(t, reconstruct.Options{ActivePods: reconstruct.PodList{realUID1}})
+	require.NoError(t, err)
+	assert.Empty(t, st.Pods[0].Name, "a source without names names nobody")
+}

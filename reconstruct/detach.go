@@ -103,6 +103,8 @@ func (d *detacher) state(st *State) {
 
 func (d *detacher) pod(p *Pod) {
 	str(d, &p.UID, false)
+	str(d, &p.Namespace, false)
+	str(d, &p.Name, false)
 	str(d, &p.Path, true)
 	str(d, &p.Status, false)
 	d.strs(p.MountPoints, false)

@@ -133,3 +133,32 @@ func ExampleIndex() {
 	// cache: unique name "kubernetes.io/empty-dir/0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91-cache", the kubelet fails to reconstruct it: false
 	// used by pod 0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91
 }
+
+// namedList is a pod source that also knows its pods' names.
+type namedList struct{ reconstruct.PodList }
+
+func (namedList) PodNames() map[string]reconstruct.PodName {
+	return map[string]reconstruct.PodName{"0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91": {Namespace: "shop", Name: "web-0"}}
+}
+
+// A PodSource that knows the names of its pods (PodNamer: kubectl's JSON
+// through package podlist, the API server through package kube) names each
+// Active pod in the State.
+func ExamplePodNamer() {
+	hostRoot, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(hostRoot)
+	_ = os.MkdirAll(filepath.Join(hostRoot, "/var/lib/kubelet/pods/0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91/containers"), 0o750)
+	table := mountscan.MustFromLines("1 0 259:1 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p1 rw")
+	st, err := reconstruct.Scan(context.Background(), reconstruct.Options{
+		Node:       reconstruct.Node{HostRoot: hostRoot, MountTable: mountscan.Source{Read: func(context.Context) (*mountscan.Table, error) { return table, nil }}},
+		ActivePods: namedList{reconstruct.PodList{"0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91"}},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	p := st.Pods[0]
+	fmt.Println(p.UID, p.Status, p.Namespace+"/"+p.Name)
+	// Output:
+	// 0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91 Active shop/web-0
+}

@@ -3,8 +3,10 @@ package reconstruct
 import (
 	"cmp"
 	"slices"
+	"sync/atomic"
 
 	"github.com/volrecon/volrecon/podsdir"
+	"github.com/volrecon/volrecon/progress"
 )
 
 // probeMounts stats every mount point under the pods dir (volumes,
@@ -68,9 +70,15 @@ func (b *builder) runProbes(paths []string) map[string]probeResult {
 		prober = statProbe
 	}
 	pdo := b.opts.podsdirOptions()
+	paths = slices.Compact(slices.Sorted(slices.Values(paths))) // probeAll probes each once
+	total := len(paths)
+	var done atomic.Int64
 	return probeAll(paths, b.opts.ProbeConcurrency, func(p string) probeResult {
 		hostPath := pdo.HostPath(p)
-		return probe(b.ctx, hostPath, b.opts.ProbeTimeout, prober)
+		b.opts.Progress.Send(progress.Report{Step: "probing mounts", Done: int(done.Load()), Total: total, Item: p})
+		r := probe(b.ctx, hostPath, b.opts.ProbeTimeout, prober)
+		b.opts.Progress.Send(progress.Report{Step: "probing mounts", Done: int(done.Add(1)), Total: total, Item: p})
+		return r
 	})
 }
 

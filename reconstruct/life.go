@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/progress"
 )
 
 // LifeChecker looks for evidence that orphaned pods still run, which the
@@ -57,6 +58,7 @@ func (b *builder) lifeOfOrphans() map[string]LifeSigns {
 	if len(pods) == 0 {
 		return nil
 	}
+	b.opts.Progress.Send(progress.Report{Step: "looking for evidence of life of the orphans", Total: len(pods)})
 	signs := b.opts.LifeChecker.CheckLife(b.ctx, b.table, pods)
 	out := make(map[string]LifeSigns, len(pods))
 	for _, p := range pods {

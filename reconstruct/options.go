@@ -6,6 +6,7 @@ import (
 
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
+	"github.com/volrecon/volrecon/progress"
 )
 
 // Defaults.
@@ -84,6 +85,11 @@ type Options struct {
 	// (context.DeadlineExceeded) is a HungMount too, but, holding no thread,
 	// is not remembered: the next scan probes it again.
 	Prober func(ctx context.Context, hostPath string) error
+
+	// Progress, if set, hears where the scan is: the walk of the kubelet
+	// root, the active pods asked for, each probe done, the evidence of
+	// life looked for (a terminal shows it: progress.Terminal).
+	Progress progress.Func
 }
 
 func (o Options) withDefaults() Options {

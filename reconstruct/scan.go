@@ -13,6 +13,7 @@ import (
 
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
+	"github.com/volrecon/volrecon/progress"
 )
 
 // Scan rebuilds the node's volume state from the kubelet root dir and the
@@ -31,6 +32,7 @@ func Scan(ctx context.Context, opts Options) (*State, error) {
 	table := opts.readMountTableDuring(ctx)
 	walk := opts.podsdirOptions()
 	walk.NotEntered = table.notToEnter(ctx, opts) // read before the walk
+	opts.Progress.Send(progress.Report{Step: "reading the kubelet root", Item: opts.RootDir})
 	inv, err := podsdir.Scan(ctx, walk)
 	if err != nil {
 		table.close()
@@ -121,6 +123,7 @@ func Build(ctx context.Context, opts Options, inv *podsdir.Inventory) (*State, e
 // each part of inv go once it has used it.
 func build(ctx context.Context, opts Options, inv *podsdir.Inventory, readTable func(context.Context, *mountscan.Scope) (*mountscan.Table, error), owned bool) (*State, error) {
 	// A table handed in (MountTable.Read) is held to what a live one is.
+	opts.Progress.Send(progress.Report{Step: "reading the mount table", Item: opts.MountTable.Name()})
 	table, tableErr := readTable(ctx, tableScope(inventoryDirs(inv), opts.RootDirAliases))
 	b := &builder{
 		ctx:       ctx,

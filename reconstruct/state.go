@@ -189,9 +189,14 @@ type MountTableInfo struct {
 
 // Pod is one pod directory.
 type Pod struct {
-	UID    string    `json:"uid"`
-	Path   string    `json:"path"`
-	Status PodStatus `json:"status"`
+	UID string `json:"uid"`
+	// Namespace and Name are the pod's in the API, where the pod source
+	// knows them (PodNamer): an active pod's, a static pod's from its
+	// mirror pod. An orphan is in no list, so its name is unknown.
+	Namespace string    `json:"namespace,omitempty"`
+	Name      string    `json:"name,omitempty"`
+	Path      string    `json:"path"`
+	Status    PodStatus `json:"status"`
 	// MountPoints are the mount points at or below the pod dir, and at or
 	// below its paths under the root's aliases (Options.RootDirAliases).
 	MountPoints []string `json:"mountPoints,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/volrecon/volrecon/podlist"
+	"github.com/volrecon/volrecon/reconstruct"
 )
 
 // activePodsTimeout bounds reading --active-pods (podlist.Limits; the
@@ -15,16 +16,17 @@ var activePodsTimeout = podlist.DefaultTimeout
 
 func activePodsLimits() podlist.Limits { return podlist.Limits{Timeout: activePodsTimeout} }
 
-// readActivePods reads --active-pods from a file, or from stdin for "-".
-func readActivePods(path string, stdin io.Reader) ([]string, error) {
-	var keys []string
+// readActivePods reads --active-pods from a file, or from stdin for "-",
+// with the pods' names where it gives them (kubectl's JSON).
+func readActivePods(path string, stdin io.Reader) (*podlist.List, error) {
+	var list *podlist.List
 	var err error
 	if path == "-" {
-		keys, err = podlist.Read(context.Background(), "stdin", stdin, activePodsLimits())
+		list, err = podlist.ReadList(context.Background(), "stdin", stdin, activePodsLimits())
 	} else {
-		keys, err = podlist.ReadFile(context.Background(), path, activePodsLimits())
+		list, err = podlist.ReadListFile(context.Background(), path, activePodsLimits())
 	}
-	return keys, activePodsError(err)
+	return list, activePodsError(err)
 }
 
 // activePodsError names the flag in an error of package podlist.
@@ -51,6 +53,9 @@ func (f *activePodsFile) ActivePods(ctx context.Context) ([]string, error) {
 	keys, err := f.file.ActivePods(ctx)
 	return keys, activePodsError(err)
 }
+
+// PodNames returns the names of the file's pods (reconstruct.PodNamer).
+func (f *activePodsFile) PodNames() map[string]reconstruct.PodName { return f.file.PodNames() }
 
 // status says how old the active pod list is, for /healthz.
 func (f *activePodsFile) status(now time.Time) string {

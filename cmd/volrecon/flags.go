@@ -17,7 +17,9 @@ import (
 	"github.com/volrecon/volrecon/liveness"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
+	"github.com/volrecon/volrecon/progress"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/report"
 )
 
 // nodeFlags are the flags every command shares: where the node is.
@@ -115,9 +117,10 @@ func (f *nodeFlags) lifeChecker() reconstruct.LifeChecker {
 
 // commandFlags holds a command's flag set and the flags every command has.
 type commandFlags struct {
-	fs     *flag.FlagSet
-	node   nodeFlags
-	output string
+	fs        *flag.FlagSet
+	node      nodeFlags
+	output    string
+	verbosity flag.Value // -v
 }
 
 func newCommandFlags(name, summary string, outputs []string, e env) *commandFlags {
@@ -129,12 +132,72 @@ func newCommandFlags(name, summary string, outputs []string, e env) *commandFlag
 	}
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
-	c.fs.Var(klogFlags.Lookup("v").Value, "v", "log verbosity to stderr (2: a summary, 4: every decision)")
+	c.verbosity = klogFlags.Lookup("v").Value
+	c.fs.Var(c.verbosity, "v", "log verbosity to stderr (2: a summary, 4: every decision)")
 	c.fs.Usage = func() {
 		fmt.Fprintf(e.stderr, "Usage: volrecon %s [flags]\n\n%s\nFlags:\n", name, summary)
 		c.fs.PrintDefaults()
 	}
 	return c
+}
+
+// viewFlags say what a table shows (scan, plan, cleanup).
+type viewFlags struct {
+	problems bool
+	pods     stringList
+}
+
+func (v *viewFlags) register(fs *flag.FlagSet, scopes bool) {
+	fs.BoolVar(&v.problems, "problems", false, "show only what needs attention: the pods and staging mounts with a finding, and of a plan\n"+
+		"the pods whose plan keeps something or, applied, where an action failed or was not run (table and wide output)")
+	what := "show only this pod"
+	if scopes {
+		what = "plan (and apply) only for this pod"
+	}
+	fs.Var(&v.pods, "pod", what+": its UID (or a static pod's config hash), or namespace/name where --active-pods names it\n"+
+		"(repeatable; an orphan is in no list: name it by UID)")
+}
+
+// check refuses a filter of what a table shows for JSON, which is always
+// whole; a plan's --pod (scopes) is a plan of its own, in any format.
+func (v *viewFlags) check(name, output string, scopes bool, stderr io.Writer) error {
+	switch {
+	case output != "json":
+	case v.problems:
+		fmt.Fprintf(stderr, "volrecon %s: --problems filters a table; -o json is always whole (filter it with jq)\n", name)
+		return errUsage
+	case len(v.pods) > 0 && !scopes:
+		fmt.Fprintf(stderr, "volrecon %s: --pod filters a table; -o json is always the whole State (filter it with jq)\n", name)
+		return errUsage
+	}
+	return nil
+}
+
+// selectPods resolves --pod in st (nil: no --pod).
+func (v *viewFlags) selectPods(st *reconstruct.State) ([]string, error) {
+	if len(v.pods) == 0 {
+		return nil, nil
+	}
+	uids, err := report.SelectPods(st, v.pods)
+	if err != nil {
+		return nil, &exitError{code: exitUsage, err: fmt.Errorf("--pod: %w", err)}
+	}
+	return uids, nil
+}
+
+// progressDelay is how long a run goes before it shows progress (tests
+// shorten it).
+var progressDelay = 500 * time.Millisecond
+
+// progress returns what draws progress for this command: on stderr when it
+// is a terminal and -v is 0 (at -v 2 and more, the log shows where the run
+// is), never on stdout; nil otherwise. Stop it before printing.
+func (c *commandFlags) progress(stderr io.Writer) *progress.Terminal {
+	f, ok := stderr.(*os.File)
+	if !ok || c.verbosity.String() != "0" {
+		return nil
+	}
+	return progress.NewTerminal(f, progress.TerminalOptions{Delay: progressDelay})
 }
 
 // parse parses args and checks the output format.
@@ -184,11 +247,11 @@ func (f *nodeFlags) openNode(stdin io.Reader) (*node, error) {
 		n.opts.ActivePods = src
 		n.opts.AttachFreeDrivers = append(n.opts.AttachFreeDrivers, f.kube.apiAttachFreeDrivers(withLogger(context.Background()))...)
 	case "-": // stdin is read once
-		uids, err := readActivePods(f.activePods, stdin)
+		list, err := readActivePods(f.activePods, stdin)
 		if err != nil {
 			return nil, &exitError{code: exitUsage, err: err}
 		}
-		n.opts.ActivePods = reconstruct.PodList(uids)
+		n.opts.ActivePods = list
 	default: // a file is read again whenever it changed (serve)
 		file, err := newActivePodsFile(f.activePods)
 		if err != nil {

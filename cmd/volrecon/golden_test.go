@@ -3,8 +3,10 @@ package main
 import (
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/fakenode"
+	"github.com/volrecon/volrecon/internal/nodegen"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden outputs in testdata/")
@@ -141,4 +144,63 @@ func checkGoldenFile(t *testing.T, name, got string) {
 	want, err := os.ReadFile(path)
 	require.NoError(t, err, "no golden output: run go test ./cmd/volrecon -update and review it")
 	assert.Equal(t, string(want), got)
+}
+
+// syntheticNode generates a node of pods pods (internal/nodegen: the same
+// names and paths on every run) where every orphanEvery-th pod was deleted
+// while the kubelet was down and the node rebooted: its pod dir is left,
+// none of its mounts. It returns the flags that point the command at it,
+// with an active pod list in kubectl's JSON that names every other pod.
+func syntheticNode(t *testing.T, pods, orphanEvery int, mix []nodegen.Kind) (args []string, hostRoot string) {
+	t.Helper()
+	hostRoot = t.TempDir()
+	n, err := nodegen.Generate(hostRoot, nodegen.Config{Pods: pods, Mix: mix})
+	require.NoError(t, err)
+	var items []string
+	lines := strings.SplitAfter(string(n.MountInfo), "\n")
+	namespaces := []string{"shop", "payments", "kube-system"}
+	for i, uid := range n.PodUIDs {
+		if i%orphanEvery == orphanEvery-1 {
+			lines = slices.DeleteFunc(lines, func(l string) bool { return strings.Contains(l, "/pods/"+uid+"/") })
+			continue
+		}
+		items = append(items, fmt.Sprintf(`{"metadata":{"namespace":%q,"name":"web-%04d","uid":%q}}`, namespaces[i%len(namespaces)], i, uid))
+	}
+	require.NoError(t, os.WriteFile(n.MountInfoPath, []byte(strings.Join(lines, "")), 0o600))
+	podList := filepath.Join(t.TempDir(), "pods.json")
+	require.NoError(t, os.WriteFile(podList, []byte(`{"kind":"List","items":[`+strings.Join(items, ",")+`]}`), 0o600))
+	args = []string{"--host-root", hostRoot, "--mountinfo", n.MountInfoPath, "--evidence-of-life=false", "--active-pods", podList}
+	return args, hostRoot
+}
+
+// The table scales (issue 24, item 7): at 3 pods (the fixtures above), 60
+// and 1,000 the pods that need attention come first and in full, named
+// namespace/name where the pod list names them, every other pod on one
+// line, paths relative to the kubelet root, findings grouped by kind with
+// counts (each in -o wide), and --problems shows only what has a finding.
+func TestSyntheticNodeTablesGolden(t *testing.T) {
+	type output struct{ golden, args string }
+	tests := []struct {
+		name              string
+		pods, orphanEvery int
+		mix               []nodegen.Kind
+		outputs           []output
+	}{
+		{"60-pods", 60, 6, nodegen.CurrentLayoutMix, []output{{"scan.table", "scan"}, {"scan.wide", "scan -o wide"},
+			{"scan.problems", "scan --problems"}, {"plan.table", "plan"}}},
+		{"1000-pods", 1000, 50, []nodegen.Kind{nodegen.Projected, nodegen.CSI, nodegen.EmptyDir},
+			[]output{{"scan.table", "scan"}, {"scan.problems", "scan --problems"}, {"plan.problems", "plan --problems"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args, hostRoot := syntheticNode(t, tc.pods, tc.orphanEvery, tc.mix)
+			for _, o := range tc.outputs {
+				t.Run(o.golden, func(t *testing.T) {
+					code, out, errOut := runCLI(t, "", append(strings.Fields(o.args), args...)...)
+					require.Equal(t, exitOK, code, errOut)
+					checkGoldenFile(t, tc.name+"."+o.golden, normalize(out, hostRoot, args))
+				})
+			}
+		})
+	}
 }

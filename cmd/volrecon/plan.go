@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,7 +26,9 @@ each action re-checked against the current mount table right before it runs.
 --unmount unmounts pod-level mounts first (never a CSI target or staging
 mount); --csi-teardown calls the CSI driver's NodeUnpublishVolume and
 NodeUnstageVolume where the kubelet never will. It refuses to run without
---active-pods.
+--active-pods. --plan FILE applies only what a reviewed plan (plan -o json)
+and a fresh plan of the node both have; --pod plans (and applies) for one
+pod only. Progress is drawn on stderr when it is a terminal.
 
 Exit codes: 0 done, 1 the scan could not be done, 2 bad usage, 3 --apply
 finished with failed actions.`
@@ -38,21 +41,36 @@ func runCleanup(ctx context.Context, args []string, e env) error {
 	return planOrCleanup(ctx, "cleanup", cleanupSummary, args, e)
 }
 
+// planFlags are the flags of plan and cleanup besides the node's.
+type planFlags struct {
+	unmount, noDriver bool
+	csi               csiFlags
+	view              viewFlags
+	apply             bool
+	reviewed          string // cleanup --plan
+}
+
+func (f *planFlags) register(fs *flag.FlagSet, cleanup bool) {
+	fs.BoolVar(&f.unmount, "unmount", false, "allow unmounting pod-level mounts of orphaned pods (tmpfs, subpath binds; never a CSI publish target or staging mount)")
+	fs.BoolVar(&f.noDriver, "remove-vol-data-without-driver", false, "allow removing a leftover vol_data.json of an unmounted volume although its CSI driver is registered\n"+
+		"(a kubelet older than 1.30, or a driver that holds no state for it); by default it is left for a restarted kubelet to tear down through the driver")
+	f.csi.register(fs)
+	f.view.register(fs, true)
+	if cleanup {
+		fs.BoolVar(&f.apply, "apply", false, "apply the plan (without it nothing is changed)")
+		fs.StringVar(&f.reviewed, "plan", "", "the plan that was reviewed (the JSON of volrecon plan -o json, with the same flags): the node is planned\n"+
+			"afresh and only the actions in both plans run, every check as always; the others are reported as not applied, with why")
+	}
+}
+
 func planOrCleanup(ctx context.Context, name, summary string, args []string, e env) error {
 	c := newCommandFlags(name, summary, outputFormats, e)
-	unmount := c.fs.Bool("unmount", false, "allow unmounting pod-level mounts of orphaned pods (tmpfs, subpath binds; never a CSI publish target or staging mount)")
-	noDriver := c.fs.Bool("remove-vol-data-without-driver", false, "allow removing a leftover vol_data.json of an unmounted volume although its CSI driver is registered\n"+
-		"(a kubelet older than 1.30, or a driver that holds no state for it); by default it is left for a restarted kubelet to tear down through the driver")
-	var csi csiFlags
-	csi.register(c.fs)
-	var apply *bool
-	if name == "cleanup" {
-		apply = c.fs.Bool("apply", false, "apply the plan (without it nothing is changed)")
-	}
+	var f planFlags
+	f.register(c.fs, name == "cleanup")
 	if err := c.parse(args, outputFormats, e.stderr); err != nil {
 		return err
 	}
-	if err := csi.check(c.fs, e.stderr); err != nil {
+	if err := errors.Join(f.csi.check(c.fs, e.stderr), f.view.check(name, c.output, true, e.stderr)); err != nil {
 		return err
 	}
 	if c.node.activePods == "" {
@@ -62,42 +80,90 @@ func planOrCleanup(ctx context.Context, name, summary string, args []string, e e
 		}
 		fmt.Fprintln(e.stderr, "volrecon plan: no --active-pods: every pod is Unknown, so nothing is planned")
 	}
-	if name == "cleanup" && *unmount && !c.node.demo {
+	if name == "cleanup" && f.unmount && !c.node.demo {
 		if err := unmountsHere(c.node.hostRoot, c.node.mountInfo); err != nil {
 			return &exitError{code: exitUsage, err: err}
 		}
+	}
+	reviewed, err := readReviewedPlan(ctx, f.reviewed)
+	if err != nil {
+		return err
 	}
 	n, err := c.node.openNode(e.stdin)
 	if err != nil {
 		return err
 	}
 	defer n.cleanup()
-	teardown, err := csi.teardownOptions(n)
+	teardown, err := f.csi.teardownOptions(n)
 	if err != nil {
 		return err
 	}
+	term := c.progress(e.stderr)
+	defer term.Stop()
+	n.opts.Progress = term.Func()
 	ctx = withLogger(ctx)
 	st, err := n.scan(ctx)
 	if err != nil {
 		return err
 	}
-	plan := cleanup.Plan(ctx, st, cleanup.Options{Node: n.opts.Node, Unmount: *unmount,
-		RemoveVolumeDataWithoutDriver: *noDriver, CSITeardown: teardown})
-	for _, note := range plan.Notes {
-		fmt.Fprintf(e.stderr, "volrecon: --csi-teardown: %s\n", note)
+	uids, err := f.view.selectPods(st)
+	if err != nil {
+		return err
 	}
-	out := newPrinter(e.stdout, c.output)
-	if apply == nil {
-		return errors.Join(out.plan(plan, nil), mountTableError(st))
+	plan := cleanup.Plan(ctx, st, cleanup.Options{Node: n.opts.Node, Unmount: f.unmount,
+		RemoveVolumeDataWithoutDriver: f.noDriver, CSITeardown: teardown, Progress: term.Func()})
+	notes := notesOf("--csi-teardown", plan.Notes)
+	if uids != nil {
+		plan = cleanup.ForPods(plan, uids)
 	}
-	results := cleanup.Execute(ctx, plan, cleanup.ExecOptions{Node: n.opts.Node, Apply: *apply, CSI: csi.exec(n)})
-	if err := out.plan(plan, results); err != nil {
+	var otherNode error
+	if reviewed != nil {
+		if uids != nil {
+			reviewed = cleanup.ForPods(reviewed, uids)
+		}
+		otherNode = cleanup.SamePodsDir(reviewed, plan)
+		merged := cleanup.Reviewed(reviewed, plan)
+		notes = append(notes, notesOf("--plan", merged.Notes[len(plan.Notes):])...)
+		plan = merged
+	}
+	var results []cleanup.ActionResult
+	if name == "cleanup" {
+		results = cleanup.Execute(ctx, plan, cleanup.ExecOptions{Node: n.opts.Node, Apply: f.apply, CSI: f.csi.exec(n), Progress: term.Func()})
+	}
+	term.Stop()
+	for _, note := range notes {
+		fmt.Fprintln(e.stderr, note)
+	}
+	if err := newPrinter(e.stdout, c.output, f.view).plan(plan, results, st, uids); err != nil {
 		return err
 	}
 	if failed := countResults(results, cleanup.Failed); failed > 0 {
 		return &exitError{code: exitFailed, err: fmt.Errorf("%d cleanup actions failed; see their errors above", failed)}
 	}
+	if otherNode != nil {
+		return &exitError{code: exitUsage, err: fmt.Errorf("--plan %s: nothing was applied: %w", f.reviewed, otherNode)}
+	}
 	return mountTableError(st)
+}
+
+// readReviewedPlan reads cleanup --plan FILE, if given.
+func readReviewedPlan(ctx context.Context, path string) (*cleanup.ActionPlan, error) {
+	if path == "" {
+		return nil, nil
+	}
+	plan, err := cleanup.ReadPlanFile(ctx, path)
+	if err != nil {
+		return nil, &exitError{code: exitUsage, err: fmt.Errorf("--plan %w", err)}
+	}
+	return plan, nil
+}
+
+func notesOf(flag string, notes []string) []string {
+	out := make([]string, len(notes))
+	for i, note := range notes {
+		out[i] = "volrecon: " + flag + ": " + note
+	}
+	return out
 }
 
 func countResults(results []cleanup.ActionResult, want cleanup.Result) int {

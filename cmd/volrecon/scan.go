@@ -12,13 +12,22 @@ volumes that must not be detached, and findings. With --active-pods it also
 tells which pod dirs are orphaned, and which of those still run
 (--evidence-of-life). It changes nothing.
 
+The table shows the pods that need attention first, in full, then one line
+for each other pod (-o wide: every pod's volumes, each finding); --problems
+and --pod show less. Progress is drawn on stderr when it is a terminal.
+
 Exit codes: 0 the scan was done (findings are not errors), 1 it could not be
 done (no such root dir, mount table unreadable or torn), 2 bad usage (a bad
 or empty --active-pods list among them).`
 
 func runScan(ctx context.Context, args []string, e env) error {
 	c := newCommandFlags("scan", scanSummary, outputFormats, e)
+	var view viewFlags
+	view.register(c.fs, false)
 	if err := c.parse(args, outputFormats, e.stderr); err != nil {
+		return err
+	}
+	if err := view.check("scan", c.output, false, e.stderr); err != nil {
 		return err
 	}
 	n, err := c.node.openNode(e.stdin)
@@ -26,10 +35,18 @@ func runScan(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer n.cleanup()
+	term := c.progress(e.stderr)
+	defer term.Stop()
+	n.opts.Progress = term.Func()
 	st, err := n.scan(withLogger(ctx))
+	term.Stop()
 	if err != nil {
 		return err
 	}
-	out := newPrinter(e.stdout, c.output)
-	return errors.Join(out.state(st), mountTableError(st))
+	uids, err := view.selectPods(st)
+	if err != nil {
+		return err
+	}
+	out := newPrinter(e.stdout, c.output, view)
+	return errors.Join(out.state(st, uids), mountTableError(st))
 }
