@@ -259,8 +259,8 @@ func (t *CSITeardown) unstage(st *reconstruct.State, ev *evidence, g reconstruct
 	}
 	if leaked {
 		since, ok := ev.unusedSince[g.Path]
-		age := t.now().Sub(since)
-		if !ok || !since.Before(t.now()) || age < t.MinLeakAge {
+		age := ev.storedAt.Sub(since)
+		if !ok || !since.Before(ev.storedAt) || age < t.MinLeakAge {
 			return no("not yet seen unused in two scans at least " + t.MinLeakAge.String() + " apart (a starting pod's staging mount is briefly unused)")
 		}
 		evidence = append(evidence, "unused since "+since.UTC().Format(time.RFC3339)+" ("+age.Round(time.Second).String()+" ago)")

@@ -824,3 +824,32 @@ func TestAPodsDirSwappedDuringTheTeardownStopsIt(t *testing.T) {
 		assert.NotEqual(t, "NodeUnstageVolume", c.Method)
 	}
 }
+
+// slowStore is a memStore whose Update takes a while, as a FileStore's
+// fsync may on a busy node.
+type slowStore struct {
+	memStore
+	delay time.Duration
+}
+
+func (s *slowStore) Update(unused map[string]string, now time.Time) (map[string]time.Time, error) {
+	since, err := s.memStore.Update(unused, now)
+	time.Sleep(s.delay)
+	return since, err
+}
+
+// On the wall clock (CSITeardown.Now zero), a staging mount first seen
+// unused in this run is never old enough in this run, however long the run
+// takes after recording it: the two runs are two runs.
+func TestALeakFirstSeenInThisRunIsNotUnstagedInIt(t *testing.T) {
+	n := newCSINode(t)
+	st := n.scan()
+	td := n.teardown()
+	td.Now, td.MinLeakAge = time.Time{}, time.Millisecond
+	td.Store = &slowStore{memStore: memStore{since: map[string]time.Time{}}, delay: 20 * time.Millisecond}
+	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Node: n.node(), CSITeardown: td})
+	a, ok := csiActionAt(plan, n.staging)
+	require.True(t, ok)
+	assert.Equal(t, cleanup.NeedsDriver, a.Action, a.Reason)
+	assert.Contains(t, a.Reason, "two scans")
+}

@@ -80,8 +80,12 @@ type evidence struct {
 	// namespace on the node holds a mount of the staging mount's subtree
 	// (its propagated copies, and the mounts of dead pods, aside).
 	stagingUnused map[string][]string
-	// unusedSince holds, by staging path, since when it has been unused.
+	// unusedSince holds, by staging path, since when it has been unused;
+	// storedAt is the time of this run that the Store recorded, so that a
+	// mount first seen unused in this run is never old enough, however long
+	// the run takes.
 	unusedSince map[string]time.Time
+	storedAt    time.Time
 	// activeVolumes: see CSITeardown.ActiveVolumes; nil when unknown, and
 	// then activeVolumesErr says why when ActiveVolumes was asked.
 	activeVolumes    []string
@@ -132,12 +136,13 @@ func (t *CSITeardown) trackLeaks(st *reconstruct.State, ev *evidence) {
 			unused[g.Path] = g.UniqueName
 		}
 	}
-	since, err := t.Store.Update(unused, t.now())
+	now := t.now()
+	since, err := t.Store.Update(unused, now)
 	if err != nil {
 		ev.notes = append(ev.notes, "no leaked staging mount is unstaged: the record of unused staging mounts could not be updated: "+err.Error())
 		return
 	}
-	ev.unusedSince = since
+	ev.unusedSince, ev.storedAt = since, now
 }
 
 // askActiveVolumes asks ActiveVolumes once, when a NodeUnstage may follow.
