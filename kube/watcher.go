@@ -160,9 +160,14 @@ func (w *Watcher) listWatch() listWatcher {
 		list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector
 			items, meta, err := listWithin(ctx, w.timeout, "pods", w.pageOptions(o), podPages(w.client))
+			if err != nil {
+				// Noted as returned, so that Status says the same
+				// whether or not the reflector has reported it yet.
+				err = fmt.Errorf("list the pods of node %s: %w", w.node, err)
+			}
 			w.note(err)
 			if err != nil {
-				return nil, fmt.Errorf("list the pods of node %s: %w", w.node, err)
+				return nil, err
 			}
 			return &corev1.PodList{ListMeta: meta, Items: items}, nil
 		},
