@@ -129,7 +129,7 @@ func (b *builder) boundStagings(target string) []*GlobalMount {
 	holder := &stack[len(stack)-1]
 	mounts := b.table.Mounts()
 	var paths []string
-	for _, i := range b.subtrees.staging[subtreeKey{holder.Dev, holder.Root}] {
+	for _, i := range b.subtrees.staging[keyOf(holder)] {
 		if m := &mounts[i]; m.MountPoint != holder.MountPoint {
 			paths = append(paths, m.MountPoint)
 		}
@@ -243,6 +243,9 @@ func (b *builder) attachDeviceMount(out *Volume) {
 		return
 	}
 	out.DeviceMountPath, out.DeviceMountState, out.Layout = g.Path, g.State, g.Layout
+	if g.State == Unmounted && b.stagingLeft[g.Path] {
+		out.DeviceMountState = Uncertain // never released: the kubelet holds such a device mount as uncertain
+	}
 	g.addUser(out.PodUID)
 	if out.State != Unmounted {
 		b.published[g.Path] = true
@@ -280,6 +283,10 @@ func (b *builder) noteUnmountedCSITarget(v podsdir.Volume, out *Volume, vd podsd
 	msg := "pod-level vol_data.json of a CSI volume that is not mounted: the kubelet's orphan cleanup fails on it with " +
 		"\"not a directory\" every 2 seconds"
 	switch {
+	case b.stagingLeft[out.DeviceMountPath] && out.DeviceMountState == Uncertain:
+		msg += "; its staging dir " + out.DeviceMountPath + " is left unmounted with its vol_data.json, never released " +
+			"(a MountDevice that timed out, or a stage lost with a reboot), so keep the file: a kubelet tears the volume down " +
+			"(NodeUnstage) from it"
 	case out.DeviceMountState == Mounted || out.DeviceMountState == Uncertain:
 		msg += "; its staging mount " + out.DeviceMountPath + " is still live, so keep the file: NodeUnstage needs it"
 	case hasData:
@@ -365,7 +372,9 @@ func (b *builder) blockSpec(name string) *podsdir.BlockSpec {
 	return b.blockSpecs[name]
 }
 
-// LiveStagingFor returns a staging mount, Mounted or Uncertain, that may be
+// LiveStagingFor returns a staging mount, Mounted or Uncertain (or a
+// staging dir left unmounted but not known released: v's DeviceMountState
+// Uncertain), that may be
 // the CSI filesystem volume v's and so may still need v's pod-level
 // vol_data.json (a kubelet tears a volume down from that file: NodeUnpublish,
 // then NodeUnstage), or "": v's own device mount if it is live, else the
@@ -389,6 +398,29 @@ func (st *State) LiveStagingFor(v Volume) string {
 		}
 	}
 	return first
+}
+
+// LiveStagingWords says what the staging path LiveStagingFor returned is:
+// "staging mount <p> is live", or, for a staging dir left unmounted with
+// its vol_data.json (the device mount not known released),
+// "staging dir <p> is left unmounted but was never released".
+func (st *State) LiveStagingWords(p string) string {
+	if st.StagingLeft(p) {
+		return "staging dir " + p + " is left unmounted but was never released"
+	}
+	return "staging mount " + p + " is live"
+}
+
+// StagingLeft says whether p is a staging dir with nothing mounted on it:
+// LiveStagingFor returns one only as a volume's device mount left
+// unmounted with its dir and vol_data.json, never released.
+func (st *State) StagingLeft(p string) bool {
+	for _, g := range st.GlobalMounts {
+		if g.Path == p {
+			return g.State == Unmounted
+		}
+	}
+	return false
 }
 
 // held: a state in which a mount may still be there.
