@@ -531,11 +531,6 @@ func (p *podPlanner) planVolData(e PodEntry, v reconstruct.Volume, parts []strin
 		p.add(NeedsDriver, e.Path, "kept: the volume's identity is unknown and a staging mount is live on this node ("+live+
 			"): it may be this volume's, and NodeUnstage would need this file")
 		return false
-	case live != "" && p.st.StagingLeft(live):
-		p.add(NeedsDriver, e.Path, "kept: the staging dir "+live+" is left unmounted but was never released (a MountDevice that timed out, "+
-			"or a stage lost with a reboot): a kubelet (1.30 or later) with the driver running tears the volume down from this file "+
-			"(NodeUnstage), removing it and the staging dir; never before")
-		return false
 	case live != "":
 		p.add(NeedsDriver, e.Path, "kept: NodeUnstage through the CSI driver first, the staging mount "+live+" is live and needs this file")
 		return false

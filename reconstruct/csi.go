@@ -283,10 +283,11 @@ func (b *builder) noteUnmountedCSITarget(v podsdir.Volume, out *Volume, vd podsd
 	msg := "pod-level vol_data.json of a CSI volume that is not mounted: the kubelet's orphan cleanup fails on it with " +
 		"\"not a directory\" every 2 seconds"
 	switch {
-	case b.stagingLeft[out.DeviceMountPath] && out.DeviceMountState == Uncertain:
-		msg += "; its staging dir " + out.DeviceMountPath + " is left unmounted with its vol_data.json, never released " +
-			"(a MountDevice that timed out, or a stage lost with a reboot), so keep the file: a kubelet tears the volume down " +
-			"(NodeUnstage) from it"
+	case b.stagingLeft[out.DeviceMountPath]:
+		msg += "; its staging dir " + out.DeviceMountPath + " is left unmounted with its vol_data.json, not known released " +
+			"(a MountDevice that timed out, or a stage lost with a reboot), so the volume stays in use. A kubelet of 1.30 or " +
+			"later, restarted with the driver running, reconstructs the volume from this file and tears it down through the " +
+			"driver (NodeUnstage), removing both; remove it by hand only if the driver is gone or will never be asked"
 	case out.DeviceMountState == Mounted || out.DeviceMountState == Uncertain:
 		msg += "; its staging mount " + out.DeviceMountPath + " is still live, so keep the file: NodeUnstage needs it"
 	case hasData:
@@ -372,9 +373,7 @@ func (b *builder) blockSpec(name string) *podsdir.BlockSpec {
 	return b.blockSpecs[name]
 }
 
-// LiveStagingFor returns a staging mount, Mounted or Uncertain (or a
-// staging dir left unmounted but not known released: v's DeviceMountState
-// Uncertain), that may be
+// LiveStagingFor returns a staging mount, Mounted or Uncertain, that may be
 // the CSI filesystem volume v's and so may still need v's pod-level
 // vol_data.json (a kubelet tears a volume down from that file: NodeUnpublish,
 // then NodeUnstage), or "": v's own device mount if it is live, else the
@@ -385,7 +384,7 @@ func (b *builder) blockSpec(name string) *podsdir.BlockSpec {
 // cleanup.Plan both ask it, so that the finding of an orphan and its plan
 // agree.
 func (st *State) LiveStagingFor(v Volume) string {
-	if held(v.DeviceMountState) && v.DeviceMountPath != "" {
+	if held(v.DeviceMountState) && v.DeviceMountPath != "" && !st.StagingLeft(v.DeviceMountPath) {
 		return v.DeviceMountPath
 	}
 	first := "" // in path order, whatever the order of GlobalMounts (the scan's is not sorted yet)
@@ -400,20 +399,12 @@ func (st *State) LiveStagingFor(v Volume) string {
 	return first
 }
 
-// LiveStagingWords says what the staging path LiveStagingFor returned is:
-// "staging mount <p> is live", or, for a staging dir left unmounted with
-// its vol_data.json (the device mount not known released),
-// "staging dir <p> is left unmounted but was never released".
-func (st *State) LiveStagingWords(p string) string {
-	if st.StagingLeft(p) {
-		return "staging dir " + p + " is left unmounted but was never released"
-	}
-	return "staging mount " + p + " is live"
-}
-
-// StagingLeft says whether p is a staging dir with nothing mounted on it:
-// LiveStagingFor returns one only as a volume's device mount left
-// unmounted with its dir and vol_data.json, never released.
+// StagingLeft says whether p is a staging dir of the State with nothing
+// mounted on it. A volume whose device mount it is may still be held
+// (deviceMountState Uncertain: its dir and vol_data.json are left, not
+// known released), but it is no live staging mount (LiveStagingFor): a
+// MountDevice in flight needs its driver, and the plan keeps a pod's
+// vol_data.json for a registered driver anyway.
 func (st *State) StagingLeft(p string) bool {
 	for _, g := range st.GlobalMounts {
 		if g.Path == p {

@@ -312,7 +312,7 @@ func (b *builder) keptForDriver(v Volume, corrupt, data bool, registered func(dr
 		return ""
 	}
 	if live := b.st.LiveStagingFor(v); live != "" {
-		return file + " is kept: the " + b.st.LiveStagingWords(live) + ", and NodeUnstage through the driver may need it"
+		return file + " is kept: the staging mount " + live + " is live, and NodeUnstage through the driver may need it"
 	}
 	if !valid {
 		return ""
