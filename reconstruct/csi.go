@@ -242,14 +242,21 @@ func (b *builder) attachDeviceMount(out *Volume) {
 	if g == nil {
 		return
 	}
-	out.DeviceMountPath, out.DeviceMountState, out.Layout = g.Path, g.State, g.Layout
-	if g.State == Unmounted && b.stagingLeft[g.Path] {
-		out.DeviceMountState = Uncertain // never released: the kubelet holds such a device mount as uncertain
-	}
+	out.DeviceMountPath, out.DeviceMountState, out.Layout = g.Path, b.deviceMountState(g), g.Layout
 	g.addUser(out.PodUID)
 	if out.State != Unmounted {
 		b.published[g.Path] = true
 	}
+}
+
+// deviceMountState is the state of a volume's device mount at the staging
+// dir g: g's, except that a dir left unmounted with its vol_data.json is not
+// known released (noteStagingLeft), which the kubelet holds as uncertain.
+func (b *builder) deviceMountState(g *GlobalMount) VolumeState {
+	if g.State == Unmounted && b.stagingLeft[g.Path] {
+		return Uncertain
+	}
+	return g.State
 }
 
 // stagingNaming returns the staging dir at path unless something says it
