@@ -290,15 +290,15 @@ func (b *builder) noteUnmountedCSITarget(v podsdir.Volume, out *Volume, vd podsd
 	msg := "pod-level vol_data.json of a CSI volume that is not mounted: the kubelet's orphan cleanup fails on it with " +
 		"\"not a directory\" every 2 seconds"
 	switch {
+	case out.DeviceMountState == Mounted || out.DeviceMountState == Uncertain && !b.stagingLeft[out.DeviceMountPath]:
+		msg += "; its staging mount " + out.DeviceMountPath + " is still live, so keep the file: NodeUnstage needs it"
+	case hasData:
+		msg += "; its mount dir holds data on the node's disk, so keep the file with the data until that is dealt with"
 	case b.stagingLeft[out.DeviceMountPath]:
 		msg += "; its staging dir " + out.DeviceMountPath + " is left unmounted with its vol_data.json, not known released " +
 			"(a MountDevice that timed out, or a stage lost with a reboot), so the volume stays in use. A kubelet of 1.30 or " +
 			"later, restarted with the driver running, reconstructs the volume from this file and tears it down through the " +
 			"driver (NodeUnstage), removing both; remove it by hand only if the driver is gone or will never be asked"
-	case out.DeviceMountState == Mounted || out.DeviceMountState == Uncertain:
-		msg += "; its staging mount " + out.DeviceMountPath + " is still live, so keep the file: NodeUnstage needs it"
-	case hasData:
-		msg += "; its mount dir holds data on the node's disk, so keep the file with the data until that is dealt with"
 	default:
 		msg += "; no staging mount of the volume is live. A kubelet of 1.30 or later, restarted with the driver running, " +
 			"reconstructs the volume from this file and tears it down through the driver, removing it; remove it by hand " +
@@ -391,7 +391,7 @@ func (b *builder) blockSpec(name string) *podsdir.BlockSpec {
 // cleanup.Plan both ask it, so that the finding of an orphan and its plan
 // agree.
 func (st *State) LiveStagingFor(v Volume) string {
-	if held(v.DeviceMountState) && v.DeviceMountPath != "" && !st.StagingLeft(v.DeviceMountPath) {
+	if v.DeviceMountPath != "" && (v.DeviceMountState == Mounted || v.DeviceMountState == Uncertain && !st.StagingLeft(v.DeviceMountPath)) {
 		return v.DeviceMountPath
 	}
 	first := "" // in path order, whatever the order of GlobalMounts (the scan's is not sorted yet)
