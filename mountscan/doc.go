@@ -13,6 +13,8 @@
 //     no line-length limit. Root, MountPoint, FSType and Source are unescaped
 //     (\040 is a space, \134 a backslash, ...), so they compare equal to the
 //     paths that the rest of the program uses.
+//     The kernel's "//deleted" suffix of a root whose file was unlinked is
+//     no part of a path: Root is without it, and Mount.Deleted says so.
 //   - A Table keeps the text it was parsed from, and its strings are views of
 //     it: ReadFile hands its own read buffer to the table, ParseBytes makes
 //     one copy of its input. A table costs little more memory than the text,

@@ -10,7 +10,15 @@ import (
 // secrets (e.g. CIFS or Ceph credentials).
 func (m Mount) String() string {
 	return m.MountPoint + " (" + m.FSType + " from " + m.Source + ", dev " + m.Dev.String() +
-		", root " + m.Root + ", id " + strconv.Itoa(m.ID) + ")"
+		", root " + m.Root + deletedNote(m.Deleted) + ", id " + strconv.Itoa(m.ID) + ")"
+}
+
+// deletedNote says in words that a mount's root was unlinked.
+func deletedNote(deleted bool) string {
+	if deleted {
+		return " (deleted)"
+	}
+	return ""
 }
 
 // FormatLine writes m back as one mountinfo line, without a trailing
@@ -23,7 +31,8 @@ func (m Mount) String() string {
 // (mangle() in fs/proc_namespace.c): space, tab, newline and backslash
 // become \040, \011, \012 and \134; every other byte is written as it is.
 // Options, OptionalFields and SuperOptions are written raw, as they are
-// stored. Line is not part of the output.
+// stored. A Deleted mount's root gets the kernel's "//deleted" suffix back.
+// Line is not part of the output.
 //
 // For every Mount returned by Parse, ParseBytes or FromLines, parsing the
 // output again gives an equal Mount (Line aside). A Mount built by hand
@@ -47,6 +56,9 @@ func FormatLine(m Mount) string {
 	b.Write(strconv.AppendUint(num[:0], uint64(m.Dev.Minor), 10))
 	b.WriteByte(' ')
 	writeEscaped(&b, m.Root)
+	if m.Deleted {
+		b.WriteString(deletedSuffix)
+	}
 	b.WriteByte(' ')
 	writeEscaped(&b, m.MountPoint)
 	b.WriteByte(' ')

@@ -216,7 +216,7 @@ func (p *parser) fast(m *Mount, line []byte, lineNo int) bool {
 	m.ID = int(id)
 	m.ParentID = int(parent)
 	m.Dev = DevID{Major: uint32(major), Minor: uint32(minor)}
-	m.Root = bytesView(line[root.lo:root.hi])
+	m.Root, m.Deleted = splitDeleted(bytesView(line[root.lo:root.hi]))
 	m.MountPoint = bytesView(line[mp.lo:mp.hi])
 	m.Options = bytesView(line[opts.lo:opts.hi])
 	if ntags > 0 {
@@ -230,6 +230,23 @@ func (p *parser) fast(m *Mount, line []byte, lineNo int) bool {
 	m.Source = bytesView(line[source.lo:source.hi])
 	m.SuperOptions = bytesView(line[super.lo:super.hi])
 	return true
+}
+
+// deletedSuffix is what the kernel appends to the root field of a mount
+// whose root dentry was unlinked (dentry_path in fs/d_path.c).
+const deletedSuffix = "//deleted"
+
+// splitDeleted strips the "//deleted" suffix from an unescaped root field
+// and says whether it was there. The kernel never prints "//" inside a
+// path, so the suffix cannot be a file named "deleted"; a root that is the
+// suffix alone (no path before it) is no root the kernel prints, and is
+// kept as it is.
+func splitDeleted(root string) (string, bool) {
+	p, ok := strings.CutSuffix(root, deletedSuffix)
+	if !ok || p == "" {
+		return root, false
+	}
+	return p, true // "///deleted" is "/"
 }
 
 // number parses the decimal digits from line[i] up to the byte stop, as
@@ -308,7 +325,7 @@ func (p *lineParser) parse(line string, lineNo int) (Mount, error) {
 	m.ID = p.id("mount ID")
 	m.ParentID = p.id("parent ID")
 	m.Dev = p.dev()
-	m.Root = p.path("root")
+	m.Root, m.Deleted = splitDeleted(p.path("root"))
 	m.MountPoint = p.path("mount point")
 	m.Options = p.options()
 	m.OptionalFields = p.optionalFields()

@@ -270,3 +270,39 @@ func TestOptionLookup(t *testing.T) {
 	_, ok = m.MountOption("size")
 	assert.False(t, ok, "MountOption must not look at SuperOptions")
 }
+
+// The kernel appends "//deleted" to the root field of a mount whose root
+// was unlinked (a block staging file bound from a device node that the
+// storage layer deleted, failure-cases.md 37). It is no part of a path:
+// Root is the path without it, Deleted says it was there, on the fast
+// path and the reference parser alike (more optional fields than the fast
+// path takes), and FormatLine writes it back.
+func TestParseDeletedRoot(t *testing.T) {
+	const staging = "/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/staging/pvc-a/pvc-a"
+	manyTags := " shared:2 master:1 t3 t4 t5 t6 t7 t8 t9"
+	for _, c := range []struct {
+		name, root, tags string
+		want             string
+		deleted          bool
+	}{
+		{"device node deleted", `/longhorn/pvc-a//deleted`, " shared:2", "/longhorn/pvc-a", true},
+		{"reference parser", `/longhorn/pvc-a//deleted`, manyTags, "/longhorn/pvc-a", true},
+		{"escaped name", `/my\040disk//deleted`, " shared:2", "/my disk", true},
+		{"deleted root of its filesystem", `///deleted`, "", "/", true},
+		{"a file named deleted", `/longhorn/deleted`, "", "/longhorn/deleted", false},
+		{"the suffix alone is no root the kernel prints", `//deleted`, "", "//deleted", false},
+		{"live", `/longhorn/pvc-a`, manyTags, "/longhorn/pvc-a", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			line := "900 29 0:5 " + c.root + " " + staging + " rw,nosuid" + c.tags + " - devtmpfs udev rw"
+			m := parseOne(t, line)
+			assert.Equal(t, c.want, m.Root)
+			assert.Equal(t, c.deleted, m.Deleted)
+			assert.Equal(t, line, FormatLine(m), "FormatLine writes the kernel's field back")
+			if c.deleted {
+				assert.NotContains(t, m.String(), "//deleted", "String never shows the suffix as a path")
+				assert.Contains(t, m.String(), "(deleted)")
+			}
+		})
+	}
+}

@@ -38,7 +38,9 @@ type Scope struct {
 
 // Subtree names a part of a filesystem: its device and a path inside it
 // (a mount's Dev and Root). A mount of it, or of a part of it, shows the
-// same files wherever it is mounted.
+// same files wherever it is mounted. It does not tell a deleted root
+// (Mount.Deleted) from a live one at the same path: Contains takes both,
+// so users are over-counted, never missed.
 type Subtree struct {
 	Dev  DevID
 	Root string

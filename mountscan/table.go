@@ -175,7 +175,9 @@ func parentLen(p string) int {
 
 // SameSubtree returns every entry of the filesystem dev whose Root equals
 // root (the same directory of that filesystem mounted in several places),
-// in file order.
+// in file order. Deleted is not compared: a node deleted and one made
+// since at the same path are both listed, so a caller counting the users
+// of a subtree counts too many, never too few.
 func (t *Table) SameSubtree(dev DevID, root string) []Mount {
 	var out []Mount
 	for _, i := range t.sameSubtree(dev, root) {

@@ -33,12 +33,19 @@ func ParseDevID(s string) (DevID, error) {
 // are unescaped (the kernel writes space, tab, newline and backslash as
 // \040, \011, \012 and \134). Options and SuperOptions are kept raw: they can
 // hold secrets and must never be logged or put into an error.
+//
+// The kernel marks a mount whose root was unlinked (a bind of a file or
+// device node deleted since, say) by appending "//deleted" to the root
+// field (dentry_path in fs/d_path.c). That suffix is no part of any path:
+// the parser strips it from Root and sets Deleted, and FormatLine writes it
+// back. A path the kernel prints never holds "//" otherwise.
 type Mount struct {
 	Line           int      // 1-based line number in the file it came from
 	ID             int      // mount ID
 	ParentID       int      // parent mount ID
 	Dev            DevID    // st_dev of the filesystem
-	Root           string   // path inside the filesystem that is mounted here
+	Root           string   // path inside the filesystem that is mounted here, without the "//deleted" suffix
+	Deleted        bool     // the root was unlinked: the field ended in "//deleted" (the node it names is gone)
 	MountPoint     string   // where it is mounted
 	Options        string   // per-mount options, comma-separated, raw
 	OptionalFields []string // e.g. "shared:5", "master:3", "propagate_from:2", "unbindable"

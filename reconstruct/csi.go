@@ -129,7 +129,7 @@ func (b *builder) boundStagings(target string) []*GlobalMount {
 	holder := &stack[len(stack)-1]
 	mounts := b.table.Mounts()
 	var paths []string
-	for _, i := range b.subtrees.staging[subtreeKey{holder.Dev, holder.Root}] {
+	for _, i := range b.subtrees.staging[keyOf(holder)] {
 		if m := &mounts[i]; m.MountPoint != holder.MountPoint {
 			paths = append(paths, m.MountPoint)
 		}
@@ -242,11 +242,21 @@ func (b *builder) attachDeviceMount(out *Volume) {
 	if g == nil {
 		return
 	}
-	out.DeviceMountPath, out.DeviceMountState, out.Layout = g.Path, g.State, g.Layout
+	out.DeviceMountPath, out.DeviceMountState, out.Layout = g.Path, b.deviceMountState(g), g.Layout
 	g.addUser(out.PodUID)
 	if out.State != Unmounted {
 		b.published[g.Path] = true
 	}
+}
+
+// deviceMountState is the state of a volume's device mount at the staging
+// dir g: g's, except that a dir left unmounted with its vol_data.json is not
+// known released (noteStagingLeft), which the kubelet holds as uncertain.
+func (b *builder) deviceMountState(g *GlobalMount) VolumeState {
+	if g.State == Unmounted && b.stagingLeft[g.Path] {
+		return Uncertain
+	}
+	return g.State
 }
 
 // stagingNaming returns the staging dir at path unless something says it
@@ -280,10 +290,15 @@ func (b *builder) noteUnmountedCSITarget(v podsdir.Volume, out *Volume, vd podsd
 	msg := "pod-level vol_data.json of a CSI volume that is not mounted: the kubelet's orphan cleanup fails on it with " +
 		"\"not a directory\" every 2 seconds"
 	switch {
-	case out.DeviceMountState == Mounted || out.DeviceMountState == Uncertain:
+	case out.DeviceMountState == Mounted || out.DeviceMountState == Uncertain && !b.stagingLeft[out.DeviceMountPath]:
 		msg += "; its staging mount " + out.DeviceMountPath + " is still live, so keep the file: NodeUnstage needs it"
 	case hasData:
 		msg += "; its mount dir holds data on the node's disk, so keep the file with the data until that is dealt with"
+	case b.stagingLeft[out.DeviceMountPath]:
+		msg += "; its staging dir " + out.DeviceMountPath + " is left unmounted with its vol_data.json, not known released " +
+			"(a MountDevice that timed out, or a stage lost with a reboot), so the volume stays in use. A kubelet of 1.30 or " +
+			"later, restarted with the driver running, reconstructs the volume from this file and tears it down through the " +
+			"driver (NodeUnstage), removing both; remove it by hand only if the driver is gone or will never be asked"
 	default:
 		msg += "; no staging mount of the volume is live. A kubelet of 1.30 or later, restarted with the driver running, " +
 			"reconstructs the volume from this file and tears it down through the driver, removing it; remove it by hand " +
@@ -376,7 +391,7 @@ func (b *builder) blockSpec(name string) *podsdir.BlockSpec {
 // cleanup.Plan both ask it, so that the finding of an orphan and its plan
 // agree.
 func (st *State) LiveStagingFor(v Volume) string {
-	if held(v.DeviceMountState) && v.DeviceMountPath != "" {
+	if v.DeviceMountPath != "" && (v.DeviceMountState == Mounted || v.DeviceMountState == Uncertain && !st.StagingLeft(v.DeviceMountPath)) {
 		return v.DeviceMountPath
 	}
 	first := "" // in path order, whatever the order of GlobalMounts (the scan's is not sorted yet)
@@ -389,6 +404,21 @@ func (st *State) LiveStagingFor(v Volume) string {
 		}
 	}
 	return first
+}
+
+// StagingLeft says whether p is a staging dir of the State with nothing
+// mounted on it. A volume whose device mount it is may still be held
+// (deviceMountState Uncertain: its dir and vol_data.json are left, not
+// known released), but it is no live staging mount (LiveStagingFor): a
+// MountDevice in flight needs its driver, and the plan keeps a pod's
+// vol_data.json for a registered driver anyway.
+func (st *State) StagingLeft(p string) bool {
+	for _, g := range st.GlobalMounts {
+		if g.Path == p {
+			return g.State == Unmounted
+		}
+	}
+	return false
 }
 
 // held: a state in which a mount may still be there.

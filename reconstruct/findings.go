@@ -37,7 +37,7 @@ func (b *builder) probeMounts() {
 	}
 	for i := range b.st.Volumes {
 		if v := &b.st.Volumes[i]; v.DeviceMountPath != "" && b.globals[v.DeviceMountPath] != nil {
-			v.DeviceMountState = b.globals[v.DeviceMountPath].State
+			v.DeviceMountState = b.deviceMountState(b.globals[v.DeviceMountPath])
 		}
 	}
 }

@@ -34,6 +34,7 @@ func (b *builder) globalMount(sd podsdir.StagingDir) *GlobalMount {
 		b.blockStagingState(g, sd)
 	} else {
 		g.State, g.Mount, g.Reason = b.check(sd.Path)
+		b.noteStagingLeft(g, sd)
 		if sd.Layout == podsdir.LayoutLegacy {
 			g.SpecName = sd.Name
 		} else {
@@ -50,6 +51,26 @@ func (b *builder) globalMount(sd podsdir.StagingDir) *GlobalMount {
 	return g
 }
 
+// noteStagingLeft marks a filesystem staging dir that nothing is mounted on
+// but whose globalmount and vol_data.json are both left: the kubelet
+// removes them once NodeUnstage succeeded (csi_attacher.go UnmountDevice,
+// removeMountDir) and after a MountDevice that failed for good, and keeps
+// them after one that timed out, whose device mount it marks uncertain
+// (kubernetes#128219). So the device mount is not known to be released: a
+// pod volume of it holds it (deviceMountState Uncertain, volumesInUse),
+// while the dir's own state stays what the mount table says.
+func (b *builder) noteStagingLeft(g *GlobalMount, sd podsdir.StagingDir) {
+	if g.State != Unmounted || !sd.Exists || sd.Type != podsdir.TypeDir || sd.VolData.State != podsdir.VolDataOK {
+		return
+	}
+	if b.stagingLeft == nil {
+		b.stagingLeft = map[string]bool{}
+	}
+	b.stagingLeft[g.Path] = true
+	g.Reason += "; its globalmount and vol_data.json are left, which the kubelet removes once NodeUnstage succeeded: " +
+		"the device mount is not known to be released (a MountDevice that timed out, or a stage lost with a reboot)"
+}
+
 // blockStagingState: a block NodeStage often mounts nothing, so the staging
 // dir is the only evidence that the volume is staged. With no mount there
 // it stays Uncertain (held), unless the staging dir itself is gone.
@@ -58,10 +79,15 @@ func (b *builder) blockStagingState(g *GlobalMount, sd podsdir.StagingDir) {
 	if g.State != Unmounted {
 		return
 	}
-	for _, dir := range []string{join(b.inv.CSIDir, "volumeDevices", "publish", sd.Name), join(b.inv.CSIDir, "volumeDevices", sd.Name, "dev")} {
+	// A driver may bind the device to a file in the staging dir
+	// (staging/<pv>/<pv>): staged. Else a publish or map file: mapped.
+	for i, dir := range []string{sd.Path, join(b.inv.CSIDir, "volumeDevices", "publish", sd.Name), join(b.inv.CSIDir, "volumeDevices", sd.Name, "dev")} {
 		if mounts := b.table.AtOrBelow(dir); len(mounts) > 0 {
 			g.State, g.Mount = Mounted, mountRef(mounts)
 			g.Reason = "mapped: the mount table has " + plural(len(mounts), "entry", "entries") + " under " + dir
+			if i == 0 {
+				g.Reason = "staged: the mount table has " + plural(len(mounts), "entry", "entries") + " under " + dir
+			}
 			return
 		}
 	}
@@ -178,7 +204,7 @@ func (b *builder) linkGlobalMountUsers() {
 			continue
 		}
 		// The entries of the same subtree (SameSubtree) below the pods dir.
-		for _, i := range b.subtrees.pods[subtreeKey{m.Dev, m.Root}] {
+		for _, i := range b.subtrees.pods[keyOf(&m)] {
 			if uid, ok := b.podUIDFromPath(b.table.Mounts()[i].MountPoint); ok {
 				g.addUser(uid)
 				b.published[g.Path] = true
@@ -263,7 +289,11 @@ func (b *builder) noteRootDiskBacked(target, podUID, volume string) {
 	if !b.rootFSOK || b.rootFS.Dev != m.Dev {
 		return
 	}
-	b.add(Finding{Kind: RootDiskBackedMount, Severity: SeverityCritical, Path: target, PodUID: podUID, Volume: volume,
-		Message: "CSI mount from device " + m.Dev.String() + " (" + m.Source + "), the filesystem that holds the kubelet root: " +
-			"the volume's data goes to the node's disk (a staging step was skipped, or the driver mounts under another root dir)"})
+	msg := "CSI mount from device " + m.Dev.String() + " (" + m.Source + "), the filesystem that holds the kubelet root: " +
+		"the volume's data goes to the node's disk (a staging step was skipped, or the driver mounts under another root dir)"
+	if from := b.nodePathOf(m); b.globals[from] != nil && b.globals[from].State == Unmounted {
+		msg += "; it is bound from the staging dir " + from + ", a plain dir on the node's disk: NodePublish came without NodeStage " +
+			"(after a reboot), so the pod sees the node's disk, not its volume"
+	}
+	b.add(Finding{Kind: RootDiskBackedMount, Severity: SeverityCritical, Path: target, PodUID: podUID, Volume: volume, Message: msg})
 }

@@ -95,11 +95,18 @@ func clean(p string) string {
 	return p
 }
 
-// subtreeKey names a directory of a filesystem: what bind mounts share.
+// subtreeKey names a directory of a filesystem: what bind mounts share. A
+// deleted root is another key than a live one at the same path: a node
+// made since at that path is another inode, while two binds of the one
+// deleted node (a staging file and the publish bound from it) share it.
 type subtreeKey struct {
-	dev  mountscan.DevID
-	root string
+	dev     mountscan.DevID
+	root    string
+	deleted bool
 }
+
+// keyOf is the subtree a mount shows.
+func keyOf(m *mountscan.Mount) subtreeKey { return subtreeKey{m.Dev, m.Root, m.Deleted} }
 
 // subtrees finds, in two linear passes over the table, which entries share
 // a filesystem subtree with a staging mount: the staging mounts themselves
@@ -118,7 +125,7 @@ func (b *builder) buildSubtrees() {
 	b.subtrees = s
 	for _, g := range b.globals {
 		if m, ok := b.topMount(g.Path); ok && g.Mode == podsdir.Filesystem {
-			s.pods[subtreeKey{m.Dev, m.Root}] = nil
+			s.pods[keyOf(&m)] = nil
 		}
 	}
 	mounts := b.table.Mounts()
@@ -129,11 +136,11 @@ func (b *builder) buildSubtrees() {
 		// stagingFromPath build them so): the prefix test only saves map
 		// lookups.
 		if b.inv.CSIDir != "" && strings.HasPrefix(m.MountPoint, csiPrefix) && b.globals[m.MountPoint] != nil {
-			k := subtreeKey{m.Dev, m.Root}
+			k := keyOf(m)
 			s.staging[k] = append(s.staging[k], i)
 		}
 		if b.inv.PodsDir != "" && strings.HasPrefix(m.MountPoint, podsPrefix) {
-			k := subtreeKey{m.Dev, m.Root}
+			k := keyOf(m)
 			if refs, ok := s.pods[k]; ok {
 				s.pods[k] = append(refs, i)
 			}

@@ -170,6 +170,7 @@ var buildSteps = []struct {
 	{"who uses each staging mount", always((*builder).linkGlobalMountUsers)},
 	{"the optional probe of mounted paths", always((*builder).probeIfAsked)},
 	{"leaked and inconsistent staging mounts, once their users are known", always((*builder).checkGlobalMounts)},
+	{"deleted and regular files behind block binds", always((*builder).noteBlockDevices)},
 	{"problems of the inventory", always((*builder).noteProblems)},
 	{"stacked mounts", always((*builder).noteStackedMounts)},
 	{"orphans, once statuses and mounts are known", always((*builder).noteOrphans)},
@@ -218,6 +219,9 @@ type builder struct {
 	// hashMismatch holds the staging paths flagged StagingHashMismatch
 	// (checkStagingHash): what they say is no volume's proven identity.
 	hashMismatch map[string]bool
+	// stagingLeft holds the filesystem staging paths left unmounted with
+	// their dir and vol_data.json (noteStagingLeft): not known released.
+	stagingLeft map[string]bool
 
 	// Set when the table is consistent: the entries under the kubelet's
 	// dirs by path, and who shares a subtree with a staging mount.
@@ -365,7 +369,7 @@ func (b *builder) mountedOnlyAtAlias(path string) bool {
 
 func mountRef(stack []mountscan.Mount) *MountRef {
 	top := stack[len(stack)-1]
-	ref := &MountRef{Source: top.Source, FSType: top.FSType, MajorMinor: top.Dev.String(), Root: top.Root, Count: len(stack)}
+	ref := &MountRef{Source: top.Source, FSType: top.FSType, MajorMinor: top.Dev.String(), Root: top.Root, Count: len(stack), Deleted: top.Deleted}
 	if withoutDevice(top) {
 		ref.MajorMinor = "" // a number of its own, made up: see mountutil
 	}

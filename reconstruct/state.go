@@ -117,6 +117,17 @@ const (
 	// LeakedLoopDevice: a loop device on a block volume's map file whose pod
 	// is orphaned or whose volume is not mapped any more.
 	LeakedLoopDevice FindingKind = "LeakedLoopDevice"
+	// DeletedDeviceBehindMount: a block volume's publish, map or staging
+	// file is bound from a device node that was deleted since (the mount
+	// table's root ends in "//deleted", MountRef.Deleted): the device was
+	// replaced under the live mount, and only a restage through the driver
+	// mends it. The volume stays held.
+	DeletedDeviceBehindMount FindingKind = "DeletedDeviceBehindMount"
+	// BlockPublishNotADevice: a block volume's publish target is bound from
+	// a regular file, not a device node (NodeStage was skipped, after an
+	// unclean reboot): the container runtime refuses it. Kept, never
+	// unlinked.
+	BlockPublishNotADevice FindingKind = "BlockPublishNotADevice"
 )
 
 // The vocabularies, each in a fixed order. They are functions so that no
@@ -129,6 +140,7 @@ func FindingKinds() []FindingKind {
 		MissingVolumeData, CorruptVolumeData, CorruptedMount, HungMount, RootDiskBackedMount,
 		StackedMount, DataOnNodeDisk, UnknownPlugin, InconsistentMountTable, UnexpectedEntry,
 		StagingHashMismatch, LegacyLayout, SELinuxContextMismatch, LeakedLoopDevice,
+		DeletedDeviceBehindMount, BlockPublishNotADevice,
 	}
 }
 
@@ -214,6 +226,10 @@ type MountRef struct {
 	Root           string `json:"root"`
 	Count          int    `json:"count"`
 	SELinuxContext string `json:"seLinuxContext,omitempty"`
+	// Deleted: the file or device node the mount shows was deleted since
+	// it was mounted (the kernel's root field ended in "//deleted", which
+	// Root never holds: mountscan.Mount.Deleted).
+	Deleted bool `json:"deleted,omitempty"`
 }
 
 // CSIInfo is the identity of a CSI volume.

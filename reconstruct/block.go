@@ -1,0 +1,108 @@
+package reconstruct
+
+import (
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+
+	boundedcall "github.com/volrecon/volrecon/internal/bounded"
+	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/podsdir"
+)
+
+// noteBlockDevices reports what the mount table and a stat tell of the
+// files a block volume is bound from (failure-cases.md 37, 38): a device
+// node deleted under a live publish, map or staging bind, and a publish
+// bound from a regular file instead of a device node. Neither changes a
+// state: the entries are there, so the volume stays held, and nothing of
+// it is planned away.
+func (b *builder) noteBlockDevices() {
+	if !b.consistent {
+		return
+	}
+	for i := range b.st.Volumes {
+		v := &b.st.Volumes[i]
+		if v.Mode != podsdir.Block || v.State != Mounted {
+			continue
+		}
+		m, ok := b.topMount(v.CheckedPath)
+		if !ok {
+			continue
+		}
+		switch {
+		case m.Deleted:
+			v.Reason += "; the device node it is bound from was deleted"
+			b.noteDeletedDevice(v.CheckedPath, v.PodUID, v.Name, m, "block publish target")
+		case b.boundFromRegularFile(v.CheckedPath, m):
+			v.Reason += "; bound from a regular file, not a device node"
+			b.add(Finding{Kind: BlockPublishNotADevice, Severity: SeverityCritical, Path: v.CheckedPath, PodUID: v.PodUID, Volume: v.Name,
+				Message: "the block publish target " + v.CheckedPath + " is bound from a regular file, " + b.nodePathOf(m) +
+					", not from a device node: NodeStage was skipped (an unclean reboot, then a new pod on the volume), the driver " +
+					"bound the file the old stage left, and the container runtime refuses it (\"not a device node\"). NodeUnpublish " +
+					"through the driver (delete the pod) so that the kubelet stages the volume again; never unlink either file, " +
+					"and never write to it: it is not the volume"})
+		}
+	}
+	for _, g := range b.globals {
+		if g.Mode != podsdir.Block {
+			continue
+		}
+		for _, mp := range b.table.MountPointsAtOrBelow(g.Path) {
+			if m, ok := b.topMount(mp); ok && m.Deleted {
+				b.noteDeletedDevice(mp, "", g.SpecName, m, "block staging file")
+			}
+		}
+	}
+}
+
+// noteDeletedDevice reports a bind of a device node that was deleted.
+func (b *builder) noteDeletedDevice(p, podUID, volume string, m mountscan.Mount, what string) {
+	b.add(Finding{Kind: DeletedDeviceBehindMount, Severity: SeverityCritical, Path: p, PodUID: podUID, Volume: volume,
+		Message: what + " bound from device node " + m.Root + " of " + m.Source + " (" + m.FSType + " " + m.Dev.String() +
+			"), which was deleted since: the storage layer replaced the device without NodeUnstage, so the mount is stale and " +
+			"every new NodePublish fails (pods hang in ContainerCreating). Restage needed through the driver: NodeUnpublish and " +
+			"NodeUnstage, then NodeStage again (drain the volume's pods, or the driver's own recovery); the volume stays in use, " +
+			"never unmount or delete it by hand"})
+}
+
+// boundFromRegularFile says whether the entry m at the block publish
+// target p shows a regular file. Only an entry of a filesystem other than
+// devtmpfs is stat'ed, within the probe timeout, and never one that may
+// hang: a stat that fails or hangs tells nothing.
+func (b *builder) boundFromRegularFile(p string, m mountscan.Mount) bool {
+	if m.FSType == "devtmpfs" || boundedcall.MayHang(m.FSType) || withoutDevice(m) {
+		return false
+	}
+	var fi fs.FileInfo
+	r := bounded(b.ctx, b.opts.podsdirOptions().HostPath(p), b.opts.ProbeTimeout, func() error {
+		var err error
+		fi, err = os.Lstat(b.opts.podsdirOptions().HostPath(p))
+		return err
+	})
+	if r.hung || r.err != nil {
+		b.log.V(4).Info("Could not stat a block publish target", "path", p, "hung", r.hung, "err", r.err)
+		return false
+	}
+	return fi.Mode().IsRegular()
+}
+
+// nodePathOf says where the file an entry shows lies on the node: under the
+// mount point of an entry of the same filesystem whose root holds it (the
+// filesystem's own mount first), or else by its device and root.
+func (b *builder) nodePathOf(m mountscan.Mount) string {
+	best, bestRoot := "", ""
+	for _, e := range b.table.Mounts() {
+		rel, ok := strings.CutPrefix(m.Root, strings.TrimSuffix(e.Root, "/"))
+		if e.Dev != m.Dev || e.Deleted || !ok || rel == "" || rel[0] != '/' {
+			continue // another bind of the file itself is not where it lies
+		}
+		if best == "" || len(e.Root) < len(bestRoot) {
+			best, bestRoot = path.Join(e.MountPoint, rel), e.Root
+		}
+	}
+	if best != "" {
+		return best
+	}
+	return m.Root + " of " + m.Source + " (" + m.Dev.String() + ")"
+}
