@@ -170,6 +170,7 @@ var buildSteps = []struct {
 	{"who uses each staging mount", always((*builder).linkGlobalMountUsers)},
 	{"the optional probe of mounted paths", always((*builder).probeIfAsked)},
 	{"leaked and inconsistent staging mounts, once their users are known", always((*builder).checkGlobalMounts)},
+	{"SELinux labels that the holders of a volume disagree on", always((*builder).noteSELinuxConflicts)},
 	{"problems of the inventory", always((*builder).noteProblems)},
 	{"stacked mounts", always((*builder).noteStackedMounts)},
 	{"orphans, once statuses and mounts are known", always((*builder).noteOrphans)},
