@@ -305,12 +305,22 @@ func sha256Hex(s string) string {
 // volumes (otherShareVolume). Callers pass each mount namespace's table in
 // turn.
 func subtreeUsers(table *mountscan.Table, rootDir, path string, t mountscan.Subtree) []mountscan.Mount {
+	return subtreeUse(table, rootDir, path, t, nil)
+}
+
+// subtreeUse is subtreeUsers that also hands each copy it leaves out to
+// copied, when set.
+func subtreeUse(table *mountscan.Table, rootDir, path string, t mountscan.Subtree, copied func(mountscan.Mount)) []mountscan.Mount {
 	rel := kubeletRel(rootDir, path)
 	var users []mountscan.Mount
 	for _, m := range table.Mounts() {
 		switch {
 		case !t.Contains(m), m.MountPoint == path:
-		case isCopy(m, t, path, rel), otherShareVolume(m, t, rel):
+		case isCopy(m, t, path, rel):
+			if copied != nil {
+				copied(m)
+			}
+		case otherShareVolume(m, t, rel):
 		default:
 			users = append(users, m)
 		}

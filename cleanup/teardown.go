@@ -288,25 +288,19 @@ func (g *gatherer) look(ns *mountnamespaces.Namespace, table *mountscan.Table) {
 				continue
 			}
 			t := mountscan.Subtree{Dev: at.Dev, Root: s.g.Mount.Root}
-			for _, m := range subtreeUsers(table, g.root, s.g.Path, t) {
+			for _, m := range subtreeUse(table, g.root, s.g.Path, t, s.noteCopy) {
 				s.users = append(s.users, m.MountPoint)
 			}
-			s.noteCopies(table, g.root, t)
 			break
 		}
 	}
 }
 
-// noteCopies counts the staging mount's propagated copies in one table.
-func (s *stagingUsersSeen) noteCopies(table *mountscan.Table, root string, t mountscan.Subtree) {
-	rel := kubeletRel(root, s.g.Path)
-	for _, m := range table.Mounts() {
-		if isCopy(m, t, s.g.Path, rel) {
-			s.copyCount++
-			if len(s.copies) < maxCopiesShown && !slices.Contains(s.copies, m.MountPoint) {
-				s.copies = append(s.copies, m.MountPoint)
-			}
-		}
+// noteCopy counts a propagated copy of the staging mount (isCopy).
+func (s *stagingUsersSeen) noteCopy(m mountscan.Mount) {
+	s.copyCount++
+	if len(s.copies) < maxCopiesShown && !slices.Contains(s.copies, m.MountPoint) {
+		s.copies = append(s.copies, m.MountPoint)
 	}
 }
 

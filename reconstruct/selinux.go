@@ -47,6 +47,8 @@ func (b *builder) noteSELinuxConflicts() {
 				"(conflicting SELinux labels, kubernetes#133424)"}
 		if g := b.globals[key]; g != nil {
 			f.Path, f.Volume = g.Path, cmp.Or(g.UniqueName, g.VolumeHandle)
+		} else if strings.HasPrefix(key, "/") {
+			f.Path, f.Volume = key, ""
 		}
 		b.add(f)
 	}
