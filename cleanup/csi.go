@@ -301,22 +301,79 @@ func sha256Hex(s string) string {
 
 // subtreeUsers returns the mounts of table that use the filesystem
 // subtree t mounted at path: those of t or a part of it, other than path
-// itself and its propagated copies, which end in the same path below the
-// kubelet root rootDir (a driver's container, or volrecon's own with the
-// host at /host, sees them there). Callers pass each mount namespace's
-// table in turn.
+// itself, its copies (isCopy) and, on a share, the staging mounts of other
+// volumes (otherShareVolume). Callers pass each mount namespace's table in
+// turn.
 func subtreeUsers(table *mountscan.Table, rootDir, path string, t mountscan.Subtree) []mountscan.Mount {
-	rel := strings.TrimPrefix(path, strings.TrimSuffix(rootDir, "/"))
+	return subtreeUse(table, rootDir, path, t, nil)
+}
+
+// subtreeUse is subtreeUsers that also hands each copy it leaves out to
+// copied, when set.
+func subtreeUse(table *mountscan.Table, rootDir, path string, t mountscan.Subtree, copied func(mountscan.Mount)) []mountscan.Mount {
+	rel := kubeletRel(rootDir, path)
 	var users []mountscan.Mount
 	for _, m := range table.Mounts() {
 		switch {
-		case !t.Contains(m):
-		case m.MountPoint == path || rel != path && strings.HasSuffix(m.MountPoint, rel):
+		case !t.Contains(m), m.MountPoint == path:
+		case isCopy(m, t, path, rel):
+			if copied != nil {
+				copied(m)
+			}
+		case otherShareVolume(m, t, rel):
 		default:
 			users = append(users, m)
 		}
 	}
 	return users
+}
+
+// kubeletRel is path below the kubelet root rootDir, with its leading
+// slash; "" for a path outside it.
+func kubeletRel(rootDir, path string) string {
+	rel, ok := strings.CutPrefix(path, strings.TrimSuffix(rootDir, "/"))
+	if !ok || !strings.HasPrefix(rel, "/") || rel == path {
+		return ""
+	}
+	return rel
+}
+
+// isCopy: m is a copy of the mount of t at path, which propagation made
+// (kubernetes#105323): the same device and root, at a path that ends in
+// path's kubelet-relative path rel, under an alias of the root
+// (/mnt/vda1/var/lib/kubelet/…), a CSI driver container's host mount
+// (/host-iscsi/var/lib/kubelet/…) or a container's rootfs. It goes when
+// the mount at path goes, so it is no user of it.
+func isCopy(m mountscan.Mount, t mountscan.Subtree, path, rel string) bool {
+	return rel != "" && m.Dev == t.Dev && m.Root == t.Root && m.MountPoint != path && strings.HasSuffix(m.MountPoint, rel)
+}
+
+// otherShareVolume: m is the staging mount of another volume (a CSI
+// staging path other than rel's, or a copy of one) on a share: a device
+// of no disk (major 0: NFS, CephFS, SMB…), where another PV of the same
+// share mounts another root (static PVs of one share). Unstaging this
+// volume unmounts its own staging mount only, never that one. On a disk
+// (major ≠ 0), a driver's NodeUnstage may detach the device itself, so
+// another staging mount of it stays a user.
+func otherShareVolume(m mountscan.Mount, t mountscan.Subtree, rel string) bool {
+	other, ok := stagingRel(m.MountPoint)
+	return ok && m.Dev.Major == 0 && m.Root != t.Root && other != rel
+}
+
+// stagingRel returns the part of mp from /plugins/kubernetes.io/csi/ on
+// when mp is a filesystem staging path there (<driver>/<sha>/globalmount,
+// pv/<pv>/globalmount), under the kubelet root or a copy of it.
+func stagingRel(mp string) (string, bool) {
+	const csiDir = "/plugins/kubernetes.io/csi/"
+	i := strings.LastIndex(mp, csiDir)
+	if i < 0 {
+		return "", false
+	}
+	parts := strings.Split(mp[i+len(csiDir):], "/")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[0] == "volumeDevices" || parts[2] != "globalmount" {
+		return "", false
+	}
+	return mp[i:], true
 }
 
 // stagingUsers is subtreeUsers of the staging mount g.

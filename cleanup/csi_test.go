@@ -853,3 +853,49 @@ func TestALeakFirstSeenInThisRunIsNotUnstagedInIt(t *testing.T) {
 	assert.Equal(t, cleanup.NeedsDriver, a.Action, a.Reason)
 	assert.Contains(t, a.Reason, "two scans")
 }
+
+// Failure case 39: another static PV of the same share mounts another
+// root of it at its own staging path. On a share (a device of no disk) that
+// is another volume, no user of this one; on a disk a driver's NodeUnstage
+// may detach the device itself, so it stays a user.
+func TestAnotherVolumeOnTheSameShareIsNoUser(t *testing.T) {
+	now := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
+	for name, c := range map[string]struct {
+		dev  string
+		want cleanup.ActionKind
+	}{
+		"a share":            {dev: "0:55", want: cleanup.NodeUnstage},
+		"a disk":             {dev: "259:3", want: cleanup.NeedsDriver},
+		"a share, same root": {dev: "0:55 same", want: cleanup.NeedsDriver},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := newCSINode(t)
+			dev, same, _ := strings.Cut(c.dev, " ")
+			n.mountFrom(n.staging, dev+" /")
+			other := filepath.Join(csiRoot, "plugins/kubernetes.io/csi", csiDriver, podsdir.StagingHash("vol-0002"), "globalmount")
+			n.write(filepath.Join(filepath.Dir(other), "vol_data.json"), `{"driverName":"`+csiDriver+`","volumeHandle":"vol-0002"}`)
+			n.mkdir(other)
+			otherRoot := " /b"
+			if same != "" {
+				otherRoot = " /" // the same root: which volume a user has is unknown
+			}
+			n.mountFrom(other, dev+otherRoot)
+			n.mountFrom("/host/var/lib/kubelet"+other, dev+otherRoot) // a copy of the other one
+			st := n.scan()
+			leaked := slices.DeleteFunc(slices.Clone(st.Findings), func(f reconstruct.Finding) bool { return f.Kind != reconstruct.LeakedGlobalMount })
+			require.Len(t, leaked, 2)
+			td := n.teardown()
+			td.Now, td.MinLeakAge = now, 5*time.Minute
+			td.Store = &memStore{since: map[string]time.Time{n.staging: now.Add(-time.Hour)}}
+			plan := cleanup.Plan(t.Context(), st, cleanup.Options{Node: n.node(), CSITeardown: td})
+			a, ok := csiActionAt(plan, n.staging)
+			require.True(t, ok)
+			assert.Equal(t, c.want, a.Action, a.Reason)
+			if c.want == cleanup.NodeUnstage {
+				results := n.apply(plan)
+				assert.Equal(t, cleanup.Done, csiResultAt(results, n.staging).Result, csiResultAt(results, n.staging).Error)
+				assert.True(t, n.mounted(other), "the other volume's staging mount stays")
+			}
+		})
+	}
+}

@@ -26,8 +26,11 @@ type realCSI struct {
 	driver       *fakedriver.Driver
 }
 
-func newRealCSI(t *testing.T) *realCSI {
-	n := &realCSI{realNode: newRealNode(t)}
+func newRealCSI(t *testing.T) *realCSI { return newRealCSIOn(t, newRealNode(t)) }
+
+// newRealCSIOn is newRealCSI on the real node rn.
+func newRealCSIOn(t *testing.T, rn *realNode) *realCSI {
+	n := &realCSI{realNode: rn}
 	n.staging = n.Path("plugins/kubernetes.io/csi", csiDriver, podsdir.StagingHash(csiHandle), "globalmount")
 	n.Write(filepath.Join(filepath.Dir(n.staging), "vol_data.json"), `{"driverName":"`+csiDriver+`","volumeHandle":"`+csiHandle+`"}`)
 	n.dev = testmountns.Ext4(t, 16)

@@ -189,6 +189,10 @@ type podSubtrees struct {
 type stagingUsersSeen struct {
 	g     reconstruct.GlobalMount
 	users []string // mount points of users, in any namespace
+	// copies are the mount points of its propagated copies seen (isCopy),
+	// the first few of them, and how many in all: they are no users.
+	copies    []string
+	copyCount int
 }
 
 func newGatherer(st *reconstruct.State, host *mountscan.Table, ev *evidence) *gatherer {
@@ -288,12 +292,39 @@ func (g *gatherer) look(ns *mountnamespaces.Namespace, table *mountscan.Table) {
 			if at.Dev.String() != s.g.Mount.MajorMinor {
 				continue
 			}
-			for _, m := range subtreeUsers(table, g.root, s.g.Path, mountscan.Subtree{Dev: at.Dev, Root: s.g.Mount.Root}) {
+			t := mountscan.Subtree{Dev: at.Dev, Root: s.g.Mount.Root}
+			for _, m := range subtreeUse(table, g.root, s.g.Path, t, s.noteCopy) {
 				s.users = append(s.users, m.MountPoint)
 			}
 			break
 		}
 	}
+}
+
+// noteCopy counts a propagated copy of the staging mount (isCopy).
+func (s *stagingUsersSeen) noteCopy(m mountscan.Mount) {
+	s.copyCount++
+	if len(s.copies) < maxCopiesShown && !slices.Contains(s.copies, m.MountPoint) {
+		s.copies = append(s.copies, m.MountPoint)
+	}
+}
+
+// maxCopiesShown bounds the copies an evidence line names: a mount-table
+// explosion may have made thousands.
+const maxCopiesShown = 3
+
+// copiesEvidence says which propagated copies were not counted as users.
+func (s *stagingUsersSeen) copiesEvidence() []string {
+	if s.copyCount == 0 {
+		return nil
+	}
+	line := plural(s.copyCount, "propagated copy", "propagated copies") + " of it (same device and root, at its path below " +
+		"another root: an alias of the kubelet root, a driver container's host mount, a container's rootfs) are no users: " +
+		strings.Join(s.copies, ", ")
+	if more := s.copyCount - len(s.copies); more > 0 {
+		line += " and " + strconv.Itoa(more) + " more"
+	}
+	return []string{line}
 }
 
 // podUsedIn reports whether namespace ns uses pod p: a task of it is in
@@ -389,7 +420,8 @@ func (g *gatherer) conclude() {
 	}
 	for _, s := range g.staging {
 		if !slices.ContainsFunc(s.users, func(mp string) bool { return !g.ofDeadPod(mp) }) {
-			g.ev.stagingUnused[s.g.Path] = []string{"no mount namespace of the " + n + " on the node mounts its filesystem subtree elsewhere"}
+			g.ev.stagingUnused[s.g.Path] = append([]string{"no mount namespace of the " + n + " on the node mounts its filesystem subtree elsewhere"},
+				s.copiesEvidence()...)
 		}
 	}
 }

@@ -177,6 +177,7 @@ volrecon_findings{kind="OrphanedPodNeedsDriver"} 0
 volrecon_findings{kind="OrphanedPodRemovable"} 0
 volrecon_findings{kind="OrphanedPodRunning"} 0
 volrecon_findings{kind="RootDiskBackedMount"} 0
+volrecon_findings{kind="SELinuxContextConflict"} 0
 volrecon_findings{kind="SELinuxContextMismatch"} 0
 volrecon_findings{kind="StackedMount"} 0
 volrecon_findings{kind="StagingHashMismatch"} 0

@@ -28,7 +28,12 @@ var volDataKeys = map[string]func(*podsdir.VolData) string{
 	"nodeName":            func(v *podsdir.VolData) string { return v.NodeName },
 	"attachmentID":        func(v *podsdir.VolData) string { return v.AttachmentID },
 	"volumeLifecycleMode": func(v *podsdir.VolData) string { return v.VolumeLifecycleMode },
-	"seLinuxMountContext": func(v *podsdir.VolData) string { return v.SELinuxMountContext },
+	"seLinuxMountContext": func(v *podsdir.VolData) string {
+		if v.SELinuxMountContext == nil {
+			return ""
+		}
+		return *v.SELinuxMountContext
+	},
 }
 
 // corruptReason is every Reason that ReadVolData documents for a regular

@@ -33,8 +33,12 @@ func (in *interner) get(s string) string {
 // volData interns the fields of vd that repeat from volume to volume; the
 // handle, spec volume ID and attachment ID are the volume's own.
 func (in *interner) volData(vd *VolData) {
-	for _, f := range []*string{&vd.DriverName, &vd.NodeName, &vd.VolumeLifecycleMode, &vd.SELinuxMountContext} {
+	for _, f := range []*string{&vd.DriverName, &vd.NodeName, &vd.VolumeLifecycleMode} {
 		*f = in.get(*f)
+	}
+	if vd.SELinuxMountContext != nil {
+		c := in.get(*vd.SELinuxMountContext)
+		vd.SELinuxMountContext = &c
 	}
 }
 

@@ -81,7 +81,11 @@ type VolData struct {
 	NodeName            string `json:"nodeName,omitempty"`
 	AttachmentID        string `json:"attachmentID,omitempty"`
 	VolumeLifecycleMode string `json:"volumeLifecycleMode,omitempty"`
-	SELinuxMountContext string `json:"seLinuxMountContext,omitempty"`
+	// SELinuxMountContext is the key seLinuxMountContext: nil when the file
+	// has no such key, a pointer to "" when it has it empty. The kubelet
+	// tells the two apart (an empty label conflicts with a set one,
+	// kubernetes#133424), and so does volrecon.
+	SELinuxMountContext *string `json:"seLinuxMountContext,omitempty"`
 }
 
 // Volume is one pod volume directory (Filesystem) or map file (Block).

@@ -175,19 +175,19 @@ func notRegularReason(m fs.FileMode) string {
 	return "is a " + describeType(EntryTypeOf(m)) + ", not a regular file"
 }
 
-// volDataKeys lists the known keys and their fields in a fixed order, so
-// that reasons are deterministic.
+// volDataKeys lists the known keys and how each sets its field, in a fixed
+// order, so that reasons are deterministic.
 var volDataKeys = [...]struct {
-	name  string
-	field func(*VolData) *string
+	name string
+	set  func(*VolData, string)
 }{
-	{"driverName", func(vd *VolData) *string { return &vd.DriverName }},
-	{"volumeHandle", func(vd *VolData) *string { return &vd.VolumeHandle }},
-	{"specVolID", func(vd *VolData) *string { return &vd.SpecVolID }},
-	{"nodeName", func(vd *VolData) *string { return &vd.NodeName }},
-	{"attachmentID", func(vd *VolData) *string { return &vd.AttachmentID }},
-	{"volumeLifecycleMode", func(vd *VolData) *string { return &vd.VolumeLifecycleMode }},
-	{"seLinuxMountContext", func(vd *VolData) *string { return &vd.SELinuxMountContext }},
+	{"driverName", func(vd *VolData, s string) { vd.DriverName = s }},
+	{"volumeHandle", func(vd *VolData, s string) { vd.VolumeHandle = s }},
+	{"specVolID", func(vd *VolData, s string) { vd.SpecVolID = s }},
+	{"nodeName", func(vd *VolData, s string) { vd.NodeName = s }},
+	{"attachmentID", func(vd *VolData, s string) { vd.AttachmentID = s }},
+	{"volumeLifecycleMode", func(vd *VolData, s string) { vd.VolumeLifecycleMode = s }},
+	{"seLinuxMountContext", func(vd *VolData, s string) { vd.SELinuxMountContext = &s }}, // present, even empty
 }
 
 // parseVolData decodes data into vd and sets State and Reason.
@@ -223,12 +223,15 @@ func decodeVolData(vd VolData, data []byte) VolData {
 			continue
 		}
 		if plain, ok := plainJSONString(v); ok {
-			*k.field(&vd) = plain
+			k.set(&vd, plain)
 			continue
 		}
-		if err := json.Unmarshal(v, k.field(&vd)); err != nil {
+		var str string
+		if err := json.Unmarshal(v, &str); err != nil {
 			reasons = append(reasons, fmt.Sprintf("key %q: %s", k.name, jsonErrorReason(err)))
+			continue
 		}
+		k.set(&vd, str)
 	}
 	return checkVolData(vd, reasons)
 }
@@ -277,8 +280,8 @@ func decodePlainVolData(vd *VolData, data []byte) bool {
 		if !ok {
 			return false
 		}
-		if dst := volDataField(vd, key); dst != nil {
-			*dst = string(value)
+		if set := volDataSetter(key); set != nil {
+			set(vd, string(value))
 		}
 		i = skipJSONSpace(data, next)
 		if i == len(data) {
@@ -295,11 +298,11 @@ func decodePlainVolData(vd *VolData, data []byte) bool {
 	}
 }
 
-// volDataField is the field of vd that a known key fills, or nil.
-func volDataField(vd *VolData, key []byte) *string {
+// volDataSetter sets the field a known key fills; nil for another key.
+func volDataSetter(key []byte) func(*VolData, string) {
 	for _, k := range volDataKeys {
 		if string(key) == k.name {
-			return k.field(vd)
+			return k.set
 		}
 	}
 	return nil

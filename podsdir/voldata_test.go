@@ -32,7 +32,17 @@ func TestReadVolData(t *testing.T) {
 		{
 			name:    "global file with SELinux context, pretty printed",
 			content: ptr("{\n  \"driverName\": \"d\",\n  \"volumeHandle\": \"h\",\n  \"seLinuxMountContext\": \"system_u:object_r:container_file_t:s0:c0,c1\"\n}\n"),
-			want:    VolData{State: VolDataOK, DriverName: "d", VolumeHandle: "h", SELinuxMountContext: "system_u:object_r:container_file_t:s0:c0,c1"},
+			want:    VolData{State: VolDataOK, DriverName: "d", VolumeHandle: "h", SELinuxMountContext: ptr("system_u:object_r:container_file_t:s0:c0,c1")},
+		},
+		{
+			name:    "SELinux context present but empty: kept apart from absent (kubernetes#133424)",
+			content: ptr(`{"driverName":"d","volumeHandle":"h","seLinuxMountContext":""}`),
+			want:    VolData{State: VolDataOK, DriverName: "d", VolumeHandle: "h", SELinuxMountContext: ptr("")},
+		},
+		{
+			name:    "SELinux context present but empty, through the full decoder",
+			content: ptr(`{"driverName":"d\u0041","volumeHandle":"h","seLinuxMountContext":""}`),
+			want:    VolData{State: VolDataOK, DriverName: "dA", VolumeHandle: "h", SELinuxMountContext: ptr("")},
 		},
 		{
 			name:    "unknown keys tolerated, whatever their value",

@@ -174,18 +174,27 @@ func (b *builder) checkSELinux(out *Volume, target string) {
 
 // selinuxMismatch compares a context recorded in vol_data.json with the
 // context= option of the mount at target, and says why they disagree, or
-// "". Nothing recorded is no disagreement: the kubelet, too, then knows of
-// no context.
-func (b *builder) selinuxMismatch(target, recorded string) string {
+// "". No key recorded is no disagreement: the kubelet, too, then knows of
+// no context. An empty one recorded is a label the kubelet holds ("no
+// label"), so a mount with a context= disagrees with it.
+func (b *builder) selinuxMismatch(target string, recorded *string) string {
 	m, ok := b.topMount(target)
-	if !ok || recorded == "" {
+	if !ok || recorded == nil {
 		return ""
 	}
 	mounted, has := selinuxContext(m)
-	if !has || recorded == mounted {
+	if !has || *recorded == mounted {
 		return ""
 	}
-	return "vol_data.json records SELinux context " + recorded + " but the mount has " + mounted
+	return "vol_data.json records SELinux context " + quoteLabel(*recorded) + " but the mount has " + quoteLabel(mounted)
+}
+
+// quoteLabel shows an SELinux label in a message, an empty one as "".
+func quoteLabel(l string) string {
+	if l == "" {
+		return `"" (empty)`
+	}
+	return l
 }
 
 // selinuxContext returns the context= option of a mount: a superblock

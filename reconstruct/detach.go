@@ -134,6 +134,7 @@ func (d *detacher) globalMount(g *GlobalMount) {
 	str(d, &g.State, false)
 	d.strs(g.PodUIDs, false)
 	d.mountRef(g.Mount)
+	g.SELinuxMountContext = d.optional(g.SELinuxMountContext)
 }
 
 func (d *detacher) mountRef(m *MountRef) {
@@ -145,6 +146,16 @@ func (d *detacher) mountRef(m *MountRef) {
 	}
 }
 
+// optional is str of a string that may be absent (nil), in a copy of its own.
+func (d *detacher) optional(p *string) *string {
+	if p == nil {
+		return nil
+	}
+	s := *p
+	str(d, &s, false)
+	return &s
+}
+
 func (d *detacher) csi(c *CSIInfo) {
 	if c == nil {
 		return
@@ -152,9 +163,10 @@ func (d *detacher) csi(c *CSIInfo) {
 	for _, p := range []*string{&c.DriverName, &c.VolumeHandle, &c.SpecVolID, &c.NodeName} {
 		str(d, p, true)
 	}
-	for _, p := range []*string{&c.AttachmentID, &c.VolumeLifecycleMode, &c.SELinuxMountContext} {
+	for _, p := range []*string{&c.AttachmentID, &c.VolumeLifecycleMode} {
 		str(d, p, false)
 	}
+	c.SELinuxMountContext = d.optional(c.SELinuxMountContext)
 }
 
 func (d *detacher) loopDevice(l *LoopDevice) {

@@ -108,6 +108,7 @@ func (b *builder) stagingIdentity(g *GlobalMount, sd podsdir.StagingDir) {
 		return
 	}
 	g.DriverName, g.VolumeHandle = vd.DriverName, vd.VolumeHandle
+	g.SELinuxMountContext = vd.SELinuxMountContext
 	if g.SpecName == "" {
 		g.SpecName = vd.SpecVolID
 	}

@@ -171,6 +171,7 @@ var buildSteps = []struct {
 	{"the optional probe of mounted paths", always((*builder).probeIfAsked)},
 	{"leaked and inconsistent staging mounts, once their users are known", always((*builder).checkGlobalMounts)},
 	{"deleted and regular files behind block binds", always((*builder).noteBlockDevices)},
+	{"SELinux labels that the holders of a volume disagree on", always((*builder).noteSELinuxConflicts)},
 	{"problems of the inventory", always((*builder).noteProblems)},
 	{"stacked mounts", always((*builder).noteStackedMounts)},
 	{"orphans, once statuses and mounts are known", always((*builder).noteOrphans)},

@@ -130,6 +130,14 @@ const (
 	BlockPublishNotADevice FindingKind = "BlockPublishNotADevice"
 )
 
+// Finding kinds of the field cases of 2023–2026 (failure-cases.md section E).
+const (
+	// SELinuxContextConflict: pods that share a volume (and its staging
+	// vol_data.json) record different SELinux labels, an empty one against
+	// a set one included: the kubelet refuses to start the later pod.
+	SELinuxContextConflict FindingKind = "SELinuxContextConflict"
+)
+
 // The vocabularies, each in a fixed order. They are functions so that no
 // caller can change them for the others.
 
@@ -141,6 +149,7 @@ func FindingKinds() []FindingKind {
 		StackedMount, DataOnNodeDisk, UnknownPlugin, InconsistentMountTable, UnexpectedEntry,
 		StagingHashMismatch, LegacyLayout, SELinuxContextMismatch, LeakedLoopDevice,
 		DeletedDeviceBehindMount, BlockPublishNotADevice,
+		SELinuxContextConflict,
 	}
 }
 
@@ -240,8 +249,11 @@ type CSIInfo struct {
 	NodeName            string `json:"nodeName,omitempty"`
 	AttachmentID        string `json:"attachmentID,omitempty"`
 	VolumeLifecycleMode string `json:"volumeLifecycleMode,omitempty"`
-	// SELinuxMountContext is what vol_data.json records, never the mount's.
-	SELinuxMountContext string `json:"seLinuxMountContext,omitempty"`
+	// SELinuxMountContext is what vol_data.json records, never the mount's:
+	// nil (JSON: no field) when the file has no seLinuxMountContext key, a
+	// pointer to "" (JSON: "") when it has the key empty. The kubelet keeps
+	// the two apart: an empty label conflicts with a set one.
+	SELinuxMountContext *string `json:"seLinuxMountContext,omitempty"`
 	// Recovered is true when the pod's vol_data.json was missing or corrupt
 	// and the identity came from the staging dir instead.
 	Recovered bool `json:"recovered"`
@@ -290,6 +302,10 @@ type GlobalMount struct {
 	UniqueName   string         `json:"uniqueName,omitempty"`
 	// Attachable: the volume's driver is not attach-free (Options.AttachFreeDrivers).
 	Attachable bool `json:"attachable,omitempty"`
+	// SELinuxMountContext is what the staging dir's vol_data.json records
+	// (the device mount's label), as CSIInfo.SELinuxMountContext: absent,
+	// empty ("") or set.
+	SELinuxMountContext *string `json:"seLinuxMountContext,omitempty"`
 }
 
 // Finding is something on the node that needs attention.

@@ -28,9 +28,15 @@ const (
 	fcPluginName    = "kubernetes.io/fc"
 )
 
+// imagePluginName is the plugin of image volumes (KEP-4639): a stub whose
+// volumes the container runtime mounts in its own storage, outside the
+// kubelet root; the kubelet has nothing to reconstruct of one.
+const imagePluginName = "kubernetes.io/image"
+
 // Other plugins the kubelet still ships.
 var otherKnownPlugins = map[string]bool{
 	podsdir.CSIPluginName:        true,
+	imagePluginName:              true,
 	"kubernetes.io/local-volume": true,
 	"kubernetes.io/nfs":          true,
 	iscsiPluginName:              true,
@@ -99,6 +105,10 @@ func (b *builder) inTreeFilesystemVolume(v podsdir.Volume, out *Volume) {
 	}
 	if plainDirPlugins[v.Plugin] {
 		out.Reason += "; this plugin keeps its data in a plain directory, not a mount"
+	}
+	if v.Plugin == imagePluginName {
+		out.Reason += "; an image volume: the container runtime mounts the image in its own storage, " +
+			"so the kubelet has nothing here to reconstruct or tear down"
 	}
 	if n := b.mountsBelow(v.Path); n > 0 {
 		out.Reason += "; " + plural(n, "mount point lies", "mount points lie") + " below it"

@@ -111,6 +111,59 @@ func BenchmarkPeakRSS(b *testing.B) {
 		}
 		b.Run("plan-json", func(b *testing.B) { peakRSSOfPlan(b, bin, node) })
 	})
+	// The same tree on a Talos node whose mount table exploded (failure
+	// case 43): 32,768 entries stacked on /var/mnt/SDS outside the
+	// kubelet's dirs, and one pod volume stacked 3,000 times inside them.
+	b.Run("1000x10-talos-explosion", func(b *testing.B) {
+		node, err := nodegen.Generate(b.TempDir(), nodegen.Config{Pods: 1000, VolumesPerPod: 10})
+		if err != nil {
+			b.Fatal(err)
+		}
+		explodeMountTable(b, node.MountInfoPath, 32_768, 3_000)
+		common := []string{"--root-dir", node.RootDir, "--host-root", node.HostRoot, "--mountinfo", node.MountInfoPath}
+		b.Run("scan-json", func(b *testing.B) {
+			peakRSS(b, func() *exec.Cmd {
+				cmd := exec.Command(bin, append([]string{"scan", "-o", "json"}, common...)...)
+				cmd.Stdout = io.Discard
+				return cmd
+			}, nil)
+		})
+		b.Run("plan-json", func(b *testing.B) { peakRSSOfPlan(b, bin, node) })
+	})
+}
+
+// explodeMountTable appends to the mount table at path outside entries
+// on /var/mnt/SDS and stacks the first mount under a pods dir inside
+// times more, each with an ID of its own.
+func explodeMountTable(b *testing.B, path string, outside, inside int) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var podMount string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, "/pods/") {
+			podMount = l[strings.Index(l, " ")+1:] // without its ID
+			break
+		}
+	}
+	if podMount == "" {
+		b.Fatal("no pod mount in " + path)
+	}
+	var sb strings.Builder
+	sb.Write(data)
+	id := 10_000_000
+	for i := range outside + inside {
+		id++
+		rest := "25 0:31 /var/mnt/SDS /var/mnt/SDS rw,relatime shared:7 - xfs /dev/sdb1 rw"
+		if i >= outside {
+			rest = podMount
+		}
+		fmt.Fprintf(&sb, "%d %s\n", id, rest)
+	}
+	if err := os.WriteFile(path, []byte(sb.String()), 0o600); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // peakRSSOfPlan runs `plan -o json` with half the node's pods active, so
