@@ -216,7 +216,52 @@ func (c *commandFlags) parse(args []string, outputs []string, stderr io.Writer) 
 		fmt.Fprintf(stderr, "%s: unknown output format %q (want %s)\n", c.fs.Name(), c.output, strings.Join(outputs, ", "))
 		return errUsage
 	}
-	return nil
+	return errors.Join(positiveDurations(c.fs, stderr), c.node.checkDemo(c.fs, stderr))
+}
+
+// mayBeZero are the duration flags for which zero means something: a
+// leaked staging mount seen unused in two runs, however close.
+var mayBeZero = map[string]bool{"min-leak-age": true}
+
+// positiveDurations refuses a duration flag that is not positive: a zero
+// or negative timeout would fail every call, or wait forever.
+func positiveDurations(fs *flag.FlagSet, stderr io.Writer) error {
+	var err error
+	fs.VisitAll(func(fl *flag.Flag) {
+		getter, ok := fl.Value.(flag.Getter)
+		if !ok {
+			return
+		}
+		d, ok := getter.Get().(time.Duration)
+		if !ok || d > 0 || d == 0 && mayBeZero[fl.Name] {
+			return
+		}
+		fmt.Fprintf(stderr, "%s: --%s must be positive, not %s\n", fs.Name(), fl.Name, d)
+		err = errUsage
+	})
+	return err
+}
+
+// notForDemo are the flags that say where this machine's node is: the
+// demo's sample node is elsewhere, so they would be silently ignored.
+var notForDemo = []string{"root-dir", "root-dir-alias", "host-root", "mountinfo", "cri-endpoint"}
+
+// checkDemo refuses --demo with the flags that point at this machine.
+func (f *nodeFlags) checkDemo(fs *flag.FlagSet, stderr io.Writer) error {
+	if !f.demo {
+		return nil
+	}
+	var bad []string
+	fs.Visit(func(fl *flag.Flag) {
+		if slices.Contains(notForDemo, fl.Name) {
+			bad = append(bad, "--"+fl.Name)
+		}
+	})
+	if len(bad) == 0 {
+		return nil
+	}
+	fmt.Fprintf(stderr, "%s: --demo scans an embedded sample node, not this machine: drop %s, or drop --demo\n", fs.Name(), strings.Join(bad, ", "))
+	return errUsage
 }
 
 // node is where a command works: the scan options, and for --demo the temp
@@ -316,6 +361,32 @@ func mountTableError(st *reconstruct.State) error {
 	}
 	return fmt.Errorf("the mount table %s could not be read consistently (%s): every volume is Uncertain and nothing can be cleaned up; "+
 		"check --mountinfo (in a container with hostPID use /proc/1/mountinfo)", st.MountTable.Path, st.MountTable.Error)
+}
+
+// scanErrors is the error of a State that was printed: a mount table that
+// could not be read consistently (exit 1), active pods that are unknown
+// (exit 4: said on stderr, since a table without orphans would otherwise
+// read as a clean node), both (exit 1, both said), or nil.
+func scanErrors(st *reconstruct.State) error {
+	table, pods := mountTableError(st), activePodsUnknown(st)
+	switch {
+	case pods == nil:
+		return table
+	case table == nil:
+		return &exitError{code: exitUnknownActivePods, err: pods}
+	}
+	return &exitError{code: exitScanFail, err: errors.Join(table, pods)}
+}
+
+// activePodsUnknown is the error for a State whose active pods are
+// unknown, with what it means and what to do, or nil.
+func activePodsUnknown(st *reconstruct.State) error {
+	var src *reconstruct.PodSourceError
+	if !errors.As(st.Err(), &src) {
+		return nil
+	}
+	return fmt.Errorf("%w: every pod is Unknown, so no orphan is found, planned or cleaned up; "+
+		"fix the source of --active-pods (the API server, the file) and run again", src)
 }
 
 func withLogger(ctx context.Context) context.Context {
