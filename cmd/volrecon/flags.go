@@ -95,7 +95,8 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 		"kubectl get pods -A --field-selector spec.nodeName=NODE -o json; read within 2m, at most 256 MiB,\n"+
 		"and by serve again whenever the file changed")
 	f.kube.register(fs)
-	fs.BoolVar(&f.emptyActivePodsOK, "empty-active-pods-ok", false, "accept an empty --active-pods list: every pod dir is then orphaned")
+	fs.BoolVar(&f.emptyActivePodsOK, "empty-active-pods-ok", false, "accept an empty --active-pods list, or one that names none of the pod dirs\n"+
+		"(by default refused: every pod is Unknown, exit 4): every pod dir is then orphaned")
 	fs.BoolVar(&f.evidenceOfLife, "evidence-of-life", true, "before calling an orphan removable, look for its mounts in every mount namespace,\n"+
 		"for a task in its pod's cgroup and for its sandboxes and containers in the CRI runtime (false only for fixtures and tests: a pod\n"+
 		"missing from --active-pods whose containers still run could lose its data)")
@@ -280,7 +281,7 @@ func (f *nodeFlags) openNode(stdin io.Reader) (*node, error) {
 		Node: reconstruct.Node{RootDir: f.rootDir, RootDirAliases: f.rootDirAliases, HostRoot: f.hostRoot,
 			MountTable: mountscan.Source{Path: f.mountInfo}},
 		AttachFreeDrivers: f.attachFreeDrivers, Probe: f.probe, ProbeTimeout: f.probeTimeout, FSTimeout: f.probeTimeout,
-		EmptyActivePodsAuthoritative: f.emptyActivePodsOK, LifeChecker: f.lifeChecker(),
+		EmptyActivePodsAuthoritative: f.emptyActivePodsOK, ActivePodsMustBeHere: true, LifeChecker: f.lifeChecker(),
 	}}
 	switch f.activePods {
 	case "":
@@ -292,13 +293,13 @@ func (f *nodeFlags) openNode(stdin io.Reader) (*node, error) {
 		n.opts.ActivePods = src
 		n.opts.AttachFreeDrivers = append(n.opts.AttachFreeDrivers, f.kube.apiAttachFreeDrivers(withLogger(context.Background()))...)
 	case "-": // stdin is read once
-		list, err := readActivePods(f.activePods, stdin)
+		list, err := readActivePods(f.activePods, stdin, activePodsLimits(f.kube.nodeName))
 		if err != nil {
 			return nil, &exitError{code: exitUsage, err: err}
 		}
 		n.opts.ActivePods = list
 	default: // a file is read again whenever it changed (serve)
-		file, err := newActivePodsFile(f.activePods)
+		file, err := newActivePodsFile(f.activePods, activePodsLimits(f.kube.nodeName))
 		if err != nil {
 			return nil, &exitError{code: exitUsage, err: err}
 		}
@@ -333,6 +334,7 @@ func (n *node) materialiseDemo() error {
 	demoOpts.Probe, demoOpts.ProbeTimeout, demoOpts.FSTimeout = n.opts.Probe, n.opts.ProbeTimeout, n.opts.FSTimeout
 	demoOpts.AttachFreeDrivers = append(demoOpts.AttachFreeDrivers, n.opts.AttachFreeDrivers...)
 	demoOpts.ActivePods, demoOpts.EmptyActivePodsAuthoritative = n.opts.ActivePods, n.opts.EmptyActivePodsAuthoritative
+	demoOpts.ActivePodsMustBeHere = n.opts.ActivePodsMustBeHere
 	n.opts = demoOpts
 	return nil
 }
@@ -345,6 +347,9 @@ func (n *node) scan(ctx context.Context) (*reconstruct.State, error) {
 	case errors.Is(err, podsdir.ErrRootNotFound):
 		return nil, fmt.Errorf("%w: is this a Kubernetes node? Pass --root-dir if the kubelet uses another root dir "+
 			"(k0s: /var/lib/k0s/kubelet), --host-root in a container, or --demo to see a sample node", err)
+	case errors.Is(err, reconstruct.ErrNotHostMountTable):
+		return nil, &exitError{code: exitUsage, err: fmt.Errorf("%w; with --host-root pass --mountinfo=/proc/1/mountinfo "+
+			"(in a pod: hostPID: true), or run on the host without --host-root", err)}
 	case errors.Is(err, reconstruct.ErrEmptyActivePods):
 		return nil, &exitError{code: exitUsage, err: fmt.Errorf("%w; pass --empty-active-pods-ok only if no pod at all should run on this node", err)}
 	case err != nil:

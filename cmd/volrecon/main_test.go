@@ -102,17 +102,17 @@ func TestScanWithUnreadableMountTable(t *testing.T) {
 // in every error, and reads stdin for "-".
 func TestReadActivePods(t *testing.T) {
 	const uidA = "0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91"
-	got, err := readActivePods("-", strings.NewReader(`{"kind":"List","items":[{"metadata":{"uid":"`+uidA+`","name":"web-0","namespace":"shop"}}]}`))
+	got, err := readActivePods("-", strings.NewReader(`{"kind":"List","items":[{"metadata":{"uid":"`+uidA+`","name":"web-0","namespace":"shop"}}]}`), activePodsLimits(""))
 	require.NoError(t, err)
 	assert.Equal(t, []string{uidA}, got.Keys)
 	assert.Equal(t, map[string]reconstruct.PodName{uidA: {Namespace: "shop", Name: "web-0"}}, got.PodNames())
-	_, err = readActivePods("-", strings.NewReader("web-0\n"))
+	_, err = readActivePods("-", strings.NewReader("web-0\n"), activePodsLimits(""))
 	require.ErrorIs(t, err, podlist.ErrNotPodKey)
 	assert.EqualError(t, err, `--active-pods stdin: line 1: "web-0" is not a pod UID (want one UID per line, or kubectl's JSON)`)
 }
 
 func TestReadActivePodsNamesAMissingFile(t *testing.T) {
-	_, err := readActivePods("/no/such/file", nil)
+	_, err := readActivePods("/no/such/file", nil, activePodsLimits(""))
 	require.ErrorContains(t, err, "--active-pods /no/such/file")
 }
 
