@@ -274,7 +274,9 @@ func TestAListOfAnotherNodeIsRefused(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "pods.json")
 			require.NoError(t, os.WriteFile(path, []byte(tc.data), 0o600))
 			for _, read := range []func() (*podlist.List, error){
-				func() (*podlist.List, error) { return podlist.ReadListFile(t.Context(), path, podlist.Limits{Node: tc.node}) },
+				func() (*podlist.List, error) {
+					return podlist.ReadListFile(t.Context(), path, podlist.Limits{Node: tc.node})
+				},
 				func() (*podlist.List, error) {
 					f, err := podlist.NewFile(t.Context(), path, podlist.Limits{Node: tc.node})
 					if err != nil {
