@@ -144,7 +144,8 @@ func TestScanLooksForEvidenceOfLife(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(hostRoot, "var/lib/kubelet/pods", fixtureUID, "containers"), 0o750))
 	mountinfo := filepath.Join(t.TempDir(), "mountinfo")
 	require.NoError(t, os.WriteFile(mountinfo, []byte("1 0 259:1 / / rw - ext4 /dev/sda1 rw\n"), 0o600))
-	args := []string{"scan", "--host-root", hostRoot, "--mountinfo", mountinfo, "--active-pods", "-", "--cri-endpoint", "none", "-o", "json"}
+	// The list names no pod dir of this one-pod node: say it is authoritative.
+	args := []string{"scan", "--host-root", hostRoot, "--mountinfo", mountinfo, "--active-pods", "-", "--empty-active-pods-ok", "--cri-endpoint", "none", "-o", "json"}
 
 	code, out, errOut := runCLI(t, otherUID+"\n", args...)
 	require.Equal(t, exitOK, code, errOut)
@@ -206,7 +207,7 @@ func TestTableOutputQuotesNamesPodsControl(t *testing.T) {
 	}
 	mountinfo := filepath.Join(t.TempDir(), "mountinfo")
 	require.NoError(t, os.WriteFile(mountinfo, []byte("1 0 259:1 / / rw - ext4 /dev/sda1 rw\n"), 0o600))
-	args := []string{"--root-dir", root, "--mountinfo", mountinfo, "--active-pods", "-", "--evidence-of-life=false"}
+	args := []string{"--root-dir", root, "--mountinfo", mountinfo, "--active-pods", "-", "--empty-active-pods-ok", "--evidence-of-life=false"}
 
 	for _, cmd := range [][]string{{"scan"}, {"scan", "-o", "wide"}, {"plan", "-o", "wide"}, {"plan"}} {
 		code, out, errOut := runCLI(t, otherUID+"\n", append(cmd, args...)...)
@@ -238,7 +239,7 @@ func TestCleanupUnmountRefusedOutsideTheTablesNamespace(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "pods", fixtureUID, "containers"), 0o750))
 	copyOfTable := filepath.Join(t.TempDir(), "mountinfo")
 	require.NoError(t, os.WriteFile(copyOfTable, []byte("1 0 259:1 / / rw - ext4 /dev/sda1 rw\n"), 0o600))
-	common := []string{"--active-pods", "-", "--evidence-of-life=false"}
+	common := []string{"--active-pods", "-", "--empty-active-pods-ok", "--evidence-of-life=false"}
 	tests := []struct {
 		name    string
 		args    []string
