@@ -157,7 +157,7 @@ func (b *builder) applyActivePods() {
 	}
 	if err == nil && len(keys) > 0 && len(b.st.Pods) > 0 && b.opts.ActivePodsMustBeHere &&
 		!b.opts.EmptyActivePodsAuthoritative && !b.anyActive(keys) {
-		err = fmt.Errorf("%w (%d pods listed, %d pod dirs under %s): is the list of another node? Take the list of this node's pods, "+
+		err = fmt.Errorf("%w (%d pod keys listed, %d pod dirs under %s): is the list of another node? Take the list of this node's pods, "+
 			"or say that it is authoritative", ErrNoActivePodHere, len(keys), len(b.st.Pods), b.inv.PodsDir)
 	}
 	if err != nil {

@@ -87,7 +87,7 @@ func TestActivePodsOfNoPodDirHereAreRefused(t *testing.T) {
 	assert.Empty(t, st.Findings)
 	require.ErrorIs(t, st.Err(), reconstruct.ErrNoActivePodHere)
 	require.ErrorIs(t, st.Err(), reconstruct.ErrActivePods)
-	assert.Contains(t, st.ActivePods.Error, "(2 pods listed, 2 pod dirs under ")
+	assert.Contains(t, st.ActivePods.Error, "(2 pod keys listed, 2 pod dirs under ")
 
 	st, err = scanPods(t, reconstruct.Options{ActivePods: append(elsewhere, realUID2), ActivePodsMustBeHere: true})
 	require.NoError(t, err)

@@ -62,7 +62,7 @@ func TestAPodListOfAnotherNodeOrphansNothing(t *testing.T) {
 
 	code, out, errOut := runCLI(t, demoPods("node-a", elsewhere), "plan", "--demo", "--active-pods", "-")
 	assert.Equal(t, exitUnknownActivePods, code, errOut)
-	assert.Contains(t, errOut, "none of the active pods has a pod dir on this node, but pod dirs exist (1 pods listed, 3 pod dirs under ")
+	assert.Contains(t, errOut, "none of the active pods has a pod dir on this node, but pod dirs exist (1 pod keys listed, 3 pod dirs under ")
 	assert.Contains(t, out, "0 actions; nothing was changed; ACTIVE PODS UNKNOWN")
 
 	code, out, errOut = runCLI(t, demoPods("node-a", elsewhere), "plan", "--demo", "--active-pods", "-", "--empty-active-pods-ok")
