@@ -107,6 +107,10 @@ func TestInClusterServe(t *testing.T) {
 	t.Run("api server stopped", func(t *testing.T) {
 		require.NoError(t, c.StopAPIServer())
 		srv.waitUnknown(t)
+		// Not silent: the table says it, and the exit code (issue 24 item 1).
+		out, code := volrecon(t, nil, "scan", "--active-pods", "api", "--kubeconfig", kubeconfig, "--node-name", cluster.NodeName)
+		assert.Equal(t, 4, code, "the active pods are unknown")
+		assert.Contains(t, string(out), "ACTIVE PODS UNKNOWN, every pod is Unknown and no orphan is found: ")
 		require.NoError(t, c.StartAPIServer(ctxT(t)))
 		srv.waitStatuses(t, "back to normal", want)
 	})
@@ -123,7 +127,8 @@ func TestInClusterServe(t *testing.T) {
 	})
 	t.Run("unreachable address", func(t *testing.T) {
 		bad := rewriteServer(t, kubeconfig, "https://127.0.0.1:"+strconv.Itoa(freePort(t)))
-		out, _ := volrecon(t, nil, "plan", "-o", "json", "--active-pods", "api", "--kubeconfig", bad, "--node-name", cluster.NodeName)
+		out, code := volrecon(t, nil, "plan", "-o", "json", "--active-pods", "api", "--kubeconfig", bad, "--node-name", cluster.NodeName)
+		assert.Equal(t, 4, code, "the active pods are unknown")
 		var p vrPlan
 		require.NoError(t, json.Unmarshal(out, &p))
 		for _, a := range p.Actions {

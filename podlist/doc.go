@@ -12,6 +12,11 @@
 // without a writer as too slow (ErrTimeout). Every error is an *Error naming
 // the file or stream, and the line for a line that is not a pod key.
 //
+// A node's list holds that node's pods only: kubectl's JSON whose pods are
+// bound to several nodes (spec.nodeName), or to another node than
+// Limits.Node, is refused (ErrOtherNode), since every pod dir of this node
+// would look orphaned (List.CheckNode for a list parsed already).
+//
 // File is a reconstruct.PodSource over a file that is read again whenever it
 // changed (size, modification time or inode), so a long-running scanner
 // follows a list that an agent rewrites; a FIFO is read once. A read that

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +33,10 @@ type Limits struct {
 	// without a writer). A read that timed out is abandoned, not
 	// interrupted: its goroutine stays blocked until the file answers.
 	Timeout time.Duration
+	// Node, if set, is the node the list must be of: kubectl's JSON with a
+	// pod whose spec.nodeName is another node is refused (ErrOtherNode).
+	// A list of the pods of several nodes is refused whatever Node is.
+	Node string
 }
 
 func (l Limits) maxSize() int64 {
@@ -61,6 +67,10 @@ var (
 	// ErrNoItems: JSON without "items", such as one pod's JSON instead of
 	// a list.
 	ErrNoItems = errors.New(`JSON without "items"`)
+	// ErrOtherNode: kubectl's JSON lists pods of another node than
+	// Limits.Node, or of several nodes (spec.nodeName): every pod dir of
+	// this node would look orphaned.
+	ErrOtherNode = errors.New("not this node's pod list")
 )
 
 // Error is a pod list that could not be read or parsed.
@@ -90,6 +100,26 @@ type List struct {
 	// Names are the pods' namespace and name by each of their keys; nil
 	// for a list of UIDs.
 	Names map[string]reconstruct.PodName
+	// Nodes are the nodes the pods are bound to (spec.nodeName), sorted;
+	// nil for a list of UIDs. ParseList refuses more than one.
+	Nodes []string
+}
+
+// CheckNode refuses a list whose pods are bound to another node than node
+// (ErrOtherNode); name names the list in the error. A list of UIDs, which
+// names no node, passes.
+func (l *List) CheckNode(name, node string) error {
+	if node == "" || l == nil {
+		return nil
+	}
+	for _, n := range l.Nodes {
+		if n != node {
+			return &Error{Path: name, Err: fmt.Errorf("%w: its pods are bound to node %q (spec.nodeName), this is node %q: "+
+				"every pod dir here would look orphaned; take the list with kubectl get pods -A --field-selector spec.nodeName=%s -o json",
+				ErrOtherNode, n, node, node)}
+		}
+	}
+	return nil
 }
 
 // ActivePods returns the keys.
@@ -111,7 +141,7 @@ func ReadListFile(ctx context.Context, path string, l Limits) (*List, error) {
 	if err != nil {
 		return nil, &Error{Path: path, Err: err}
 	}
-	return ParseList(path, data)
+	return parseFor(path, data, l.Node)
 }
 
 // Read reads and parses a pod list from r (say, stdin), within l; name
@@ -127,7 +157,19 @@ func ReadList(ctx context.Context, name string, r io.Reader, l Limits) (*List, e
 	if err != nil {
 		return nil, &Error{Path: name, Err: err}
 	}
-	return ParseList(name, data)
+	return parseFor(name, data, l.Node)
+}
+
+// parseFor parses a list and checks that it is node's (List.CheckNode).
+func parseFor(name string, data []byte, node string) (*List, error) {
+	list, err := ParseList(name, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := list.CheckNode(name, node); err != nil {
+		return nil, err
+	}
+	return list, nil
 }
 
 // Parse parses a pod list that was read already: kubectl's JSON when it
@@ -140,7 +182,9 @@ func Parse(name string, data []byte) ([]string, error) {
 	return keysOf(list), err
 }
 
-// ParseList is Parse that keeps the pods' names (kubectl's JSON).
+// ParseList is Parse that keeps the pods' names and nodes (kubectl's
+// JSON). Kubectl's JSON whose pods are bound to more than one node is
+// refused (ErrOtherNode): a node's list has the pods of that node only.
 func ParseList(name string, data []byte) (*List, error) {
 	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
 		return parseJSON(name, trimmed)
@@ -178,6 +222,9 @@ type kubectlList struct {
 			UID         string            `json:"uid"`
 			Annotations map[string]string `json:"annotations"`
 		} `json:"metadata"`
+		Spec struct {
+			NodeName string `json:"nodeName"`
+		} `json:"spec"`
 	} `json:"items"`
 }
 
@@ -191,6 +238,9 @@ func parseJSON(name string, data []byte) (*List, error) {
 	}
 	out := &List{Keys: make([]string, 0, len(*list.Items)), Names: map[string]reconstruct.PodName{}}
 	for i, item := range *list.Items {
+		if n := item.Spec.NodeName; n != "" && !slices.Contains(out.Nodes, n) {
+			out.Nodes = append(out.Nodes, n)
+		}
 		m := item.Metadata
 		if !podsdir.IsPodUID(m.UID) {
 			return nil, &Error{Path: name, Err: fmt.Errorf("items[%d].metadata.uid %q %w", i, m.UID, ErrNotPodKey)}
@@ -203,5 +253,24 @@ func parseJSON(name string, data []byte) (*List, error) {
 			}
 		}
 	}
+	slices.Sort(out.Nodes)
+	if len(out.Nodes) > 1 {
+		return nil, &Error{Path: name, Err: fmt.Errorf("%w: its pods are bound to %d nodes (spec.nodeName: %s): every pod dir of a node would look "+
+			"orphaned but for its own; take the list of one node's pods: kubectl get pods -A --field-selector spec.nodeName=NODE -o json",
+			ErrOtherNode, len(out.Nodes), summarize(out.Nodes, 3))}
+	}
 	return out, nil
+}
+
+// summarize names the first n items, quoted.
+func summarize(items []string, n int) string {
+	quoted := make([]string, 0, n)
+	for _, it := range items[:min(n, len(items))] {
+		quoted = append(quoted, strconv.Quote(it))
+	}
+	s := strings.Join(quoted, ", ")
+	if len(items) > n {
+		s += fmt.Sprintf(" and %d more", len(items)-n)
+	}
+	return s
 }

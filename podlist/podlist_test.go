@@ -2,6 +2,7 @@ package podlist_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -240,4 +241,60 @@ func TestListKeepsThePodsNames(t *testing.T) {
 	list, err = podlist.ReadList(t.Context(), "stdin", strings.NewReader(kubectl), podlist.Limits{})
 	require.NoError(t, err)
 	assert.Len(t, list.Names, 3)
+}
+
+// podsOn is kubectl's JSON of pods bound to the nodes given, one pod each.
+func podsOn(nodes ...string) string {
+	var items []string
+	for i, n := range nodes {
+		items = append(items, fmt.Sprintf(`{"metadata":{"uid":"6e1c0f0a-0000-4000-8000-00000000000%d","name":"p%d","namespace":"ns"},"spec":{"nodeName":%q}}`, i, i, n))
+	}
+	return `{"kind":"List","items":[` + strings.Join(items, ",") + `]}`
+}
+
+// A list of another node's pods, or of several nodes', would orphan every
+// pod dir here: it is refused, naming the nodes and how to take the
+// right list; this node's list, a pending pod and a list of UIDs pass.
+func TestAListOfAnotherNodeIsRefused(t *testing.T) {
+	tests := []struct {
+		name, data, node, err string
+	}{
+		{"this node's", podsOn("node-a", "node-a"), "node-a", ""},
+		{"no node given", podsOn("node-b"), "", ""},
+		{"a pod not bound yet", podsOn("node-a", ""), "node-a", ""},
+		{"UIDs name no node", "6e1c0f0a-0000-4000-8000-000000000001\n", "node-a", ""},
+		{"another node's", podsOn("node-b"), "node-a", `pods.json: not this node's pod list: its pods are bound to node "node-b" (spec.nodeName), this is node "node-a": ` +
+			"every pod dir here would look orphaned; take the list with kubectl get pods -A --field-selector spec.nodeName=node-a -o json"},
+		{"several nodes'", podsOn("node-a", "node-b", "node-c", "node-d"), "", `pods.json: not this node's pod list: its pods are bound to 4 nodes ` +
+			`(spec.nodeName: "node-a", "node-b", "node-c" and 1 more): every pod dir of a node would look orphaned but for its own; ` +
+			"take the list of one node's pods: kubectl get pods -A --field-selector spec.nodeName=NODE -o json"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "pods.json")
+			require.NoError(t, os.WriteFile(path, []byte(tc.data), 0o600))
+			for _, read := range []func() (*podlist.List, error){
+				func() (*podlist.List, error) {
+					return podlist.ReadListFile(t.Context(), path, podlist.Limits{Node: tc.node})
+				},
+				func() (*podlist.List, error) {
+					f, err := podlist.NewFile(t.Context(), path, podlist.Limits{Node: tc.node})
+					if err != nil {
+						return nil, err
+					}
+					_, err = f.ActivePods(t.Context())
+					return &podlist.List{}, err
+				},
+			} {
+				list, err := read()
+				if tc.err == "" {
+					require.NoError(t, err)
+					assert.NotNil(t, list)
+					continue
+				}
+				require.ErrorIs(t, err, podlist.ErrOtherNode)
+				assert.Equal(t, strings.Replace(tc.err, "pods.json", path, 1), err.Error())
+			}
+		})
+	}
 }

@@ -89,6 +89,15 @@ func (f PodSourceFunc) ActivePods(ctx context.Context) ([]string, error) { retur
 // the volumes, mounts and volumesInUse as on any scan.
 var ErrEmptyActivePods = errors.New("the active pod list is empty but pod dirs exist")
 
+// ErrNoActivePodHere is the cause of a *PodSourceError when the pod
+// source listed pods but none of them has a pod dir here, while pod dirs
+// exist, and Options.EmptyActivePodsAuthoritative is not set: a list taken
+// for another node (or a stale one) would make every pod on the node an
+// orphan. With Options.ActivePodsMustBeHere the answer is refused: every
+// pod is Unknown, and ActivePods.Error says why; Scan returns no error for
+// it.
+var ErrNoActivePodHere = errors.New("none of the active pods has a pod dir on this node, but pod dirs exist")
+
 // ErrActivePods is wrapped by every *PodSourceError.
 var ErrActivePods = errors.New("the active pods are unknown")
 
@@ -125,8 +134,10 @@ type PodConfirmer interface {
 
 // applyActivePods sets each pod's status. A pod is Orphaned only with
 // positive evidence: the source answered without error and lacks it. An
-// empty answer while pod dirs exist is refused (b.refused), unless it is
-// authoritative, and then every pod stays Unknown, as for a failed one.
+// empty answer while pod dirs exist is refused (b.refused), and so is one
+// that names none of the pod dirs when it must (ErrNoActivePodHere),
+// unless it is authoritative; every pod then stays Unknown, as for a
+// failed one.
 func (b *builder) applyActivePods() {
 	if b.opts.ActivePods == nil {
 		return
@@ -143,6 +154,11 @@ func (b *builder) applyActivePods() {
 		err = fmt.Errorf("%w (%d pod dirs under %s): pass the list again, or say that empty is authoritative",
 			ErrEmptyActivePods, len(b.st.Pods), b.inv.PodsDir)
 		b.refused = err
+	}
+	if err == nil && len(keys) > 0 && len(b.st.Pods) > 0 && b.opts.ActivePodsMustBeHere &&
+		!b.opts.EmptyActivePodsAuthoritative && !b.anyActive(keys) {
+		err = fmt.Errorf("%w (%d pod keys listed, %d pod dirs under %s): is the list of another node? Take the list of this node's pods, "+
+			"or say that it is authoritative", ErrNoActivePodHere, len(keys), len(b.st.Pods), b.inv.PodsDir)
 	}
 	if err != nil {
 		b.st.ActivePods = &ActivePodsInfo{Error: err.Error()}
@@ -184,6 +200,12 @@ func keySet(keys []string) map[string]bool {
 		set[strings.ToLower(strings.TrimSpace(k))] = true
 	}
 	return set
+}
+
+// anyActive: some pod dir is named by one of the keys.
+func (b *builder) anyActive(keys []string) bool {
+	active := keySet(keys)
+	return slices.ContainsFunc(b.st.Pods, func(p Pod) bool { return active[strings.ToLower(p.UID)] })
 }
 
 // wouldOrphan: some pod dir is not named by any of the keys.

@@ -75,6 +75,35 @@ func TestEmptyActivePodsAreRefused(t *testing.T) {
 	assert.Contains(t, err.Error(), "2 pod dirs")
 }
 
+// A list that names none of the pod dirs (another node's) would orphan
+// every pod: with ActivePodsMustBeHere it is refused, every pod Unknown
+// and the State saying why; one pod of it here is enough, and an
+// authoritative list is taken as it is.
+func TestActivePodsOfNoPodDirHereAreRefused(t *testing.T) {
+	elsewhere := reconstruct.PodList{"6e1c0f0a-0000-4000-8000-00000000000a", "6e1c0f0a-0000-4000-8000-00000000000b"}
+	st, err := scanPods(t, reconstruct.Options{ActivePods: elsewhere, ActivePodsMustBeHere: true})
+	require.NoError(t, err, "not an error of Scan: the State says it")
+	assert.Equal(t, []reconstruct.PodStatus{reconstruct.PodUnknown, reconstruct.PodUnknown}, statuses(st))
+	assert.Empty(t, st.Findings)
+	require.ErrorIs(t, st.Err(), reconstruct.ErrNoActivePodHere)
+	require.ErrorIs(t, st.Err(), reconstruct.ErrActivePods)
+	assert.Contains(t, st.ActivePods.Error, "(2 pod keys listed, 2 pod dirs under ")
+
+	st, err = scanPods(t, reconstruct.Options{ActivePods: append(elsewhere, realUID2), ActivePodsMustBeHere: true})
+	require.NoError(t, err)
+	assert.Equal(t, []reconstruct.PodStatus{reconstruct.PodOrphaned, reconstruct.PodActive}, statuses(st))
+
+	for _, opts := range []reconstruct.Options{
+		{ActivePods: elsewhere},
+		{ActivePods: elsewhere, ActivePodsMustBeHere: true, EmptyActivePodsAuthoritative: true},
+	} {
+		st, err = scanPods(t, opts)
+		require.NoError(t, err)
+		assert.Equal(t, []reconstruct.PodStatus{reconstruct.PodOrphaned, reconstruct.PodOrphaned}, statuses(st))
+		assert.NoError(t, st.Err())
+	}
+}
+
 // A static pod's dir is named by its config hash: listed under the keys of
 // its mirror pod, it is Active, not an orphan.
 func TestPodKeysMakeAStaticPodActive(t *testing.T) {

@@ -27,7 +27,11 @@
 //
 // What the scan could not read, though it went on (the mount table, the
 // pod source), is a typed error of the State (State.Err: ErrMountTable,
-// ErrActivePods). The paths whose filesystem calls hung are remembered in
+// ErrActivePods; a list that names none of the pod dirs is refused so with
+// Options.ActivePodsMustBeHere: ErrNoActivePodHere). A mount table that is
+// not the host's when the host is read under a HostRoot (the container's
+// own /proc/self/mountinfo) is refused before anything is read
+// (Node.CheckMountTable, ErrNotHostMountTable). The paths whose filesystem calls hung are remembered in
 // a HungPaths, the process's unless Node.HungPaths names one of the
 // caller's own, so that nothing is sent there again.
 //

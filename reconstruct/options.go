@@ -38,6 +38,13 @@ type Options struct {
 	// while pod dirs exist (every pod then is an orphan). Without it Scan
 	// refuses with ErrEmptyActivePods.
 	EmptyActivePodsAuthoritative bool
+	// ActivePodsMustBeHere refuses an answer of ActivePods that names none
+	// of the pod dirs while pod dirs exist (ErrNoActivePodHere: every pod
+	// is Unknown, the State says why): a list taken for another node, or
+	// for another kubelet root, would orphan every pod. A caller whose
+	// source is the node's own (a kubelet's pod manager) need not set it;
+	// EmptyActivePodsAuthoritative overrides it.
+	ActivePodsMustBeHere bool
 	// AttachFreeDrivers names the CSI drivers that need no attach (their
 	// CSIDriver object says attachRequired: false). The kubelet reports only
 	// attachable volumes in node.status.volumesInUse (volume_manager.go

@@ -19,15 +19,19 @@ import (
 // Scan rebuilds the node's volume state from the kubelet root dir and the
 // mount table. It needs no API server, no CSI driver and no plugin
 // registration. It returns an error only when the kubelet root cannot be
-// used (wrapping a *podsdir.RootError; the State is nil) or the pod source
-// answered with an empty list (ErrEmptyActivePods; the State is returned
-// with it, every pod Unknown). A mount table that cannot be read
+// used (wrapping a *podsdir.RootError; the State is nil), the mount table
+// is not the host's (a *NotHostMountTableError, see Node.CheckMountTable;
+// the State is nil), or the pod source answered with an empty list
+// (ErrEmptyActivePods; the State is returned with it, every pod Unknown). A mount table that cannot be read
 // consistently, or a pod source that fails, is not an error of Scan:
 // every state becomes Uncertain, or every pod Unknown, the State says why,
 // and State.Err returns it as a typed error (ErrMountTable,
 // ErrActivePods).
 func Scan(ctx context.Context, opts Options) (*State, error) {
 	opts = opts.withDefaults()
+	if err := opts.Node.CheckMountTable(); err != nil {
+		return nil, fmt.Errorf("reconstruct: %w", err)
+	}
 	ctx = WithHungPaths(ctx, opts.HungPaths)
 	table := opts.readMountTableDuring(ctx)
 	walk := opts.podsdirOptions()

@@ -120,7 +120,11 @@ func WritePlan(w io.Writer, plan *cleanup.ActionPlan, results []cleanup.ActionRe
 		hidden = append(hidden, writeBlock(t, plan.PodsDir, root, b, opts)...)
 	}
 	writeRemovals(t, hidden, results != nil)
-	t.line(planTotals(plan, results, opts))
+	summary := planTotals(plan, results, opts)
+	if why := ActivePodsUnknown(st); why != "" {
+		summary += "; ACTIVE PODS UNKNOWN, no pod dir is orphaned, so none is cleaned up: " + q(why)
+	}
+	t.line(summary)
 	return t.flush()
 }
 

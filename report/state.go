@@ -414,5 +414,19 @@ func stateSummary(st *reconstruct.State, shownPods int, opts Options) string {
 	if opts.Problems || len(opts.Pods) > 0 {
 		s += fmt.Sprintf("; %d of %s shown", shownPods, plural(len(st.Pods), "pod"))
 	}
+	if why := ActivePodsUnknown(st); why != "" {
+		s += "; ACTIVE PODS UNKNOWN, every pod is Unknown and no orphan is found: " + q(why)
+	}
 	return s
+}
+
+// ActivePodsUnknown says why the active pods of st are unknown (the pod
+// source failed, or its answer was refused), or "" when they are known or
+// were not asked for. A table says it in its summary line: without it, a
+// node whose pod list could not be had would read as one without orphans.
+func ActivePodsUnknown(st *reconstruct.State) string {
+	if st == nil || st.ActivePods == nil {
+		return ""
+	}
+	return st.ActivePods.Error
 }

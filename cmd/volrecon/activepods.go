@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/volrecon/volrecon/podlist"
@@ -14,17 +16,21 @@ import (
 // size bound is the package's default).
 var activePodsTimeout = podlist.DefaultTimeout
 
-func activePodsLimits() podlist.Limits { return podlist.Limits{Timeout: activePodsTimeout} }
+// activePodsLimits are the bounds of a read of --active-pods, and the node
+// its pods must be bound to: --node-name or $NODE_NAME, where given.
+func activePodsLimits(nodeName string) podlist.Limits {
+	return podlist.Limits{Timeout: activePodsTimeout, Node: cmp.Or(nodeName, os.Getenv("NODE_NAME"))}
+}
 
 // readActivePods reads --active-pods from a file, or from stdin for "-",
 // with the pods' names where it gives them (kubectl's JSON).
-func readActivePods(path string, stdin io.Reader) (*podlist.List, error) {
+func readActivePods(path string, stdin io.Reader, limits podlist.Limits) (*podlist.List, error) {
 	var list *podlist.List
 	var err error
 	if path == "-" {
-		list, err = podlist.ReadList(context.Background(), "stdin", stdin, activePodsLimits())
+		list, err = podlist.ReadList(context.Background(), "stdin", stdin, limits)
 	} else {
-		list, err = podlist.ReadListFile(context.Background(), path, activePodsLimits())
+		list, err = podlist.ReadListFile(context.Background(), path, limits)
 	}
 	return list, activePodsError(err)
 }
@@ -41,8 +47,8 @@ func activePodsError(err error) error {
 // (podlist.File), its errors naming the flag.
 type activePodsFile struct{ file *podlist.File }
 
-func newActivePodsFile(path string) (*activePodsFile, error) {
-	file, err := podlist.NewFile(context.Background(), path, activePodsLimits())
+func newActivePodsFile(path string, limits podlist.Limits) (*activePodsFile, error) {
+	file, err := podlist.NewFile(context.Background(), path, limits)
 	if err != nil {
 		return nil, activePodsError(err)
 	}

@@ -3,8 +3,9 @@
 // table or as JSON (schema volrecon.v1, schema/volrecon.v1.json); plans and,
 // with cleanup --apply, applies a cleanup of orphaned pod dirs that cannot
 // lose data (package cleanup); and exports Prometheus metrics (package
-// metrics) with serve. `volrecon scan --demo` scans an embedded sample node,
-// so it can be tried on any machine.
+// metrics) with serve; check is a node-problem-detector custom plugin (one
+// line, exit 0 OK, 1 a problem, 2 unknown: package verdict). `volrecon scan
+// --demo` scans an embedded sample node, so it can be tried on any machine.
 //
 // It binds flags and prints; what it reads and decides is done by the
 // packages (the active pod list by podlist and kube, the quoting of table

@@ -16,6 +16,7 @@ func TestCleanupDryRunSaysWhatItWouldDo(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "pods", orphan, "containers", "app")
 	require.NoError(t, os.MkdirAll(dir, 0o750))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "pods", "7f8e9d0c-1b2a-4c3d-8e5f-6a7b8c9d0e1f"), 0o750)) // the active pod
 	mountinfo := filepath.Join(t.TempDir(), "mountinfo")
 	require.NoError(t, os.WriteFile(mountinfo, []byte("1 0 259:1 / / rw - ext4 /dev/sda1 rw\n"), 0o600))
 

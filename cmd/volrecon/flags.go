@@ -95,7 +95,8 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 		"kubectl get pods -A --field-selector spec.nodeName=NODE -o json; read within 2m, at most 256 MiB,\n"+
 		"and by serve again whenever the file changed")
 	f.kube.register(fs)
-	fs.BoolVar(&f.emptyActivePodsOK, "empty-active-pods-ok", false, "accept an empty --active-pods list: every pod dir is then orphaned")
+	fs.BoolVar(&f.emptyActivePodsOK, "empty-active-pods-ok", false, "accept an empty --active-pods list, or one that names none of the pod dirs\n"+
+		"(by default refused: every pod is Unknown, exit 4): every pod dir is then orphaned")
 	fs.BoolVar(&f.evidenceOfLife, "evidence-of-life", true, "before calling an orphan removable, look for its mounts in every mount namespace,\n"+
 		"for a task in its pod's cgroup and for its sandboxes and containers in the CRI runtime (false only for fixtures and tests: a pod\n"+
 		"missing from --active-pods whose containers still run could lose its data)")
@@ -216,7 +217,52 @@ func (c *commandFlags) parse(args []string, outputs []string, stderr io.Writer) 
 		fmt.Fprintf(stderr, "%s: unknown output format %q (want %s)\n", c.fs.Name(), c.output, strings.Join(outputs, ", "))
 		return errUsage
 	}
-	return nil
+	return errors.Join(positiveDurations(c.fs, stderr), c.node.checkDemo(c.fs, stderr))
+}
+
+// mayBeZero are the duration flags for which zero means something: a
+// leaked staging mount seen unused in two runs, however close.
+var mayBeZero = map[string]bool{"min-leak-age": true}
+
+// positiveDurations refuses a duration flag that is not positive: a zero
+// or negative timeout would fail every call, or wait forever.
+func positiveDurations(fs *flag.FlagSet, stderr io.Writer) error {
+	var err error
+	fs.VisitAll(func(fl *flag.Flag) {
+		getter, ok := fl.Value.(flag.Getter)
+		if !ok {
+			return
+		}
+		d, ok := getter.Get().(time.Duration)
+		if !ok || d > 0 || d == 0 && mayBeZero[fl.Name] {
+			return
+		}
+		fmt.Fprintf(stderr, "%s: --%s must be positive, not %s\n", fs.Name(), fl.Name, d)
+		err = errUsage
+	})
+	return err
+}
+
+// notForDemo are the flags that say where this machine's node is: the
+// demo's sample node is elsewhere, so they would be silently ignored.
+var notForDemo = []string{"root-dir", "root-dir-alias", "host-root", "mountinfo", "cri-endpoint"}
+
+// checkDemo refuses --demo with the flags that point at this machine.
+func (f *nodeFlags) checkDemo(fs *flag.FlagSet, stderr io.Writer) error {
+	if !f.demo {
+		return nil
+	}
+	var bad []string
+	fs.Visit(func(fl *flag.Flag) {
+		if slices.Contains(notForDemo, fl.Name) {
+			bad = append(bad, "--"+fl.Name)
+		}
+	})
+	if len(bad) == 0 {
+		return nil
+	}
+	fmt.Fprintf(stderr, "%s: --demo scans an embedded sample node, not this machine: drop %s, or drop --demo\n", fs.Name(), strings.Join(bad, ", "))
+	return errUsage
 }
 
 // node is where a command works: the scan options, and for --demo the temp
@@ -235,7 +281,7 @@ func (f *nodeFlags) openNode(stdin io.Reader) (*node, error) {
 		Node: reconstruct.Node{RootDir: f.rootDir, RootDirAliases: f.rootDirAliases, HostRoot: f.hostRoot,
 			MountTable: mountscan.Source{Path: f.mountInfo}},
 		AttachFreeDrivers: f.attachFreeDrivers, Probe: f.probe, ProbeTimeout: f.probeTimeout, FSTimeout: f.probeTimeout,
-		EmptyActivePodsAuthoritative: f.emptyActivePodsOK, LifeChecker: f.lifeChecker(),
+		EmptyActivePodsAuthoritative: f.emptyActivePodsOK, ActivePodsMustBeHere: true, LifeChecker: f.lifeChecker(),
 	}}
 	switch f.activePods {
 	case "":
@@ -247,13 +293,13 @@ func (f *nodeFlags) openNode(stdin io.Reader) (*node, error) {
 		n.opts.ActivePods = src
 		n.opts.AttachFreeDrivers = append(n.opts.AttachFreeDrivers, f.kube.apiAttachFreeDrivers(withLogger(context.Background()))...)
 	case "-": // stdin is read once
-		list, err := readActivePods(f.activePods, stdin)
+		list, err := readActivePods(f.activePods, stdin, activePodsLimits(f.kube.nodeName))
 		if err != nil {
 			return nil, &exitError{code: exitUsage, err: err}
 		}
 		n.opts.ActivePods = list
 	default: // a file is read again whenever it changed (serve)
-		file, err := newActivePodsFile(f.activePods)
+		file, err := newActivePodsFile(f.activePods, activePodsLimits(f.kube.nodeName))
 		if err != nil {
 			return nil, &exitError{code: exitUsage, err: err}
 		}
@@ -288,6 +334,7 @@ func (n *node) materialiseDemo() error {
 	demoOpts.Probe, demoOpts.ProbeTimeout, demoOpts.FSTimeout = n.opts.Probe, n.opts.ProbeTimeout, n.opts.FSTimeout
 	demoOpts.AttachFreeDrivers = append(demoOpts.AttachFreeDrivers, n.opts.AttachFreeDrivers...)
 	demoOpts.ActivePods, demoOpts.EmptyActivePodsAuthoritative = n.opts.ActivePods, n.opts.EmptyActivePodsAuthoritative
+	demoOpts.ActivePodsMustBeHere = n.opts.ActivePodsMustBeHere
 	n.opts = demoOpts
 	return nil
 }
@@ -300,6 +347,9 @@ func (n *node) scan(ctx context.Context) (*reconstruct.State, error) {
 	case errors.Is(err, podsdir.ErrRootNotFound):
 		return nil, fmt.Errorf("%w: is this a Kubernetes node? Pass --root-dir if the kubelet uses another root dir "+
 			"(k0s: /var/lib/k0s/kubelet), --host-root in a container, or --demo to see a sample node", err)
+	case errors.Is(err, reconstruct.ErrNotHostMountTable):
+		return nil, &exitError{code: exitUsage, err: fmt.Errorf("%w; with --host-root pass --mountinfo=/proc/1/mountinfo "+
+			"(in a pod: hostPID: true), or run on the host without --host-root", err)}
 	case errors.Is(err, reconstruct.ErrEmptyActivePods):
 		return nil, &exitError{code: exitUsage, err: fmt.Errorf("%w; pass --empty-active-pods-ok only if no pod at all should run on this node", err)}
 	case err != nil:
@@ -316,6 +366,32 @@ func mountTableError(st *reconstruct.State) error {
 	}
 	return fmt.Errorf("the mount table %s could not be read consistently (%s): every volume is Uncertain and nothing can be cleaned up; "+
 		"check --mountinfo (in a container with hostPID use /proc/1/mountinfo)", st.MountTable.Path, st.MountTable.Error)
+}
+
+// scanErrors is the error of a State that was printed: a mount table that
+// could not be read consistently (exit 1), active pods that are unknown
+// (exit 4: said on stderr, since a table without orphans would otherwise
+// read as a clean node), both (exit 1, both said), or nil.
+func scanErrors(st *reconstruct.State) error {
+	table, pods := mountTableError(st), activePodsUnknown(st)
+	switch {
+	case pods == nil:
+		return table
+	case table == nil:
+		return &exitError{code: exitUnknownActivePods, err: pods}
+	}
+	return &exitError{code: exitScanFail, err: errors.Join(table, pods)}
+}
+
+// activePodsUnknown is the error for a State whose active pods are
+// unknown, with what it means and what to do, or nil.
+func activePodsUnknown(st *reconstruct.State) error {
+	var src *reconstruct.PodSourceError
+	if !errors.As(st.Err(), &src) {
+		return nil
+	}
+	return fmt.Errorf("%w: every pod is Unknown, so no orphan is found, planned or cleaned up; "+
+		"fix the source of --active-pods (the API server, the file) and run again", src)
 }
 
 func withLogger(ctx context.Context) context.Context {

@@ -31,10 +31,10 @@ func TestUsageSaysWhatReachesBeyondTheNode(t *testing.T) {
 // Every flag a help text names is a flag of some command (or of the
 // kubectl command it shows).
 func TestHelpTextsNameRealFlags(t *testing.T) {
-	otherTools := map[string]bool{"help": true, "field-selector": true}
+	otherTools := map[string]bool{"help": true, "field-selector": true, "version": true}
 	defined := map[string]bool{}
 	var texts []string
-	for _, cmd := range []string{"scan", "plan", "cleanup", "serve"} {
+	for _, cmd := range []string{"scan", "plan", "cleanup", "serve", "check"} {
 		_, _, help := runCLI(t, "", cmd, "--help")
 		require.Contains(t, help, "Usage: volrecon "+cmd)
 		texts = append(texts, help)

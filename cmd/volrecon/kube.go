@@ -24,7 +24,7 @@ type kubeFlags struct {
 
 func (k *kubeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "kubeconfig file for --active-pods api (default: the in-cluster config of the pod's service account)")
-	fs.StringVar(&k.nodeName, "node-name", "", "this node's name, for --active-pods api (default: $NODE_NAME)")
+	fs.StringVar(&k.nodeName, "node-name", "", "this node's name, for --active-pods api, and the node an --active-pods file's pods must be bound to\n(kubectl's JSON, spec.nodeName) (default: $NODE_NAME)")
 	fs.Int64Var(&k.pageSize, "api-page-size", kube.DefaultPageSize, "objects per page of a list from the API server, for --active-pods api "+
 		"(every page is read, within one resource version)")
 }

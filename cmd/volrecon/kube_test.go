@@ -78,7 +78,12 @@ func TestScanWithAnAPIServerThatPages(t *testing.T) {
 			defer srv.Close()
 			code, out, errOut := runCLI(t, "", "scan", "--demo", "-o", "json", "--active-pods", "api",
 				"--kubeconfig", kubeconfigFor(t, srv.URL), "--node-name", "node-a")
-			require.Equal(t, exitOK, code, errOut)
+			if tc.errorText == "" {
+				require.Equal(t, exitOK, code, errOut)
+			} else {
+				require.Equal(t, exitUnknownActivePods, code, errOut)
+				assert.Contains(t, errOut, tc.errorText)
+			}
 			var st reconstruct.State
 			require.NoError(t, json.Unmarshal([]byte(out), &st))
 			require.Len(t, st.Pods, 3)

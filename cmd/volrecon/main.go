@@ -19,6 +19,10 @@ const (
 	exitScanFail = 1 // the scan could not be done
 	exitUsage    = 2
 	exitFailed   = 3 // cleanup --apply finished with failed actions
+	// exitUnknownActivePods: the scan was done, but the active pods are
+	// unknown (the API server or the file did not answer, or the answer
+	// was refused): every pod is Unknown, no orphan is found or planned.
+	exitUnknownActivePods = 4
 )
 
 // defaultMemoryLimit is the Go runtime's soft memory limit when GOMEMLIMIT
@@ -62,7 +66,8 @@ Usage:
   volrecon plan [flags]      print the cleanup plan for orphaned pod dirs
   volrecon cleanup [flags]   print the plan, and apply it with --apply
   volrecon serve [flags]     rescan, and serve metrics, health and the state (read-only)
-  volrecon version           print the version
+  volrecon check [flags]     a node-problem-detector custom plugin: one line, exit 0 OK, 1 problem, 2 unknown
+  volrecon version           print the version and commit (also --version)
 
 Run "volrecon <command> --help" for the flags of a command.
 `
@@ -84,6 +89,7 @@ var commands = map[string]func(context.Context, []string, env) error{
 	"plan":    runPlan,
 	"cleanup": runCleanup,
 	"serve":   runServe,
+	"check":   runCheck,
 	"version": runVersion,
 }
 
@@ -92,9 +98,12 @@ func run(ctx context.Context, args []string, e env) int {
 		fmt.Fprint(e.stderr, usage)
 		return exitUsage
 	}
-	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	switch args[0] {
+	case "help", "-h", "--help":
 		fmt.Fprint(e.stdout, usage)
 		return exitOK
+	case "--version", "-version":
+		args = append([]string{"version"}, args[1:]...)
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
@@ -106,9 +115,12 @@ func run(ctx context.Context, args []string, e env) int {
 
 func exitCode(err error, stderr io.Writer) int {
 	var ee *exitError
+	var checked checkExit
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return exitOK
+	case errors.As(err, &checked): // check printed its verdict
+		return int(checked)
 	case errors.Is(err, errUsage):
 		return exitUsage
 	case errors.As(err, &ee):

@@ -52,13 +52,22 @@ func TestExitCodes(t *testing.T) {
 		{"bad output format", "", []string{"scan", "--demo", "-o", "yaml"}, exitUsage, `"yaml"`},
 		{"stray argument", "", []string{"scan", "--demo", "extra"}, exitUsage, `unexpected argument "extra"`},
 		{"missing root dir", "", []string{"scan", "--root-dir", missing}, exitScanFail, missing},
-		{"unreadable mount table", "", []string{"scan", "--demo", "--mountinfo", missing}, exitOK, ""},
+		{"demo with a node flag", "", []string{"scan", "--demo", "--mountinfo", missing}, exitUsage, "--demo scans an embedded sample node, not this machine: drop --mountinfo"},
+		{"demo with node flags", "", []string{"plan", "--demo", "--root-dir", missing, "--host-root=/host", "--cri-endpoint=none"}, exitUsage,
+			"drop --cri-endpoint, --host-root, --root-dir, or drop --demo"},
+		{"zero probe timeout", "", []string{"scan", "--demo", "--probe-timeout=0"}, exitUsage, "--probe-timeout must be positive, not 0s"},
+		{"negative CSI timeout", "", []string{"cleanup", "--demo", "--csi-timeout=-1s"}, exitUsage, "--csi-timeout must be positive, not -1s"},
+		{"zero check timeout", "", []string{"check", "--demo", "--timeout=0s"}, exitUsage, "--timeout must be positive"},
+		{"negative interval", "", []string{"serve", "--demo", "--interval=-5s"}, exitUsage, "--interval must be positive, not -5s"},
+		{"zero min leak age is a setting", "", []string{"plan", "--demo", "--csi-teardown", "--min-leak-age=0s"}, exitOK, "no --active-pods"},
 		{"scan help", "", []string{"scan", "--help"}, exitOK, "Usage: volrecon scan"},
 		{"cleanup without active pods", "", []string{"cleanup", "--demo"}, exitUsage, "--active-pods is required"},
 		{"bad active pods", "not-a-uid\n", []string{"plan", "--demo", "--active-pods", "-"}, exitUsage, `line 1: "not-a-uid" is not a pod UID`},
 		{"empty active pods", "", []string{"plan", "--demo", "--active-pods", "-"}, exitUsage, "--empty-active-pods-ok"},
 		{"serve with a bad interval", "", []string{"serve", "--demo", "--interval", "0s"}, exitUsage, "--interval must be positive"},
 		{"version", "", []string{"version"}, exitOK, ""},
+		{"--version", "", []string{"--version"}, exitOK, ""},
+		{"version with an argument", "", []string{"version", "extra"}, exitUsage, "takes no arguments"},
 		{"api without a node name", "", []string{"scan", "--demo", "--active-pods", "api"}, exitUsage, "--node-name"},
 		{"api with a missing kubeconfig", "", []string{"scan", "--demo", "--active-pods", "api", "--node-name", "n1", "--kubeconfig", missing},
 			exitUsage, "kubeconfig " + missing},
@@ -93,17 +102,17 @@ func TestScanWithUnreadableMountTable(t *testing.T) {
 // in every error, and reads stdin for "-".
 func TestReadActivePods(t *testing.T) {
 	const uidA = "0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91"
-	got, err := readActivePods("-", strings.NewReader(`{"kind":"List","items":[{"metadata":{"uid":"`+uidA+`","name":"web-0","namespace":"shop"}}]}`))
+	got, err := readActivePods("-", strings.NewReader(`{"kind":"List","items":[{"metadata":{"uid":"`+uidA+`","name":"web-0","namespace":"shop"}}]}`), activePodsLimits(""))
 	require.NoError(t, err)
 	assert.Equal(t, []string{uidA}, got.Keys)
 	assert.Equal(t, map[string]reconstruct.PodName{uidA: {Namespace: "shop", Name: "web-0"}}, got.PodNames())
-	_, err = readActivePods("-", strings.NewReader("web-0\n"))
+	_, err = readActivePods("-", strings.NewReader("web-0\n"), activePodsLimits(""))
 	require.ErrorIs(t, err, podlist.ErrNotPodKey)
 	assert.EqualError(t, err, `--active-pods stdin: line 1: "web-0" is not a pod UID (want one UID per line, or kubectl's JSON)`)
 }
 
 func TestReadActivePodsNamesAMissingFile(t *testing.T) {
-	_, err := readActivePods("/no/such/file", nil)
+	_, err := readActivePods("/no/such/file", nil, activePodsLimits(""))
 	require.ErrorContains(t, err, "--active-pods /no/such/file")
 }
 
@@ -135,7 +144,8 @@ func TestScanLooksForEvidenceOfLife(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(hostRoot, "var/lib/kubelet/pods", fixtureUID, "containers"), 0o750))
 	mountinfo := filepath.Join(t.TempDir(), "mountinfo")
 	require.NoError(t, os.WriteFile(mountinfo, []byte("1 0 259:1 / / rw - ext4 /dev/sda1 rw\n"), 0o600))
-	args := []string{"scan", "--host-root", hostRoot, "--mountinfo", mountinfo, "--active-pods", "-", "--cri-endpoint", "none", "-o", "json"}
+	// The list names no pod dir of this one-pod node: say it is authoritative.
+	args := []string{"scan", "--host-root", hostRoot, "--mountinfo", mountinfo, "--active-pods", "-", "--empty-active-pods-ok", "--cri-endpoint", "none", "-o", "json"}
 
 	code, out, errOut := runCLI(t, otherUID+"\n", args...)
 	require.Equal(t, exitOK, code, errOut)
@@ -197,7 +207,7 @@ func TestTableOutputQuotesNamesPodsControl(t *testing.T) {
 	}
 	mountinfo := filepath.Join(t.TempDir(), "mountinfo")
 	require.NoError(t, os.WriteFile(mountinfo, []byte("1 0 259:1 / / rw - ext4 /dev/sda1 rw\n"), 0o600))
-	args := []string{"--root-dir", root, "--mountinfo", mountinfo, "--active-pods", "-", "--evidence-of-life=false"}
+	args := []string{"--root-dir", root, "--mountinfo", mountinfo, "--active-pods", "-", "--empty-active-pods-ok", "--evidence-of-life=false"}
 
 	for _, cmd := range [][]string{{"scan"}, {"scan", "-o", "wide"}, {"plan", "-o", "wide"}, {"plan"}} {
 		code, out, errOut := runCLI(t, otherUID+"\n", append(cmd, args...)...)
@@ -229,7 +239,7 @@ func TestCleanupUnmountRefusedOutsideTheTablesNamespace(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "pods", fixtureUID, "containers"), 0o750))
 	copyOfTable := filepath.Join(t.TempDir(), "mountinfo")
 	require.NoError(t, os.WriteFile(copyOfTable, []byte("1 0 259:1 / / rw - ext4 /dev/sda1 rw\n"), 0o600))
-	common := []string{"--active-pods", "-", "--evidence-of-life=false"}
+	common := []string{"--active-pods", "-", "--empty-active-pods-ok", "--evidence-of-life=false"}
 	tests := []struct {
 		name    string
 		args    []string

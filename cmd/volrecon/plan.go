@@ -18,7 +18,10 @@ dirs that --active-pods does not list (by UID, or a static pod's config
 hash); one that shows evidence of life is kept whole. Without --active-pods
 every pod is Unknown and none is planned. Nothing on the node is changed
 (with --csi-teardown, --state-dir records when each staging mount was first
-seen unused).`
+seen unused).
+
+Exit codes: 0 done, 1 the scan could not be done, 2 bad usage, 4 the active
+pods are unknown (nothing is orphaned, so nothing of a pod is planned).`
 
 const cleanupSummary = `Prints the cleanup plan for the orphaned pod dirs and, with --apply, applies
 it: nothing at or below a mount point, nothing recursive, nothing uncertain, and
@@ -31,7 +34,8 @@ and a fresh plan of the node both have; --pod plans (and applies) for one
 pod only. Progress is drawn on stderr when it is a terminal.
 
 Exit codes: 0 done, 1 the scan could not be done, 2 bad usage, 3 --apply
-finished with failed actions.`
+finished with failed actions, 4 the active pods are unknown (nothing is
+orphaned, so nothing of a pod is cleaned up).`
 
 func runPlan(ctx context.Context, args []string, e env) error {
 	return planOrCleanup(ctx, "plan", planSummary, args, e)
@@ -143,7 +147,7 @@ func planOrCleanup(ctx context.Context, name, summary string, args []string, e e
 	if otherNode != nil {
 		return &exitError{code: exitUsage, err: fmt.Errorf("--plan %s: nothing was applied: %w", f.reviewed, otherNode)}
 	}
-	return mountTableError(st)
+	return scanErrors(st)
 }
 
 // readReviewedPlan reads cleanup --plan FILE, if given.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 )
 
 var outputFormats = []string{"table", "wide", "json"}
@@ -18,7 +17,9 @@ and --pod show less. Progress is drawn on stderr when it is a terminal.
 
 Exit codes: 0 the scan was done (findings are not errors), 1 it could not be
 done (no such root dir, mount table unreadable or torn), 2 bad usage (a bad
-or empty --active-pods list among them).`
+or empty --active-pods list among them, a mount table that is not the
+host's), 4 the active pods are unknown (--active-pods api and the API server
+did not answer, or the list was refused): every pod is Unknown.`
 
 func runScan(ctx context.Context, args []string, e env) error {
 	c := newCommandFlags("scan", scanSummary, outputFormats, e)
@@ -48,5 +49,8 @@ func runScan(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	out := newPrinter(e.stdout, c.output, view)
-	return errors.Join(out.state(st, uids), mountTableError(st))
+	if err := out.state(st, uids); err != nil {
+		return err
+	}
+	return scanErrors(st)
 }

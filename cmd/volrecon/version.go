@@ -6,29 +6,49 @@ import (
 	"runtime/debug"
 )
 
-// version is set at build time: -ldflags "-X main.version=v0.1.0".
-var version = "dev"
+// version is set at build time: -ldflags "-X main.version=v0.1.0". Unset,
+// it is the module's version from the build info (a go install of a
+// tagged version), else "dev".
+var version = ""
+
+// commitLength is how much of a commit hash is printed, as git's short
+// hashes of a large repository.
+const commitLength = 12
 
 func runVersion(_ context.Context, args []string, e env) error {
 	if len(args) > 0 {
 		fmt.Fprintln(e.stderr, "volrecon version takes no arguments")
 		return errUsage
 	}
-	fmt.Fprintf(e.stdout, "volrecon %s%s\n", version, buildSuffix())
+	info, _ := debug.ReadBuildInfo()
+	fmt.Fprintln(e.stdout, versionLine(version, info))
 	return nil
 }
 
-// buildSuffix names the commit and the Go version the binary was built from.
-func buildSuffix() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return ""
+// versionLine is "volrecon VERSION (GOVERSION, commit HASH[+dirty])": the
+// version stamped with -ldflags, else the module's, else "dev"; the commit
+// and whether the tree had changes from the build info's vcs.revision and
+// vcs.modified, which go build records when it builds in a git checkout
+// (a binary built elsewhere, or with -buildvcs=false, says "commit unknown").
+func versionLine(stamped string, info *debug.BuildInfo) string {
+	v := stamped
+	if v == "" && info != nil && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		v = info.Main.Version
 	}
-	suffix := " (" + info.GoVersion
+	if v == "" {
+		v = "dev"
+	}
+	if info == nil {
+		return "volrecon " + v + " (commit unknown)"
+	}
+	commit, dirty := "unknown", ""
 	for _, s := range info.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			suffix += ", commit " + s.Value[:12]
+		switch {
+		case s.Key == "vcs.revision" && s.Value != "":
+			commit = s.Value[:min(len(s.Value), commitLength)]
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "+dirty"
 		}
 	}
-	return suffix + ")"
+	return fmt.Sprintf("volrecon %s (%s, commit %s%s)", v, info.GoVersion, commit, dirty)
 }

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func buildInfo(mainVersion string, settings ...string) *debug.BuildInfo {
+	info := &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/volrecon/volrecon", Version: mainVersion}}
+	for i := 0; i+1 < len(settings); i += 2 {
+		info.Settings = append(info.Settings, debug.BuildSetting{Key: settings[i], Value: settings[i+1]})
+	}
+	return info
+}
+
+// The version line names the version (stamped, else the module's, else
+// dev), the Go version and the commit from the build info, +dirty when the
+// tree had changes: what make build stamps and what go build records.
+func TestVersionLine(t *testing.T) {
+	const rev = "75659e4cd166f069216874cbaba1cc3c05348ca8"
+	tests := []struct {
+		name, stamped string
+		info          *debug.BuildInfo
+		want          string
+	}{
+		{"stamped, clean tree", "v0.3.0", buildInfo("(devel)", "vcs.revision", rev, "vcs.modified", "false"),
+			"volrecon v0.3.0 (go1.26.0, commit 75659e4cd166)"},
+		{"not stamped, changed tree", "", buildInfo("(devel)", "vcs.revision", rev, "vcs.modified", "true"),
+			"volrecon dev (go1.26.0, commit 75659e4cd166+dirty)"},
+		{"go install of a tag", "", buildInfo("v0.2.1"), "volrecon v0.2.1 (go1.26.0, commit unknown)"},
+		{"no vcs info (-buildvcs=false)", "v0.3.0", buildInfo("(devel)"), "volrecon v0.3.0 (go1.26.0, commit unknown)"},
+		{"no build info", "", nil, "volrecon dev (commit unknown)"},
+		{"a short revision", "", buildInfo("", "vcs.revision", "abc123"), "volrecon dev (go1.26.0, commit abc123)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, versionLine(tc.stamped, tc.info))
+		})
+	}
+}
+
+// version, --version and -version print the same line, and the version of
+// this very binary.
+func TestVersionSpellings(t *testing.T) {
+	info, _ := debug.ReadBuildInfo()
+	want := versionLine(version, info) + "\n"
+	require.True(t, strings.HasPrefix(want, "volrecon "))
+	for _, arg := range []string{"version", "--version", "-version"} {
+		code, out, errOut := runCLI(t, "", arg)
+		assert.Equal(t, exitOK, code, errOut)
+		assert.Equal(t, want, out, arg)
+		assert.Contains(t, out, "commit ", arg)
+	}
+}
