@@ -57,7 +57,8 @@ func tryGet(url string) (int, string, error) {
 }
 
 // TestServe scrapes a real listener on loopback twice, across a change on
-// disk: a new pod dir appears in /report and in /metrics.
+// disk: a new pod dir appears in /report and in /metrics. /report is
+// served on its own listener only.
 func TestServe(t *testing.T) {
 	hostRoot, mountinfo := demoNode(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -69,6 +70,9 @@ func TestServe(t *testing.T) {
 	require.NoError(t, err)
 	s, err := newServer(n, 20*time.Millisecond)
 	require.NoError(t, err)
+	s.reportLn, err = net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	reportBase := "http://" + s.reportLn.Addr().String()
 	done := make(chan error, 1)
 	go func() { done <- s.serve(ctx, ln) }()
 
@@ -82,12 +86,16 @@ func TestServe(t *testing.T) {
 	newPod := filepath.Join(hostRoot, "/var/lib/kubelet/pods/99999999-9999-4999-8999-999999999999/volumes/kubernetes.io~empty-dir/tmp")
 	require.NoError(t, os.MkdirAll(newPod, 0o750))
 	require.Eventually(t, func() bool {
-		code, body, _ := tryGet(base + "/report")
+		code, body, _ := tryGet(reportBase + "/report")
 		var st reconstruct.State
 		return code == http.StatusOK && json.Unmarshal([]byte(body), &st) == nil && len(st.Pods) == 4
 	}, 60*time.Second, 10*time.Millisecond)
 	_, metricsText = get(t, base+"/metrics")
 	assert.Contains(t, metricsText, `volrecon_pods{status="Unknown"} 4`)
+	code, _ := get(t, base+"/report")
+	assert.Equal(t, http.StatusNotFound, code, "/report is not served on --listen")
+	code, _ = get(t, reportBase+"/metrics")
+	assert.Equal(t, http.StatusNotFound, code, "only /report is served on --report-listen")
 
 	cancel()
 	require.NoError(t, <-done)
@@ -116,12 +124,58 @@ func TestHealthzBeforeAndAfterFailures(t *testing.T) {
 func TestServeTextfile(t *testing.T) {
 	hostRoot, mountinfo := demoNode(t)
 	out := filepath.Join(t.TempDir(), "volrecon.prom")
-	code, _, errOut := runCLI(t, "", "serve", "--host-root", hostRoot, "--mountinfo", mountinfo, "--textfile", out)
+	code, _, errOut := runCLI(t, "", "serve", "--host-root", hostRoot, "--mountinfo", mountinfo, "--textfile", out, "--node-name", "node-1")
 	require.Equal(t, exitOK, code, errOut)
 	text, err := os.ReadFile(out)
 	require.NoError(t, err)
 	assert.Contains(t, string(text), "# TYPE volrecon_volumes gauge")
-	assert.Contains(t, string(text), `volrecon_global_mounts{mode="Filesystem",state="Mounted"} 3`)
+	assert.Contains(t, string(text), `volrecon_global_mounts{mode="Filesystem",node="node-1",state="Mounted"} 3`)
+	assert.Contains(t, string(text), `volrecon_build_info{commit=`)
+	assert.Contains(t, string(text), "\n"+`volrecon_textfile_run_failed{node="node-1"} 0`+"\n")
+	for _, perRun := range []string{"volrecon_scans_total", "volrecon_scan_duration_seconds", "go_goroutines", "process_start_time_seconds", "volrecon_cleanup_actions_total"} {
+		assert.NotContains(t, string(text), perRun, "restarts with every run, or never changes")
+	}
+	entries, err := os.ReadDir(filepath.Dir(out))
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "written atomically: no temp file is left")
+}
+
+// TestServeTextfileFailsSafe: a failed run keeps the last good run's
+// series as they were and marks the file; without a good run before, the
+// file says no scan ever succeeded; the next good run clears the mark.
+func TestServeTextfileFailsSafe(t *testing.T) {
+	hostRoot, mountinfo := demoNode(t)
+	out := filepath.Join(t.TempDir(), "volrecon.prom")
+	run := func(rootDir string) (int, string) {
+		code, _, _ := runCLI(t, "", "serve", "--host-root", hostRoot, "--mountinfo", mountinfo, "--root-dir", rootDir,
+			"--textfile", out, "--node-name", "node-1")
+		text, err := os.ReadFile(out)
+		require.NoError(t, err)
+		return code, string(text)
+	}
+	const failed, good = `volrecon_textfile_run_failed{node="node-1"} 1` + "\n", `volrecon_textfile_run_failed{node="node-1"} 0` + "\n"
+
+	code, text := run("/no/such/root")
+	assert.NotEqual(t, exitOK, code)
+	assert.Contains(t, text, "\n"+`volrecon_last_successful_scan_timestamp_seconds{node="node-1"} 0`+"\n")
+	assert.True(t, strings.HasSuffix(text, failed), text)
+	assert.NotContains(t, text, "volrecon_findings", "no zeros that would read as all clear")
+
+	code, goodText := run("/var/lib/kubelet")
+	require.Equal(t, exitOK, code)
+	assert.True(t, strings.HasSuffix(goodText, good), goodText)
+
+	code, text = run("/no/such/root")
+	assert.NotEqual(t, exitOK, code)
+	assert.Equal(t, strings.TrimSuffix(goodText, good), strings.TrimSuffix(text, failed), "the good run's series, kept as they were")
+	assert.True(t, strings.HasSuffix(text, failed), text)
+	code, text = run("/no/such/root")
+	assert.NotEqual(t, exitOK, code)
+	assert.Equal(t, strings.TrimSuffix(goodText, good)+failed, text, "kept again, marked once")
+
+	code, text = run("/var/lib/kubelet")
+	require.Equal(t, exitOK, code)
+	assert.True(t, strings.HasSuffix(text, good), text)
 	entries, err := os.ReadDir(filepath.Dir(out))
 	require.NoError(t, err)
 	assert.Len(t, entries, 1, "written atomically: no temp file is left")
@@ -141,7 +195,7 @@ func TestServeTextfileKubeletCompat(t *testing.T) {
 		text, err := os.ReadFile(out)
 		require.NoError(t, err)
 		for _, name := range []string{"reconstruct_volume_operations_total", "kubelet_orphan_pod_cleaned_volumes"} {
-			assert.Equal(t, c.want, strings.Contains(string(text), "\n"+name+" "), "%s with %v", name, c.flags)
+			assert.Equal(t, c.want, strings.Contains(string(text), "\n"+name+"{"), "%s with %v", name, c.flags)
 		}
 	}
 }
@@ -267,4 +321,12 @@ func TestStuckDetail(t *testing.T) {
 		"(a hung mount; 1 hung path is not read again until serve restarts); serve cannot exit until they return: fix the mount's "+
 		"server or daemon, or for FUSE abort its connection (echo 1 > /sys/fs/fuse/connections/<minor>/abort)",
 		stuckDetail(bounded.StuckCalls{Calls: 2, Since: now.Add(-90 * time.Second), Path: "/var/lib/kubelet/pods/x", HungPaths: 1}, now))
+}
+
+// /report, which names every volume handle and path of the node, is
+// served on loopback only unless asked otherwise.
+func TestReportListensOnLoopbackByDefault(t *testing.T) {
+	_, _, help := runCLI(t, "", "serve", "--help")
+	assert.Regexp(t, `-report-listen string\n.*\(default "127\.0\.0\.1:9831"\)`, help)
+	assert.Regexp(t, `-listen string\n\s+address to serve /metrics and /healthz on`, help)
 }
