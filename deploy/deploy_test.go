@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -203,15 +204,15 @@ func TestDaemonSetObjects(t *testing.T) {
 	assert.True(t, *spec.AutomountServiceAccountToken, "--active-pods=api needs the token")
 }
 
-// The ServiceAccount may read pods and CSIDrivers, get PVCs and PVs (for
-// --csi-teardown), and nothing else.
+// The ServiceAccount may read pods and CSIDrivers, what serve uses, and
+// nothing else (cleanup --csi-teardown's PVCs and PVs are
+// teardown-rbac.yaml's).
 func TestDaemonSetRBACIsReadOnly(t *testing.T) {
 	m := loadManifests(t)
 	require.Len(t, m.roles, 1)
 	require.Len(t, m.bindings, 1)
 	assert.Equal(t, []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims", "persistentvolumes"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csidrivers"}, Verbs: []string{"get", "list", "watch"}},
 	}, m.roles[0].Rules)
 	assertBinds(t, m.bindings[0], m.roles[0], m.serviceAccount)
@@ -507,6 +508,9 @@ func exportedMetrics(t *testing.T) exported {
 	m, err := metrics.New(labelled)
 	require.NoError(t, err)
 	require.NoError(t, metrics.NewBuildInfo(labelled, metrics.BuildInfo{Version: "v0.1.0", Commit: "0123abc"}))
+	// serve's runtime collectors.
+	require.NoError(t, labelled.Register(collectors.NewGoCollector()))
+	require.NoError(t, labelled.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})))
 	m.ObserveScan(&reconstruct.State{
 		MountTable: reconstruct.MountTableInfo{Path: "/proc/1/mountinfo", Entries: 3, Consistent: true},
 		Pods:       []reconstruct.Pod{{UID: "aaaa", Status: reconstruct.PodActive}},
