@@ -16,8 +16,10 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/volrecon/volrecon/internal/bounded"
 	"github.com/volrecon/volrecon/internal/fixture"
@@ -329,4 +331,49 @@ func TestReportListensOnLoopbackByDefault(t *testing.T) {
 	_, _, help := runCLI(t, "", "serve", "--help")
 	assert.Regexp(t, `-report-listen string\n.*\(default "127\.0\.0\.1:9831"\)`, help)
 	assert.Regexp(t, `-listen string\n\s+address to serve /metrics and /healthz on`, help)
+}
+
+// Series per node, as the README's Fleet section states them: serve's
+// registry after a scan of the demo node. Every volrecon_* family but
+// volrecon_volumes is of a fixed size; volrecon_volumes has one series per
+// (plugin, state) the node has, at most (11 known plugins + "other") x 3
+// states; the Go and process collectors add their own fixed set.
+func TestSeriesPerNode(t *testing.T) {
+	const (
+		constantSeries   = 60 // volrecon_* but volrecon_volumes: 21 kinds, 3 severities, 3 pod statuses, 6 staging (mode, state), 7 gauges, 2 scan results, 18 of the histogram
+		maxVolumeSeries  = 12 * 3
+		demoVolumeSeries = 4 // the demo node: csi and projected Mounted, configmap and empty-dir Unmounted
+	)
+	hostRoot, mountinfo := demoNode(t)
+	flags := nodeFlags{rootDir: "/var/lib/kubelet", hostRoot: hostRoot, mountInfo: mountinfo}
+	n, err := flags.openNode(nil)
+	require.NoError(t, err)
+	s, err := newServerWith(n, time.Minute, telemetry{node: "node-1"})
+	require.NoError(t, err)
+	s.scanOnce(t.Context())
+	mfs, err := s.registry.Gather()
+	require.NoError(t, err)
+	var constant, volumes, runtime int
+	for _, mf := range mfs {
+		series := len(mf.GetMetric())
+		if h := mf.GetMetric()[0].GetHistogram(); h != nil {
+			series *= len(h.GetBucket()) + 3 // the buckets, +Inf, _sum, _count
+		}
+		switch name := mf.GetName(); {
+		case name == "volrecon_volumes":
+			volumes += series
+		case strings.HasPrefix(name, "volrecon_"):
+			constant += series
+		default:
+			runtime += series
+		}
+		for _, m := range mf.GetMetric() {
+			assert.Contains(t, m.GetLabel(), &dto.LabelPair{Name: proto.String("node"), Value: proto.String("node-1")}, mf.GetName())
+		}
+	}
+	t.Logf("series: %d volrecon_* constant, %d volrecon_volumes, %d go_* and process_*", constant, volumes, runtime)
+	assert.Equal(t, constantSeries, constant)
+	assert.Equal(t, demoVolumeSeries, volumes)
+	assert.LessOrEqual(t, volumes, maxVolumeSeries)
+	assert.Positive(t, runtime)
 }
