@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -129,11 +130,20 @@ func writeTextfile(path string, gather prometheus.Gatherer, tel telemetry, ok bo
 	return writeAtomically(path, append(body, marker...))
 }
 
+// maxTextfile bounds what a failed run reads of the last file: volrecon's
+// are a few KiB (a node has at most ~100 volrecon series).
+const maxTextfile = 1 << 20
+
 // lastGoodRun is the part of the file at path before its runFailedMetric,
 // or nil when there is no such file or it was not written by volrecon.
 func lastGoodRun(path string) []byte {
-	old, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	old, err := io.ReadAll(io.LimitReader(f, maxTextfile+1))
+	if err != nil || len(old) > maxTextfile {
 		return nil
 	}
 	i := bytes.Index(old, []byte("# HELP "+runFailedMetric+" "))
