@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -376,4 +377,13 @@ func TestSeriesPerNode(t *testing.T) {
 	assert.Equal(t, demoVolumeSeries, volumes)
 	assert.LessOrEqual(t, volumes, maxVolumeSeries)
 	assert.Positive(t, runtime)
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	text := strings.Join(strings.Fields(string(readme)), " ")
+	for _, says := range []string{
+		fmt.Sprintf("**%d** `volrecon_*` series whatever the node", constantSeries),
+		fmt.Sprintf("%d on the demo node, at most %d", demoVolumeSeries, maxVolumeSeries),
+	} {
+		assert.Contains(t, text, says, "README, Metrics: series per node")
+	}
 }
