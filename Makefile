@@ -97,6 +97,7 @@ update-fixtures:
 	$(GO) test ./cleanup -run TestFixturePlans -update
 	cp testdata/ebs-current.txtar internal/fixture/demo.txtar
 	$(GO) test ./cmd/volrecon -run 'Golden' -update
+	cd deploy && $(GO) test . -run TestPrometheusRuleIsAlertsYAML -update
 
 ## fuzz: run each fuzz target for FUZZTIME (a duration, or Nx executions as CI
 ## does: a time limit can end a loaded run with "context deadline exceeded"),

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -203,15 +204,15 @@ func TestDaemonSetObjects(t *testing.T) {
 	assert.True(t, *spec.AutomountServiceAccountToken, "--active-pods=api needs the token")
 }
 
-// The ServiceAccount may read pods and CSIDrivers, get PVCs and PVs (for
-// --csi-teardown), and nothing else.
+// The ServiceAccount may read pods and CSIDrivers, what serve uses, and
+// nothing else (cleanup --csi-teardown's PVCs and PVs are
+// teardown-rbac.yaml's).
 func TestDaemonSetRBACIsReadOnly(t *testing.T) {
 	m := loadManifests(t)
 	require.Len(t, m.roles, 1)
 	require.Len(t, m.bindings, 1)
 	assert.Equal(t, []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims", "persistentvolumes"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csidrivers"}, Verbs: []string{"get", "list", "watch"}},
 	}, m.roles[0].Rules)
 	assertBinds(t, m.bindings[0], m.roles[0], m.serviceAccount)
@@ -419,16 +420,42 @@ func TestDaemonSetRejectsTypos(t *testing.T) {
 
 // alertRules are the alerts alerts.yaml must define, with their severity.
 var alertRules = map[string]string{
-	"VolreconLeakedStagingMount":     "warning",
-	"VolreconOrphanedPodWithMounts":  "warning",
-	"VolreconOrphanedPodRunning":     "warning",
-	"VolreconOrphanedPodNeedsDriver": "warning",
-	"VolreconDataOnNodeDisk":         "critical",
-	"VolreconScanFailing":            "warning",
-	"VolreconActivePodsUnknown":      "warning",
-	"VolreconMountTableInconsistent": "warning",
-	"VolreconDown":                   "warning",
+	"VolreconLeakedStagingMount":       "warning",
+	"VolreconOrphanedPodWithMounts":    "warning",
+	"VolreconOrphanedPodRunning":       "warning",
+	"VolreconOrphanedPodNeedsDriver":   "warning",
+	"VolreconLeakedLoopDevice":         "warning",
+	"VolreconDataOnNodeDisk":           "critical",
+	"VolreconDeletedDeviceBehindMount": "critical",
+	"VolreconBlockPublishNotADevice":   "critical",
+	"VolreconRootDiskBackedMount":      "critical",
+	"VolreconCorruptedMount":           "critical",
+	"VolreconHungMount":                "critical",
+	"VolreconStagingHashMismatch":      "critical",
+	"VolreconMissingVolumeData":        "warning",
+	"VolreconCorruptVolumeData":        "warning",
+	"VolreconStaleVolumeData":          "warning",
+	"VolreconScanFailing":              "warning",
+	"VolreconTextfileRunFailed":        "warning",
+	"VolreconActivePodsUnknown":        "warning",
+	"VolreconMountTableInconsistent":   "warning",
+	"VolreconDown":                     "warning",
+	"VolreconAbsent":                   "warning",
 }
+
+// recordingRules are the rollups alerts.yaml must define.
+var recordingRules = []string{
+	"cluster_kind:volrecon_leaks:sum",
+	"cluster:volrecon_nodes_with_data_on_node_disk:count",
+	"cluster:volrecon_nodes:count",
+}
+
+// unlabelled are the alerts that cannot name a node: no node's series is
+// there to name it.
+var unlabelled = []string{"VolreconAbsent"}
+
+// runbookBase is where every alert's runbook_url points, before the anchor.
+const runbookBase = "https://github.com/volrecon/volrecon/blob/main/README.md#"
 
 // runbook is what the description of an alert must tell the reader to do
 // (or not to do).
@@ -438,12 +465,19 @@ var runbook = map[string][]string{
 	"VolreconOrphanedPodRunning":     {"active pod list is current", "crictl"},
 	"VolreconOrphanedPodNeedsDriver": {"Restart the kubelet", "--csi-teardown", "Do not rm -rf"},
 	"VolreconDataOnNodeDisk":         {"Copy it off the node first", "Never delete it"},
+	"VolreconRootDiskBackedMount":    {"copy the data off the node first", "Never delete that data"},
+	"VolreconLeakedLoopDevice":       {"losetup -d", "fuser -v"},
+	"VolreconTextfileRunFailed":      {"last good run", "journalctl -u volrecon-textfile"},
 	"VolreconActivePodsUnknown":      {"/healthz says why", "every pod dir is Unknown"},
 }
 
 // scrapeMetrics are the metrics the rules may use that volrecon does not
 // export: Prometheus makes them for every target.
 var scrapeMetrics = []string{"up"}
+
+// textfileMetrics are what `serve --textfile` adds to the file, with their
+// labels (cmd/volrecon's tests hold them).
+var textfileMetrics = map[string][]string{"volrecon_textfile_run_failed": {"node"}}
 
 var promqlParser = promql.NewParser(promql.Options{})
 
@@ -472,8 +506,13 @@ type exported map[string]map[string]map[string]bool
 func exportedMetrics(t *testing.T) exported {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
-	m, err := metrics.New(reg)
+	labelled := prometheus.WrapRegistererWith(prometheus.Labels{"node": "node-1"}, reg)
+	m, err := metrics.New(labelled)
 	require.NoError(t, err)
+	require.NoError(t, metrics.NewBuildInfo(labelled, metrics.BuildInfo{Version: "v0.1.0", Commit: "0123abc"}))
+	// serve's runtime collectors.
+	require.NoError(t, labelled.Register(collectors.NewGoCollector()))
+	require.NoError(t, labelled.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})))
 	m.ObserveScan(&reconstruct.State{
 		MountTable: reconstruct.MountTableInfo{Path: "/proc/1/mountinfo", Entries: 3, Consistent: true},
 		Pods:       []reconstruct.Pod{{UID: "aaaa", Status: reconstruct.PodActive}},
@@ -525,6 +564,11 @@ func exportedMetrics(t *testing.T) exported {
 			default:
 				add(name, s.GetLabel())
 			}
+		}
+	}
+	for name, lbls := range textfileMetrics {
+		for _, l := range lbls {
+			add(name, nil, l, "node-1")
 		}
 	}
 	return out
@@ -655,24 +699,49 @@ func checkSelectors(groups *rulefmt.RuleGroups, known exported, kinds map[string
 
 func TestAlertsParse(t *testing.T) {
 	groups := loadRules(t)
+	readme := readFile(t, filepath.Join("..", "README.md"))
 	got := make(map[string]string)
+	var records []string
 	for _, g := range groups.Groups {
 		for _, r := range g.Rules {
-			assert.Empty(t, r.Record, "alerting rules only")
+			if r.Record != "" {
+				records = append(records, r.Record)
+				continue
+			}
 			require.NotContains(t, got, r.Alert, "alert defined twice")
 			got[r.Alert] = r.Labels["severity"]
 			assert.Positive(t, r.For, "%s: an alert needs a for: duration", r.Alert)
 			assert.NotEmpty(t, r.Annotations["summary"], r.Alert)
 			assert.NotEmpty(t, r.Annotations["description"], r.Alert)
-			for _, a := range []string{"summary", "description"} {
-				assert.Contains(t, r.Annotations[a], "{{ $labels.instance }}", "%s %s", r.Alert, a)
+			if !slices.Contains(unlabelled, r.Alert) {
+				for _, a := range []string{"summary", "description"} {
+					assert.Contains(t, r.Annotations[a], "{{ $labels.node }}", "%s %s", r.Alert, a)
+				}
 			}
 			for _, s := range runbook[r.Alert] {
 				assert.Contains(t, r.Annotations["description"], s, r.Alert)
 			}
+			anchor, ok := strings.CutPrefix(r.Annotations["runbook_url"], runbookBase)
+			if assert.True(t, ok, "%s: runbook_url %q is not an anchor of the README", r.Alert, r.Annotations["runbook_url"]) {
+				assert.True(t, strings.Contains(readme, `<a id="`+anchor+`"></a>`), "%s: the README has no entry %s", r.Alert, anchor)
+			}
 		}
 	}
 	assert.Equal(t, alertRules, got)
+	assert.Equal(t, recordingRules, records)
+}
+
+// An alert on a finding kind links to that kind's runbook entry.
+func TestFindingAlertsLinkTheirRunbookEntry(t *testing.T) {
+	for _, g := range loadRules(t).Groups {
+		for _, r := range g.Rules {
+			m := regexp.MustCompile(`^volrecon_findings\{kind="(\w+)"\} > 0$`).FindStringSubmatch(r.Expr)
+			if r.Alert == "" || m == nil {
+				continue
+			}
+			assert.Equal(t, runbookBase+"runbook-"+strings.ToLower(m[1]), r.Annotations["runbook_url"], r.Alert)
+		}
+	}
 }
 
 func TestAlertsSelectExportedMetrics(t *testing.T) {

@@ -5,12 +5,24 @@
 //     serve` read-only on every node, with the host's / mounted at /host
 //     (HostToContainer propagation) and the host's mount table read from
 //     /proc/1/mountinfo (hostPID).
-//   - alerts.yaml: Prometheus alerting rules on volrecon's metrics, in the
-//     rule file format that `promtool check rules` reads.
+//   - alerts.yaml: Prometheus alerting and recording rules on volrecon's
+//     metrics, in the rule file format that `promtool check rules` reads;
+//     alerts_test.yaml: their unit tests, in `promtool test rules`'s format.
+//   - namespace.yaml, kustomization.yaml: the namespace (Pod Security
+//     level privileged) and `kubectl apply -k deploy/`.
+//   - events-rbac.yaml, teardown-rbac.yaml: RBAC for `serve --events`, and
+//     for `cleanup --csi-teardown` run in-cluster under its own
+//     ServiceAccount.
+//   - podmonitor.yaml, prometheusrule.yaml: for the Prometheus Operator
+//     (the PrometheusRule is generated from alerts.yaml).
+//   - grafana-dashboard.json: a Grafana dashboard.
+//   - systemd/: a service and a timer for textfile mode.
 //
-// The tests decode daemonset.yaml strictly into the Kubernetes API types
-// (k8s.io/api) and alerts.yaml with Prometheus's own rule parser (rulefmt),
-// so that a misspelled field, an invalid PromQL expression, a metric name
-// volrecon does not export or a finding kind it does not know fails `go test`
-// instead of shipping.
+// The tests decode the manifests strictly into the Kubernetes API types
+// (k8s.io/api) and the Prometheus Operator's, alerts.yaml with Prometheus's
+// own rule parser (rulefmt), and evaluate its rules on alerts_test.yaml
+// with Prometheus's rule evaluation, so that a misspelled field, an invalid
+// PromQL expression, a metric name volrecon does not export, a finding kind
+// it does not know, a critical kind without an alert or an alert that does
+// not fire fails `go test` instead of shipping.
 package deploy

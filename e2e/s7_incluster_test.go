@@ -327,19 +327,19 @@ func orphanEvents(t *testing.T, uid string, want int) error {
 
 // serveProc is a running `volrecon serve`.
 type serveProc struct {
-	base string
-	cmd  *exec.Cmd
-	log  *bytes.Buffer
+	base, reportBase string // --listen's, --report-listen's
+	cmd              *exec.Cmd
+	log              *bytes.Buffer
 }
 
 func startServe(t *testing.T, kubeconfig string, extra ...string) *serveProc {
 	t.Helper()
 	c := needCluster(t)
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	args := append([]string{"serve", "--listen", addr, "--interval", serveInterval.String(), "--root-dir", c.Layout.KubeletRoot(),
+	addr, reportAddr := "127.0.0.1:"+strconv.Itoa(freePort(t)), "127.0.0.1:"+strconv.Itoa(freePort(t))
+	args := append([]string{"serve", "--listen", addr, "--report-listen", reportAddr, "--interval", serveInterval.String(), "--root-dir", c.Layout.KubeletRoot(),
 		"--active-pods", "api", "--kubeconfig", kubeconfig, "--node-name", cluster.NodeName,
 		"--cri-endpoint", c.Layout.ContainerdSocket(), "-v", "2"}, extra...)
-	s := &serveProc{base: "http://" + addr, cmd: exec.CommandContext(suite.ctx, suite.volrecon, args...), log: &bytes.Buffer{}}
+	s := &serveProc{base: "http://" + addr, reportBase: "http://" + reportAddr, cmd: exec.CommandContext(suite.ctx, suite.volrecon, args...), log: &bytes.Buffer{}}
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	require.NoError(t, s.cmd.Start())
 	t.Cleanup(func() {
@@ -353,8 +353,13 @@ func startServe(t *testing.T, kubeconfig string, extra ...string) *serveProc {
 	return s
 }
 
+// get GETs path, /report from --report-listen, the others from --listen.
 func (s *serveProc) get(path string) ([]byte, error) {
-	resp, err := http.Get(s.base + path)
+	base := s.base
+	if path == "/report" {
+		base = s.reportBase
+	}
+	resp, err := http.Get(base + path)
 	if err != nil {
 		return nil, err
 	}
@@ -414,7 +419,7 @@ func (s *serveProc) requireMetric(t *testing.T, name string, want float64) {
 	t.Helper()
 	body, err := s.get("/metrics")
 	require.NoError(t, err)
-	got, ok := parseMetrics(string(body))[name]
+	got, ok := sumMetric(parseMetrics(string(body)), name) // one series, with its node label
 	require.True(t, ok, "%s exported", name)
 	require.Equal(t, want, got, name)
 }

@@ -7,7 +7,8 @@
 //     that describe the last successful scan (a reconstruct.State: pods,
 //     volumes, CSI staging mounts, findings, the mount table), counters and
 //     a histogram about the scans themselves, and a counter of cleanup
-//     actions by kind and result.
+//     actions by kind and result (left out with WithoutCleanup, for a
+//     caller that never cleans up). NewBuildInfo adds volrecon_build_info.
 //   - NewKubeletCompat registers the kubelet's own reconstruction and
 //     orphan-cleanup metrics, under the kubelet's names and with the
 //     kubelet's meaning, for an agent that takes over that job from the

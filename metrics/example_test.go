@@ -124,3 +124,25 @@ func ExampleNewKubeletCompat() {
 	// reconstruct_volume_operations_errors_total 1
 	// reconstruct_volume_operations_total 1
 }
+
+// A program that only scans (volrecon serve) leaves out the cleanup
+// counters, and names its build.
+func ExampleWithoutCleanup() {
+	reg := prometheus.NewRegistry()
+	if _, err := metrics.New(reg, metrics.WithoutCleanup()); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := metrics.NewBuildInfo(reg, metrics.BuildInfo{Version: "v0.3.0", Commit: "4f2a9c1e7b3d"}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if strings.Contains(mf.GetName(), "cleanup") || mf.GetName() == "volrecon_build_info" {
+			fmt.Println(mf.GetName())
+		}
+	}
+	// Output:
+	// volrecon_build_info
+}

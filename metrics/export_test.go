@@ -10,3 +10,8 @@ var (
 	ForceCleanedVolumes = forceCleanedVolumes
 	OrphanPodSweep      = orphanPodSweep
 )
+
+// AllCleanupSeries are the label sets New exports for the cleanup counters.
+func AllCleanupSeries() []key {
+	return append(keys2(allActionKinds, allResults), keys2(allCSICalls, allCSICallResults)...)
+}

@@ -47,6 +47,19 @@ type Metrics struct {
 	csiCalls          *prometheus.CounterVec
 }
 
+// Option changes what New registers.
+type Option func(*options)
+
+type options struct {
+	noCleanup bool
+}
+
+// WithoutCleanup leaves out the counters of cleanup actions and CSI calls
+// (volrecon_cleanup_actions_total, volrecon_csi_calls_total), for a caller
+// that never cleans up, such as volrecon serve: they would stay 0 forever,
+// series that only cost. ObserveCleanup then does nothing.
+func WithoutCleanup() Option { return func(o *options) { o.noCleanup = true } }
+
 // New creates volrecon's own metrics and registers them on reg, which must
 // not be nil (ErrNilRegisterer). It registers all of them or none: an error
 // from reg, such as a prometheus.AlreadyRegisteredError when called twice
@@ -54,7 +67,11 @@ type Metrics struct {
 //
 // Until the first successful scan, the gauges about a scan are 0 and
 // volrecon_volumes has no series.
-func New(reg prometheus.Registerer) (*Metrics, error) {
+func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	name := func(n string) string { return prometheus.BuildFQName(namespace, "", n) }
 	m := &Metrics{
 		now: time.Now,
@@ -103,11 +120,15 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	m.scans.WithLabelValues(resultSuccess)
 	m.scans.WithLabelValues(resultFailure)
-	for _, k := range keys2(allActionKinds, allResults) {
-		m.cleanupActions.WithLabelValues(k[0], k[1])
-	}
-	for _, k := range keys2(allCSICalls, allCSICallResults) {
-		m.csiCalls.WithLabelValues(k[0], k[1])
+	if o.noCleanup {
+		m.cleanupActions, m.csiCalls = nil, nil
+	} else {
+		for _, k := range keys2(allActionKinds, allResults) {
+			m.cleanupActions.WithLabelValues(k[0], k[1])
+		}
+		for _, k := range keys2(allCSICalls, allCSICallResults) {
+			m.csiCalls.WithLabelValues(k[0], k[1])
+		}
 	}
 	if err := register(reg, m.collectors()...); err != nil {
 		return nil, err
@@ -116,11 +137,15 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{
+	cs := []prometheus.Collector{
 		m.volumes.vec, m.globalMounts.vec, m.pods.vec, m.findings.vec, m.severities.vec,
 		m.volumesInUse, m.recovered, m.mountTableEntries, m.mountTableOK, m.activePodsKnown, m.lastSuccess,
-		m.scanDuration, m.scans, m.cleanupActions, m.csiCalls,
+		m.scanDuration, m.scans,
 	}
+	if m.cleanupActions != nil {
+		cs = append(cs, m.cleanupActions, m.csiCalls)
+	}
+	return cs
 }
 
 // ObserveScan records one scan that took duration. A scan that failed (err
@@ -156,9 +181,10 @@ func (m *Metrics) ObserveScan(st *reconstruct.State, duration time.Duration, err
 }
 
 // ObserveCleanup counts the actions of one cleanup run by action kind and
-// result, and the calls they made to CSI drivers by call and result.
+// result, and the calls they made to CSI drivers by call and result
+// (nothing with WithoutCleanup).
 func (m *Metrics) ObserveCleanup(results []cleanup.ActionResult) {
-	if m == nil {
+	if m == nil || m.cleanupActions == nil {
 		return
 	}
 	for _, r := range results {

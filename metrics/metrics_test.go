@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -564,4 +565,51 @@ func TestActivePodsKnown(t *testing.T) {
 			}
 		}
 	}
+}
+
+// WithoutCleanup: no series of cleanup counters, and ObserveCleanup adds none.
+func TestWithoutCleanup(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := metrics.New(reg, metrics.WithoutCleanup())
+	require.NoError(t, err)
+	m.ObserveScan(sampleState(), time.Second, nil)
+	m.ObserveCleanup([]cleanup.ActionResult{actionResult(cleanup.Rmdir, "/x", cleanup.Done)})
+	got := countSeries(t, reg)
+	for _, name := range []string{"volrecon_cleanup_actions_total", "volrecon_csi_calls_total"} {
+		assert.NotContains(t, got, name)
+	}
+	full := prometheus.NewPedanticRegistry()
+	m, err = metrics.New(full)
+	require.NoError(t, err)
+	m.ObserveScan(sampleState(), time.Second, nil)
+	all := countSeries(t, full)
+	assert.Equal(t, len(metrics.AllCleanupSeries()), all["volrecon_cleanup_actions_total"]+all["volrecon_csi_calls_total"])
+	delete(all, "volrecon_cleanup_actions_total")
+	delete(all, "volrecon_csi_calls_total")
+	assert.Equal(t, all, got, "everything else is the same")
+}
+
+func TestBuildInfo(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, metrics.NewBuildInfo(reg, metrics.BuildInfo{Version: "v1.2.3", Commit: "0123456789ab"}))
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP volrecon_build_info Always 1; the labels name the version, the commit and the Go version volrecon was built from.
+# TYPE volrecon_build_info gauge
+volrecon_build_info{commit="0123456789ab",goversion="`+runtime.Version()+`",version="v1.2.3"} 1
+`)))
+	assert.ErrorIs(t, metrics.NewBuildInfo(nil, metrics.BuildInfo{}), metrics.ErrNilRegisterer)
+	var already prometheus.AlreadyRegisteredError
+	assert.ErrorAs(t, metrics.NewBuildInfo(reg, metrics.BuildInfo{Version: "v1.2.3", Commit: "0123456789ab"}), &already)
+}
+
+// countSeries is the number of series of each family reg gathers.
+func countSeries(t *testing.T, reg prometheus.Gatherer) map[string]int {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	n := make(map[string]int)
+	for _, mf := range mfs {
+		n[mf.GetName()] = len(mf.GetMetric())
+	}
+	return n
 }

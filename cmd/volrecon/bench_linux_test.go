@@ -91,10 +91,10 @@ func BenchmarkPeakRSS(b *testing.B) {
 				}, nil)
 			})
 			b.Run("serve", func(b *testing.B) {
-				addr := freeAddr(b)
+				addr, reportAddr := freeAddr(b), freeAddr(b)
 				peakRSS(b, func() *exec.Cmd {
-					return exec.Command(bin, append([]string{"serve", "--interval", "1s", "--listen", addr}, common...)...)
-				}, func(cmd *exec.Cmd) { loadServe(b, cmd, "http://"+addr) })
+					return exec.Command(bin, append([]string{"serve", "--interval", "1s", "--listen", addr, "--report-listen", reportAddr}, common...)...)
+				}, func(cmd *exec.Cmd) { loadServe(b, cmd, "http://"+addr, "http://"+reportAddr) })
 			})
 			b.Run("plan-json", func(b *testing.B) { peakRSSOfPlan(b, bin, node) })
 		})
@@ -237,12 +237,16 @@ func watchHWM(pid int, exited <-chan struct{}) int64 {
 	}
 }
 
-// loadServe waits for serve's first scan, fetches /report and /metrics
+// loadServe waits for serve's first scan, fetches /report (on reportBase) and /metrics
 // four at a time for five seconds, then stops it with SIGTERM.
-func loadServe(b *testing.B, cmd *exec.Cmd, base string) {
+func loadServe(b *testing.B, cmd *exec.Cmd, base, reportBase string) {
 	client := &http.Client{Transport: &http.Transport{DisableCompression: true}, Timeout: time.Minute}
 	get := func(path string) int {
-		resp, err := client.Get(base + path)
+		url := base + path
+		if path == "/report" {
+			url = reportBase + path
+		}
+		resp, err := client.Get(url)
 		if err != nil {
 			return 0
 		}

@@ -24,14 +24,19 @@ import (
 )
 
 const serveSummary = `Rescans the node every --interval and serves /metrics (volrecon's Prometheus
-metrics), /healthz and /report (the latest State as JSON) on --listen. It is
-read-only: it never cleans up. With --textfile it instead scans once and writes
-the metrics to a file in node_exporter's textfile format (atomically), for
-nodes that already run node_exporter.`
+metrics) and /healthz on --listen, and /report (the latest State as JSON: every
+volume handle and path of the node) on --report-listen, loopback only by
+default. Every series has a node label (--node-name, $NODE_NAME, else the host
+name). It is read-only: it never cleans up. With --textfile it instead scans
+once and writes the metrics to a file in node_exporter's textfile format
+(atomically), for nodes that already run node_exporter; a failed run keeps the
+last good run's series and sets volrecon_textfile_run_failed to 1.`
 
 func runServe(ctx context.Context, args []string, e env) error {
 	c := newCommandFlags("serve", serveSummary, nil, e)
-	listen := c.fs.String("listen", ":9830", "address to serve /metrics, /healthz and /report on")
+	listen := c.fs.String("listen", ":9830", "address to serve /metrics and /healthz on")
+	reportListen := c.fs.String("report-listen", "127.0.0.1:9831", "address to serve /report on (it names every volume handle and path "+
+		"of the node: keep it off the pod network), empty for none")
 	interval := c.fs.Duration("interval", 60*time.Second, "time between scans")
 	textfile := c.fs.String("textfile", "", "write the metrics once to this file (node_exporter textfile collector) and exit")
 	compat := c.fs.Bool("kubelet-compat-metrics", false, "also export the kubelet's reconstruction and orphan-cleanup metrics under the kubelet's names, "+
@@ -53,7 +58,7 @@ func runServe(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer n.cleanup()
-	s, err := newServer(n, *interval)
+	s, err := newServerWith(n, *interval, telemetry{node: metricsNodeName(c.node.kube.nodeName), textfile: *textfile != ""})
 	if err != nil {
 		return err
 	}
@@ -79,7 +84,14 @@ func runServe(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (pick another address with --listen)", *listen, err)
 	}
-	fmt.Fprintf(e.stderr, "volrecon: serving /metrics, /healthz and /report on %s, scanning every %s\n", ln.Addr(), *interval)
+	if *reportListen != "" {
+		if s.reportLn, err = net.Listen("tcp", *reportListen); err != nil {
+			ln.Close()
+			return fmt.Errorf("listen on %s: %w (pick another address with --report-listen, or none with --report-listen=)", *reportListen, err)
+		}
+		fmt.Fprintf(e.stderr, "volrecon: serving /report on %s\n", s.reportLn.Addr())
+	}
+	fmt.Fprintf(e.stderr, "volrecon: serving /metrics and /healthz on %s, scanning every %s\n", ln.Addr(), *interval)
 	return s.serve(ctx, ln)
 }
 
@@ -121,6 +133,7 @@ type server struct {
 	interval time.Duration
 	limits   httpLimits
 	registry *prometheus.Registry
+	tel      telemetry
 	metrics  *metrics.Metrics
 	compat   *metrics.KubeletCompat // nil without --kubelet-compat-metrics
 	api      *apiWatch              // with --active-pods api
@@ -136,21 +149,32 @@ type server struct {
 	lastOK   time.Time
 	lastErr  error
 	listener *cappedListener // while serving
+	// reportListener is reportLn's, while serving /report.
+	reportListener *cappedListener
+	// reportLn, when not nil, is where serve serves /report (--report-listen);
+	// without it /report is served nowhere.
+	reportLn net.Listener
 }
 
+// newServer is a server whose metrics have no node label, the
+// runtime's collectors none either (tests).
 func newServer(n *node, interval time.Duration) (*server, error) {
+	return newServerWith(n, interval, telemetry{})
+}
+
+func newServerWith(n *node, interval time.Duration, tel telemetry) (*server, error) {
 	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg)
+	m, err := tel.register(reg)
 	if err != nil {
 		return nil, err
 	}
-	return &server{node: n, interval: interval, limits: defaultHTTPLimits, registry: reg, metrics: m}, nil
+	return &server{node: n, interval: interval, limits: defaultHTTPLimits, registry: reg, tel: tel, metrics: m}, nil
 }
 
 // addKubeletCompat registers the kubelet-compatible metrics too.
 func (s *server) addKubeletCompat() error {
 	var err error
-	s.compat, err = metrics.NewKubeletCompat(s.registry)
+	s.compat, err = metrics.NewKubeletCompat(s.tel.registerer(s.registry))
 	return err
 }
 
@@ -210,29 +234,24 @@ func encodeReport(st *reconstruct.State) ([]byte, error) {
 
 func (s *server) writeTextfile(ctx context.Context, path string) error {
 	s.scanOnce(ctx)
-	if err := prometheus.WriteToTextfile(path, s.registry); err != nil {
-		return fmt.Errorf("write the metrics to %s: %w", path, err)
-	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lastErr
+	scanErr := s.lastErr
+	s.mu.Unlock()
+	if err := writeTextfile(path, s.registry, s.tel, scanErr == nil); err != nil {
+		return err
+	}
+	return scanErr
 }
 
 // serve scans every interval and serves HTTP on ln, within s.limits,
 // until ctx is done.
 func (s *server) serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{
-		Handler:           s.handler(),
-		ReadHeaderTimeout: s.limits.readHeader,
-		ReadTimeout:       s.limits.read,
-		WriteTimeout:      s.limits.write,
-		IdleTimeout:       s.limits.idle,
-		MaxHeaderBytes:    s.limits.maxHeader,
-	}
+	srv := s.httpServer(s.handler())
 	capped := newCappedListener(ln, s.limits.maxConns)
 	s.mu.Lock()
 	s.listener = capped
 	s.mu.Unlock()
+	defer s.serveReport(ctx)()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -315,12 +334,54 @@ func (c *cappedConn) Close() error {
 	return err
 }
 
+// handler serves what --listen serves: /metrics and /healthz, never
+// /report (serveReport).
 func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
 	mux.HandleFunc("/healthz", s.healthz)
-	mux.HandleFunc("/report", s.report)
 	return mux
+}
+
+// serveReport serves /report on s.reportLn, if any, within s.limits, until
+// ctx is done or the func it returns is called, which waits for that server
+// to end.
+func (s *server) serveReport(ctx context.Context) (stop func()) {
+	if s.reportLn == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/report", s.report)
+	srv := s.httpServer(mux)
+	capped := newCappedListener(s.reportLn, s.limits.maxConns)
+	s.mu.Lock()
+	s.reportListener = capped
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(capped)
+	}()
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	return func() { cancel(); <-done }
+}
+
+// httpServer serves h within s.limits.
+func (s *server) httpServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: s.limits.readHeader,
+		ReadTimeout:       s.limits.read,
+		WriteTimeout:      s.limits.write,
+		IdleTimeout:       s.limits.idle,
+		MaxHeaderBytes:    s.limits.maxHeader,
+	}
 }
 
 // healthz is ready once a scan succeeded within the last three intervals.

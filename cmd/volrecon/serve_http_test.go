@@ -44,6 +44,8 @@ func startServe(t testing.TB, limits httpLimits) (*server, string) {
 	s, err := newServer(n, time.Hour)
 	require.NoError(t, err)
 	s.limits = limits
+	s.reportLn, err = net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- s.serve(ctx, ln) }()
@@ -56,11 +58,11 @@ func startServe(t testing.TB, limits httpLimits) (*server, string) {
 	return s, addr
 }
 
-// openConns is how many connections serve holds.
+// openConns is how many connections serve holds, on both listeners.
 func (s *server) openConns() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.listener.open()
+	return s.listener.open() + s.reportListener.open()
 }
 
 func dial(t *testing.T, addr string) net.Conn {
@@ -165,7 +167,7 @@ func TestServeBoundsEveryConnection(t *testing.T) {
 		s.mu.Unlock()
 		defer func() { s.mu.Lock(); s.reportGz = saved; s.mu.Unlock() }()
 
-		c := dial(t, addr)
+		c := dial(t, s.reportLn.Addr().String())
 		require.NoError(t, c.(*net.TCPConn).SetReadBuffer(4<<10))
 		_, err := io.WriteString(c, "GET /report HTTP/1.1\r\nHost: x\r\n\r\n")
 		require.NoError(t, err)

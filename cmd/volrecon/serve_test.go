@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,8 +17,10 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/volrecon/volrecon/internal/bounded"
 	"github.com/volrecon/volrecon/internal/fixture"
@@ -57,7 +60,8 @@ func tryGet(url string) (int, string, error) {
 }
 
 // TestServe scrapes a real listener on loopback twice, across a change on
-// disk: a new pod dir appears in /report and in /metrics.
+// disk: a new pod dir appears in /report and in /metrics. /report is
+// served on its own listener only.
 func TestServe(t *testing.T) {
 	hostRoot, mountinfo := demoNode(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -69,6 +73,9 @@ func TestServe(t *testing.T) {
 	require.NoError(t, err)
 	s, err := newServer(n, 20*time.Millisecond)
 	require.NoError(t, err)
+	s.reportLn, err = net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	reportBase := "http://" + s.reportLn.Addr().String()
 	done := make(chan error, 1)
 	go func() { done <- s.serve(ctx, ln) }()
 
@@ -82,12 +89,16 @@ func TestServe(t *testing.T) {
 	newPod := filepath.Join(hostRoot, "/var/lib/kubelet/pods/99999999-9999-4999-8999-999999999999/volumes/kubernetes.io~empty-dir/tmp")
 	require.NoError(t, os.MkdirAll(newPod, 0o750))
 	require.Eventually(t, func() bool {
-		code, body, _ := tryGet(base + "/report")
+		code, body, _ := tryGet(reportBase + "/report")
 		var st reconstruct.State
 		return code == http.StatusOK && json.Unmarshal([]byte(body), &st) == nil && len(st.Pods) == 4
 	}, 60*time.Second, 10*time.Millisecond)
 	_, metricsText = get(t, base+"/metrics")
 	assert.Contains(t, metricsText, `volrecon_pods{status="Unknown"} 4`)
+	code, _ := get(t, base+"/report")
+	assert.Equal(t, http.StatusNotFound, code, "/report is not served on --listen")
+	code, _ = get(t, reportBase+"/metrics")
+	assert.Equal(t, http.StatusNotFound, code, "only /report is served on --report-listen")
 
 	cancel()
 	require.NoError(t, <-done)
@@ -116,12 +127,58 @@ func TestHealthzBeforeAndAfterFailures(t *testing.T) {
 func TestServeTextfile(t *testing.T) {
 	hostRoot, mountinfo := demoNode(t)
 	out := filepath.Join(t.TempDir(), "volrecon.prom")
-	code, _, errOut := runCLI(t, "", "serve", "--host-root", hostRoot, "--mountinfo", mountinfo, "--textfile", out)
+	code, _, errOut := runCLI(t, "", "serve", "--host-root", hostRoot, "--mountinfo", mountinfo, "--textfile", out, "--node-name", "node-1")
 	require.Equal(t, exitOK, code, errOut)
 	text, err := os.ReadFile(out)
 	require.NoError(t, err)
 	assert.Contains(t, string(text), "# TYPE volrecon_volumes gauge")
-	assert.Contains(t, string(text), `volrecon_global_mounts{mode="Filesystem",state="Mounted"} 3`)
+	assert.Contains(t, string(text), `volrecon_global_mounts{mode="Filesystem",node="node-1",state="Mounted"} 3`)
+	assert.Contains(t, string(text), `volrecon_build_info{commit=`)
+	assert.Contains(t, string(text), "\n"+`volrecon_textfile_run_failed{node="node-1"} 0`+"\n")
+	for _, perRun := range []string{"volrecon_scans_total", "volrecon_scan_duration_seconds", "go_goroutines", "process_start_time_seconds", "volrecon_cleanup_actions_total"} {
+		assert.NotContains(t, string(text), perRun, "restarts with every run, or never changes")
+	}
+	entries, err := os.ReadDir(filepath.Dir(out))
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "written atomically: no temp file is left")
+}
+
+// TestServeTextfileFailsSafe: a failed run keeps the last good run's
+// series as they were and marks the file; without a good run before, the
+// file says no scan ever succeeded; the next good run clears the mark.
+func TestServeTextfileFailsSafe(t *testing.T) {
+	hostRoot, mountinfo := demoNode(t)
+	out := filepath.Join(t.TempDir(), "volrecon.prom")
+	run := func(rootDir string) (int, string) {
+		code, _, _ := runCLI(t, "", "serve", "--host-root", hostRoot, "--mountinfo", mountinfo, "--root-dir", rootDir,
+			"--textfile", out, "--node-name", "node-1")
+		text, err := os.ReadFile(out)
+		require.NoError(t, err)
+		return code, string(text)
+	}
+	const failed, good = `volrecon_textfile_run_failed{node="node-1"} 1` + "\n", `volrecon_textfile_run_failed{node="node-1"} 0` + "\n"
+
+	code, text := run("/no/such/root")
+	assert.NotEqual(t, exitOK, code)
+	assert.Contains(t, text, "\n"+`volrecon_last_successful_scan_timestamp_seconds{node="node-1"} 0`+"\n")
+	assert.True(t, strings.HasSuffix(text, failed), text)
+	assert.NotContains(t, text, "volrecon_findings", "no zeros that would read as all clear")
+
+	code, goodText := run("/var/lib/kubelet")
+	require.Equal(t, exitOK, code)
+	assert.True(t, strings.HasSuffix(goodText, good), goodText)
+
+	code, text = run("/no/such/root")
+	assert.NotEqual(t, exitOK, code)
+	assert.Equal(t, strings.TrimSuffix(goodText, good), strings.TrimSuffix(text, failed), "the good run's series, kept as they were")
+	assert.True(t, strings.HasSuffix(text, failed), text)
+	code, text = run("/no/such/root")
+	assert.NotEqual(t, exitOK, code)
+	assert.Equal(t, strings.TrimSuffix(goodText, good)+failed, text, "kept again, marked once")
+
+	code, text = run("/var/lib/kubelet")
+	require.Equal(t, exitOK, code)
+	assert.True(t, strings.HasSuffix(text, good), text)
 	entries, err := os.ReadDir(filepath.Dir(out))
 	require.NoError(t, err)
 	assert.Len(t, entries, 1, "written atomically: no temp file is left")
@@ -141,7 +198,7 @@ func TestServeTextfileKubeletCompat(t *testing.T) {
 		text, err := os.ReadFile(out)
 		require.NoError(t, err)
 		for _, name := range []string{"reconstruct_volume_operations_total", "kubelet_orphan_pod_cleaned_volumes"} {
-			assert.Equal(t, c.want, strings.Contains(string(text), "\n"+name+" "), "%s with %v", name, c.flags)
+			assert.Equal(t, c.want, strings.Contains(string(text), "\n"+name+"{"), "%s with %v", name, c.flags)
 		}
 	}
 }
@@ -267,4 +324,66 @@ func TestStuckDetail(t *testing.T) {
 		"(a hung mount; 1 hung path is not read again until serve restarts); serve cannot exit until they return: fix the mount's "+
 		"server or daemon, or for FUSE abort its connection (echo 1 > /sys/fs/fuse/connections/<minor>/abort)",
 		stuckDetail(bounded.StuckCalls{Calls: 2, Since: now.Add(-90 * time.Second), Path: "/var/lib/kubelet/pods/x", HungPaths: 1}, now))
+}
+
+// /report, which names every volume handle and path of the node, is
+// served on loopback only unless asked otherwise.
+func TestReportListensOnLoopbackByDefault(t *testing.T) {
+	_, _, help := runCLI(t, "", "serve", "--help")
+	assert.Regexp(t, `-report-listen string\n.*\(default "127\.0\.0\.1:9831"\)`, help)
+	assert.Regexp(t, `-listen string\n\s+address to serve /metrics and /healthz on`, help)
+}
+
+// Series per node, as the README's Fleet section states them: serve's
+// registry after a scan of the demo node. Every volrecon_* family but
+// volrecon_volumes is of a fixed size; volrecon_volumes has one series per
+// (plugin, state) the node has, at most (11 known plugins + "other") x 3
+// states; the Go and process collectors add their own fixed set.
+func TestSeriesPerNode(t *testing.T) {
+	const (
+		constantSeries   = 63 // volrecon_* but volrecon_volumes: 24 kinds, 3 severities, 3 pod statuses, 6 staging (mode, state), 7 gauges, 2 scan results, 18 of the histogram
+		maxVolumeSeries  = 12 * 3
+		demoVolumeSeries = 4 // the demo node: csi and projected Mounted, configmap and empty-dir Unmounted
+	)
+	hostRoot, mountinfo := demoNode(t)
+	flags := nodeFlags{rootDir: "/var/lib/kubelet", hostRoot: hostRoot, mountInfo: mountinfo}
+	n, err := flags.openNode(nil)
+	require.NoError(t, err)
+	s, err := newServerWith(n, time.Minute, telemetry{node: "node-1"})
+	require.NoError(t, err)
+	s.scanOnce(t.Context())
+	mfs, err := s.registry.Gather()
+	require.NoError(t, err)
+	var constant, volumes, runtime int
+	for _, mf := range mfs {
+		series := len(mf.GetMetric())
+		if h := mf.GetMetric()[0].GetHistogram(); h != nil {
+			series *= len(h.GetBucket()) + 3 // the buckets, +Inf, _sum, _count
+		}
+		switch name := mf.GetName(); {
+		case name == "volrecon_volumes":
+			volumes += series
+		case strings.HasPrefix(name, "volrecon_"):
+			constant += series
+		default:
+			runtime += series
+		}
+		for _, m := range mf.GetMetric() {
+			assert.Contains(t, m.GetLabel(), &dto.LabelPair{Name: proto.String("node"), Value: proto.String("node-1")}, mf.GetName())
+		}
+	}
+	t.Logf("series: %d volrecon_* constant, %d volrecon_volumes, %d go_* and process_*", constant, volumes, runtime)
+	assert.Equal(t, constantSeries, constant)
+	assert.Equal(t, demoVolumeSeries, volumes)
+	assert.LessOrEqual(t, volumes, maxVolumeSeries)
+	assert.Positive(t, runtime)
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	text := strings.Join(strings.Fields(string(readme)), " ")
+	for _, says := range []string{
+		fmt.Sprintf("**%d** `volrecon_*` series whatever the node", constantSeries),
+		fmt.Sprintf("%d on the demo node, at most %d", demoVolumeSeries, maxVolumeSeries),
+	} {
+		assert.Contains(t, text, says, "README, Metrics: series per node")
+	}
 }

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/volrecon/volrecon/kube"
+	"github.com/volrecon/volrecon/metrics"
+)
+
+// telemetry says what serve registers besides volrecon's scan metrics.
+type telemetry struct {
+	// node is the value of the node label on every series ("": no label).
+	node string
+	// textfile: one run writes a file (--textfile): no Go or process
+	// collector (node_exporter exports its own under those names, and a
+	// process that exits describes nothing), no counter or histogram that
+	// restarts with every run.
+	textfile bool
+}
+
+// registerer is reg, adding the node label to every series.
+func (t telemetry) registerer(reg prometheus.Registerer) prometheus.Registerer {
+	if t.node == "" {
+		return reg
+	}
+	return prometheus.WrapRegistererWith(prometheus.Labels{"node": t.node}, reg)
+}
+
+// register registers on reg what serve exports: volrecon's scan metrics
+// (no cleanup counters: serve never cleans up), volrecon_build_info, and
+// outside textfile mode the Go runtime's and the process's collectors.
+func (t telemetry) register(reg prometheus.Registerer) (*metrics.Metrics, error) {
+	labelled := t.registerer(reg)
+	m, err := metrics.New(labelled, metrics.WithoutCleanup())
+	if err != nil {
+		return nil, err
+	}
+	if err := metrics.NewBuildInfo(labelled, metrics.BuildInfo{Version: version, Commit: vcsRevision()}); err != nil {
+		return nil, err
+	}
+	if !t.textfile {
+		for _, c := range []prometheus.Collector{prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{})} {
+			if err := labelled.Register(c); err != nil {
+				return nil, fmt.Errorf("metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
+
+// metricsNodeName is the node label: --node-name, else $NODE_NAME, else
+// the host name in lower case (the kubelet's default node name).
+func metricsNodeName(flag string) string {
+	if name, err := kube.NodeName(flag); err == nil {
+		return name
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(host)
+}
+
+// vcsRevision is the commit the binary was built from, "" when unknown.
+func vcsRevision() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" {
+			return s.Value
+		}
+	}
+	return ""
+}
+
+// runFailedMetric marks a textfile: 1 when the run that wrote it failed
+// and the file holds the last good run's series (or, when there was none,
+// only volrecon_last_successful_scan_timestamp_seconds at 0 and the build).
+// It is always the file's last family, so that a failed run can find the
+// good run's part.
+const runFailedMetric = "volrecon_textfile_run_failed"
+
+// perRunMetrics restart with every textfile run: a rule on them would see
+// a reset at every run, so the file leaves them out.
+var perRunMetrics = map[string]bool{"volrecon_scans_total": true, "volrecon_scan_duration_seconds": true}
+
+// keptOnFailure are what a failed run writes when no good run's file is
+// there to keep.
+var keptOnFailure = map[string]bool{"volrecon_last_successful_scan_timestamp_seconds": true, "volrecon_build_info": true}
+
+// writeTextfile writes what gather gathers to path, atomically, in the
+// text format. A good run writes all of it but perRunMetrics, and
+// runFailedMetric at 0. A failed run never replaces the findings of the
+// last good run with zeros: it keeps that file's series as they were and
+// sets runFailedMetric to 1 (the rules' VolreconTextfileRunFailed).
+func writeTextfile(path string, gather prometheus.Gatherer, tel telemetry, ok bool) error {
+	mfs, err := gather.Gather()
+	if err != nil {
+		return fmt.Errorf("write the metrics to %s: %w", path, err)
+	}
+	var body []byte
+	if !ok {
+		body = lastGoodRun(path)
+	}
+	if body == nil {
+		keep := func(name string) bool { return !perRunMetrics[name] }
+		if !ok {
+			keep = func(name string) bool { return keptOnFailure[name] }
+		}
+		if body, err = encodeFamilies(mfs, keep); err != nil {
+			return fmt.Errorf("write the metrics to %s: %w", path, err)
+		}
+	}
+	marker, err := runFailedFamily(tel, !ok)
+	if err != nil {
+		return fmt.Errorf("write the metrics to %s: %w", path, err)
+	}
+	return writeAtomically(path, append(body, marker...))
+}
+
+// maxTextfile bounds what a failed run reads of the last file: volrecon's
+// are a few KiB (a node has at most ~100 volrecon series).
+const maxTextfile = 1 << 20
+
+// lastGoodRun is the part of the file at path before its runFailedMetric,
+// or nil when there is no such file or it was not written by volrecon.
+func lastGoodRun(path string) []byte {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	old, err := io.ReadAll(io.LimitReader(f, maxTextfile+1))
+	if err != nil || len(old) > maxTextfile {
+		return nil
+	}
+	i := bytes.Index(old, []byte("# HELP "+runFailedMetric+" "))
+	if i < 0 || (i > 0 && old[i-1] != '\n') {
+		return nil
+	}
+	return old[:i]
+}
+
+func encodeFamilies(mfs []*dto.MetricFamily, keep func(string) bool) ([]byte, error) {
+	var buf bytes.Buffer
+	for _, mf := range mfs {
+		if !keep(mf.GetName()) {
+			continue
+		}
+		if _, err := expfmt.MetricFamilyToText(&buf, mf); err != nil {
+			return nil, err
+		}
+	}
+	return buf.Bytes(), nil
+}
+
+// runFailedFamily is runFailedMetric in the text format, with tel's labels.
+func runFailedFamily(tel telemetry, failed bool) ([]byte, error) {
+	reg := prometheus.NewRegistry()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: runFailedMetric,
+		Help: "Whether the run that wrote this file failed (1: the other series are the last good run's, kept as they were) or not (0)."})
+	if failed {
+		g.Set(1)
+	}
+	if err := tel.registerer(reg).Register(g); err != nil {
+		return nil, err
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		return nil, err
+	}
+	return encodeFamilies(mfs, func(string) bool { return true })
+}
+
+// writeAtomically replaces path with data: a reader (node_exporter) sees
+// the old file or the new one, never a part.
+func writeAtomically(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write the metrics to %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // once renamed, a no-op
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(0o644) // node_exporter may run as another user
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("write the metrics to %s: %w", path, err)
+	}
+	return nil
+}
