@@ -215,6 +215,8 @@ type NodeConditionWriter struct {
 	onNode    *corev1.NodeCondition // as last written or read; nil: not there
 	known     bool                  // onNode is known (read or written since the last failure)
 	writtenAt time.Time
+	failures  int       // in a row
+	retryAt   time.Time // after a failure: no try before
 }
 
 // NewNodeConditionWriter returns a writer of node's condition; Run writes.
@@ -267,18 +269,48 @@ func (w *NodeConditionWriter) Run(ctx context.Context) {
 }
 
 // Sync writes the latest observed condition if it differs from the Node's
-// or its heartbeat is due; Run calls it.
+// or its heartbeat is due; Run calls it, and nothing else may while Run
+// runs. A message of Unknown that changed while its reason did not (an
+// error's text may name a duration, say) waits for the heartbeat. After a
+// failure it tries again after Retry, doubling up to Heartbeat.
 func (w *NodeConditionWriter) Sync(ctx context.Context) error {
 	w.mu.Lock()
 	want := w.want
 	w.mu.Unlock()
-	if want == nil {
-		return nil
-	}
 	now := w.opts.Clock.Now()
-	if w.known && sameCondition(w.onNode, want) && now.Sub(w.writtenAt) < w.opts.Heartbeat {
+	if want == nil || now.Before(w.retryAt) || (w.known && !w.due(want, now)) {
 		return nil
 	}
+	err := w.write(ctx, want, now)
+	if err != nil {
+		w.known = false
+		w.failures++
+		w.retryAt = now.Add(min(w.opts.Retry<<min(w.failures-1, 16), w.opts.Heartbeat))
+		return err
+	}
+	w.failures, w.retryAt = 0, time.Time{}
+	return nil
+}
+
+// due says whether want must be written now, the Node's condition known.
+func (w *NodeConditionWriter) due(want *corev1.NodeCondition, now time.Time) bool {
+	if now.Sub(w.writtenAt) >= w.opts.Heartbeat {
+		return true
+	}
+	on := w.onNode
+	switch {
+	case on == nil || on.Status != want.Status || on.Reason != want.Reason:
+		return true
+	case want.Status == corev1.ConditionUnknown:
+		return false
+	default:
+		return on.Message != want.Message
+	}
+}
+
+// write reads the Node's condition if it is not known (at start, after a
+// failure), and patches want.
+func (w *NodeConditionWriter) write(ctx context.Context, want *corev1.NodeCondition, now time.Time) error {
 	if !w.known {
 		if err := w.read(ctx); err != nil {
 			return err
@@ -296,7 +328,6 @@ func (w *NodeConditionWriter) Sync(ctx context.Context) error {
 	}
 	err = withDeadline(ctx, w.opts.Timeout, func(ctx context.Context) error { return w.client.PatchNodeStatus(ctx, w.node, patch) })
 	if err != nil {
-		w.known = false
 		return fmt.Errorf("kube: patch the status of node %s (condition %s): %w", w.node, NodeConditionType, err)
 	}
 	changed := !sameCondition(w.onNode, &cond)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -345,11 +346,57 @@ func TestNodeConditionWriterRetriesAfterAFailure(t *testing.T) {
 	ours, _ := srv.ours()
 	assert.Equal(t, corev1.ConditionFalse, ours.Status, "not written")
 
+	// Not again before Retry (10s by default), then again after reading
+	// the Node; a second failure waits twice as long.
+	clk.Step(5 * time.Second)
+	require.NoError(t, w.Sync(context.Background()))
+	assert.Equal(t, []int{1, 1}, []int{srv.patchCount(), srv.gets}, "nothing tried within Retry")
+	srv.mu.Lock()
+	srv.fail = 1
+	srv.mu.Unlock()
+	clk.Step(5 * time.Second)
+	require.Error(t, w.Sync(context.Background()), "the read fails")
+	clk.Step(19 * time.Second)
+	require.NoError(t, w.Sync(context.Background()))
+	assert.Equal(t, 1, srv.patchCount(), "nothing tried within twice Retry")
 	clk.Step(time.Second)
 	require.NoError(t, w.Sync(context.Background()))
 	ours, _ = srv.ours()
 	assert.Equal(t, corev1.ConditionTrue, ours.Status)
 	assert.Equal(t, 2, srv.gets, "read again after the failure")
+}
+
+// A message of Unknown that changes while its reason does not (an
+// error's text names a duration) waits for the heartbeat; one of False
+// (other kinds, other counts) is written at once.
+func TestNodeConditionWriterUnknownMessagesWaitForTheHeartbeat(t *testing.T) {
+	srv, client := newNodeServer(t, kubeletConditions()...)
+	clk := clocktesting.NewFakeClock(since.Add(time.Hour))
+	w := NewNodeConditionWriter(client, srv.name, NodeConditionOptions{Clock: clk})
+	podsFailed := func(why string) *reconstruct.State {
+		st := stateWith()
+		st.ActivePods.Error = why
+		return st
+	}
+	w.Observe(podsFailed("no word from the API server for 13m0s"), nil)
+	require.NoError(t, w.Sync(context.Background()))
+	for i := range 4 {
+		clk.Step(time.Minute)
+		w.Observe(podsFailed(fmt.Sprintf("no word from the API server for 1%dm0s", 4+i)), nil)
+		require.NoError(t, w.Sync(context.Background()))
+	}
+	assert.Equal(t, 1, srv.patchCount())
+	clk.Step(time.Minute)
+	require.NoError(t, w.Sync(context.Background()))
+	assert.Equal(t, 2, srv.patchCount(), "at the heartbeat, with the latest message")
+	ours, _ := srv.ours()
+	assert.Contains(t, ours.Message, "17m0s")
+
+	w.Observe(stateWith(onDisk), nil)
+	require.NoError(t, w.Sync(context.Background()))
+	w.Observe(stateWith(onDisk, onDisk), nil)
+	require.NoError(t, w.Sync(context.Background()))
+	assert.Equal(t, 4, srv.patchCount(), "each change of False at once")
 }
 
 // Run writes what Observe was given, and Observe never waits for it.
