@@ -191,7 +191,12 @@ type NodeConditionOptions struct {
 	Heartbeat time.Duration // DefaultHeartbeat
 	Retry     time.Duration // DefaultRetry
 	Timeout   time.Duration // of each call, DefaultTimeout
-	Clock     clock.WithTicker
+	// UnknownGrace holds back an Unknown observed within it of the first
+	// Observe (none by default): a pod watch that has not synced at the
+	// first scan is no outage, and the condition of a restarted writer
+	// should not flap through Unknown.
+	UnknownGrace time.Duration
+	Clock        clock.WithTicker
 }
 
 // NodeConditionWriter keeps NodeConditionType on a Node as the latest scan
@@ -208,8 +213,9 @@ type NodeConditionWriter struct {
 	opts   NodeConditionOptions
 	wake   chan struct{}
 
-	mu   sync.Mutex
-	want *corev1.NodeCondition // from the latest Observe
+	mu      sync.Mutex
+	want    *corev1.NodeCondition // from the latest Observe
+	started time.Time             // of the first Observe
 
 	// Owned by Run.
 	onNode    *corev1.NodeCondition // as last written or read; nil: not there
@@ -242,6 +248,9 @@ func (w *NodeConditionWriter) Observe(st *reconstruct.State, scanErr error) {
 	cond := HealthCondition(st, scanErr)
 	w.mu.Lock()
 	w.want = &cond
+	if w.started.IsZero() {
+		w.started = w.opts.Clock.Now()
+	}
 	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:
@@ -275,10 +284,11 @@ func (w *NodeConditionWriter) Run(ctx context.Context) {
 // failure it tries again after Retry, doubling up to Heartbeat.
 func (w *NodeConditionWriter) Sync(ctx context.Context) error {
 	w.mu.Lock()
-	want := w.want
+	want, started := w.want, w.started
 	w.mu.Unlock()
 	now := w.opts.Clock.Now()
-	if want == nil || now.Before(w.retryAt) || (w.known && !w.due(want, now)) {
+	if want == nil || now.Before(w.retryAt) || (w.known && !w.due(want, now)) ||
+		(want.Status == corev1.ConditionUnknown && now.Sub(started) < w.opts.UnknownGrace) {
 		return nil
 	}
 	err := w.write(ctx, want, now)

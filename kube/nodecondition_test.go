@@ -418,3 +418,31 @@ func TestNodeConditionWriterRun(t *testing.T) {
 	ours, _ := srv.ours()
 	assert.Equal(t, ReasonScanFailed, ours.Reason)
 }
+
+// Within UnknownGrace of the first Observe an Unknown is held back; what
+// is known is written at once, and an Unknown that outlasts the grace too.
+func TestNodeConditionWriterUnknownGrace(t *testing.T) {
+	srv, client := newNodeServer(t, kubeletConditions()...)
+	clk := clocktesting.NewFakeClock(since.Add(time.Hour))
+	w := NewNodeConditionWriter(client, srv.name, NodeConditionOptions{Clock: clk, UnknownGrace: 2 * time.Minute})
+	unsynced := stateWith()
+	unsynced.ActivePods.Error = "the pod watch has not synced yet"
+	w.Observe(unsynced, nil)
+	require.NoError(t, w.Sync(context.Background()))
+	assert.Equal(t, 0, srv.patchCount(), "held back")
+	clk.Step(time.Minute)
+	w.Observe(stateWith(), nil)
+	require.NoError(t, w.Sync(context.Background()))
+	ours, _ := srv.ours()
+	assert.Equal(t, corev1.ConditionTrue, ours.Status)
+
+	clk.Step(30 * time.Second)
+	w.Observe(nil, errors.New("no such dir"))
+	require.NoError(t, w.Sync(context.Background()))
+	ours, _ = srv.ours()
+	assert.Equal(t, corev1.ConditionTrue, ours.Status, "still within the grace")
+	clk.Step(30 * time.Second)
+	require.NoError(t, w.Sync(context.Background()))
+	ours, _ = srv.ours()
+	assert.Equal(t, corev1.ConditionUnknown, ours.Status, "past the grace")
+}

@@ -97,7 +97,9 @@ func (k *kubeFlags) startAPIWatch(ctx context.Context, interval time.Duration, w
 		if !ok {
 			return nil, fmt.Errorf("--node-condition: the API client cannot patch a Node's status")
 		}
-		w.condition = kube.NewNodeConditionWriter(status, node, kube.NodeConditionOptions{})
+		// The first scan comes before the pod watch has synced, the next
+		// one an interval later: no Unknown before that.
+		w.condition = kube.NewNodeConditionWriter(status, node, kube.NodeConditionOptions{UnknownGrace: 2*interval + 10*time.Second})
 		go w.condition.Run(ctx)
 	}
 	klog.FromContext(ctx).V(2).Info("Watching the node's pods", "node", node, "events", writes.events, "nodeCondition", writes.nodeCondition)
