@@ -116,7 +116,7 @@ func parseArgs(args []string) (options, error) {
 		switch name {
 		case "image":
 			o.image, err = takeValue()
-			if err == nil && (o.image == "" || strings.ContainsAny(o.image, " \t\n")) {
+			if err == nil && (o.image == "" || strings.HasPrefix(o.image, "-") || strings.ContainsAny(o.image, " \t\n")) {
 				err = fmt.Errorf("--image %q is not an image reference", o.image)
 			}
 		case "timeout":

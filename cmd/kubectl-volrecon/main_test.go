@@ -132,6 +132,7 @@ func TestBadUsageCallsNoKubectl(t *testing.T) {
 		{"demo", []string{"node", "n1", "--demo"}, "--demo"},
 		{"image without a value", []string{"node", "n1", "--image"}, "flag --image needs a value"},
 		{"empty image", []string{"node", "n1", "--image="}, "not an image reference"},
+		{"a flag as the image", []string{"node", "n1", "--image", "-o", "json"}, `--image "-o" is not an image reference`},
 		{"bad timeout", []string{"node", "n1", "--timeout=0s"}, "--timeout must be positive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
