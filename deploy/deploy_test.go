@@ -232,6 +232,25 @@ func TestEventsRBAC(t *testing.T) {
 	assertBinds(t, events.bindings[0], events.roles[0], loadManifests(t).serviceAccount)
 }
 
+// With --node-condition, the ServiceAccount may also get and patch the
+// status of Nodes, and nothing more: not the Node itself, not other verbs.
+func TestNodeConditionRBAC(t *testing.T) {
+	text := readFile(t, "node-condition-rbac.yaml")
+	nc, err := decodeManifests(text)
+	require.NoError(t, err)
+	require.Nil(t, nc.daemonSet)
+	require.Nil(t, nc.serviceAccount)
+	require.Len(t, nc.roles, 1)
+	require.Len(t, nc.bindings, 1)
+	assert.Equal(t, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"get", "patch"}},
+	}, nc.roles[0].Rules)
+	assertBinds(t, nc.bindings[0], nc.roles[0], loadManifests(t).serviceAccount)
+	// Strict: a misspelt field is an error, not a rule quietly dropped.
+	_, err = decodeManifests(mutate(t, text, "verbs:", "verb:"))
+	require.Error(t, err)
+}
+
 func assertBinds(t *testing.T, b *rbacv1.ClusterRoleBinding, role *rbacv1.ClusterRole, sa *corev1.ServiceAccount) {
 	t.Helper()
 	assert.Equal(t, rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name}, b.RoleRef)

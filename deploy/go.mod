@@ -13,6 +13,7 @@ require (
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730
+	sigs.k8s.io/krew v0.4.3
 	sigs.k8s.io/yaml v1.6.0
 )
 
@@ -128,3 +129,7 @@ require (
 
 // The deployment files are tested against the library in this repository.
 replace github.com/volrecon/volrecon => ../
+
+// krew v0.4.3 (its manifest types, for krew/volrecon.yaml) requires
+// client-go v11.0.0+incompatible, which semver ranks above v0.37.2.
+exclude k8s.io/client-go v11.0.0+incompatible

@@ -180,9 +180,10 @@ func podKeysOf(list *corev1.PodList) []string {
 	return keys
 }
 
-// volreconKubeconfig applies the RBAC objects of deploy/ as they are, and
-// returns a kubeconfig holding a token of their ServiceAccount.
-func volreconKubeconfig(t *testing.T, c *cluster.Cluster) string {
+// volreconKubeconfig applies the RBAC objects of deploy/ as they are (the
+// DaemonSet's, the Events', and the optional files named), and returns a
+// kubeconfig holding a token of their ServiceAccount.
+func volreconKubeconfig(t *testing.T, c *cluster.Cluster, optional ...string) string {
 	t.Helper()
 	cs := client(t)
 	_, err := cs.CoreV1().Namespaces().Create(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "volrecon"}}, metav1.CreateOptions{})
@@ -190,7 +191,7 @@ func volreconKubeconfig(t *testing.T, c *cluster.Cluster) string {
 		require.NoError(t, err)
 	}
 	var sa *corev1.ServiceAccount
-	for _, file := range []string{"../deploy/daemonset.yaml", "../deploy/events-rbac.yaml"} {
+	for _, file := range append([]string{"../deploy/daemonset.yaml", "../deploy/events-rbac.yaml"}, optional...) {
 		for _, doc := range yamlDocs(t, file) {
 			var tm metav1.TypeMeta
 			require.NoError(t, yaml.Unmarshal(doc, &tm))

@@ -2,7 +2,9 @@
 // state for reconstruct: the pods bound to this node (reconstruct.PodSource),
 // which CSI drivers need no attach, and which CSI volumes those pods use
 // (their PVCs → PVs, for cleanup's CSI teardown). It also publishes
-// findings as Events on the Node.
+// findings as Events on the Node (Events), and keeps one Node condition of
+// its own, VolumeStateHealthy, as the latest scan says (HealthCondition,
+// NodeConditionWriter).
 //
 // Only a confirmed answer counts. A list that failed, timed out, was
 // refused (403) or comes from a watch that has gone quiet is an error, and
@@ -24,5 +26,6 @@
 // clientset to API with internal/kubetest.
 //
 // It is not for reading the node itself (package reconstruct) and it never
-// writes to the API server except Events, when asked.
+// writes to the API server except Events and its Node condition, when
+// asked.
 package kube

@@ -16,6 +16,7 @@
 // mounts with --unmount, and with --csi-teardown calls the CSI driver's
 // NodeUnpublishVolume and NodeUnstageVolume for what the kubelet never
 // will tear down. It needs no API server, but asks one with --active-pods
-// api (the node's pods, their PVCs and PVs, the CSIDrivers), and serve
-// --events publishes findings as Events on the Node.
+// api (the node's pods, their PVCs and PVs, the CSIDrivers); serve
+// --events publishes findings as Events on the Node, and serve
+// --node-condition sets the Node condition VolumeStateHealthy.
 package main

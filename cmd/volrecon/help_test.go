@@ -12,7 +12,7 @@ import (
 
 // The flags by which the command reaches beyond the node: the usage and
 // the command's doc must say that it does, and through which flags.
-var reachesBeyondTheNode = []string{"--active-pods api", "--csi-teardown", "--events"}
+var reachesBeyondTheNode = []string{"--active-pods api", "--csi-teardown", "--events", "--node-condition"}
 
 func TestUsageSaysWhatReachesBeyondTheNode(t *testing.T) {
 	doc, err := os.ReadFile("doc.go")

@@ -69,15 +69,19 @@ func (k *kubeFlags) apiAttachFreeDrivers(ctx context.Context) []string {
 }
 
 // apiWatch is serve's view of the API server: a pod watch that decides when
-// its answers are trusted, and the Events it may publish.
+// its answers are trusted, and what it may write there.
 type apiWatch struct {
-	watcher *kube.Watcher
-	events  *kube.Events // nil without --events
+	watcher   *kube.Watcher
+	events    *kube.Events              // nil without --events
+	condition *kube.NodeConditionWriter // nil without --node-condition
 }
+
+// apiWrites are what serve writes to the API server, when asked.
+type apiWrites struct{ events, nodeCondition bool }
 
 // startAPIWatch starts a pod watch for serve, trusted for max(3 intervals,
 // kube.DefaultStaleAfter) without word from the API server.
-func (k *kubeFlags) startAPIWatch(ctx context.Context, interval time.Duration, events bool) (*apiWatch, error) {
+func (k *kubeFlags) startAPIWatch(ctx context.Context, interval time.Duration, writes apiWrites) (*apiWatch, error) {
 	client, node, err := k.apiClient()
 	if err != nil {
 		return nil, err
@@ -85,10 +89,20 @@ func (k *kubeFlags) startAPIWatch(ctx context.Context, interval time.Duration, e
 	w := &apiWatch{watcher: kube.NewWatcher(client, node,
 		kube.WatcherOptions{StaleAfter: max(3*interval, kube.DefaultStaleAfter), PageSize: k.pageSize})}
 	go w.watcher.Run(ctx)
-	if events {
+	if writes.events {
 		w.events = kube.NewEvents(ctx, client, node)
 	}
-	klog.FromContext(ctx).V(2).Info("Watching the node's pods", "node", node, "events", events)
+	if writes.nodeCondition {
+		status, ok := client.(kube.NodeStatusAPI)
+		if !ok {
+			return nil, fmt.Errorf("--node-condition: the API client cannot patch a Node's status")
+		}
+		// The first scan comes before the pod watch has synced, the next
+		// one an interval later: no Unknown before that.
+		w.condition = kube.NewNodeConditionWriter(status, node, kube.NodeConditionOptions{UnknownGrace: 2*interval + 10*time.Second})
+		go w.condition.Run(ctx)
+	}
+	klog.FromContext(ctx).V(2).Info("Watching the node's pods", "node", node, "events", writes.events, "nodeCondition", writes.nodeCondition)
 	return w, nil
 }
 
@@ -101,10 +115,18 @@ func (w *apiWatch) attachFree(fromFlags []string) []string {
 	return append(slices.Clone(fromFlags), w.watcher.AttachFreeDrivers()...)
 }
 
-// afterScan publishes the findings of a scan as Events, when asked.
-func (w *apiWatch) afterScan(ctx context.Context, st *reconstruct.State) {
-	if w != nil && w.events != nil && st != nil {
+// afterScan publishes the findings of a scan as Events, and its outcome as
+// the Node condition, when asked; err is the scan's, st nil when it failed.
+// Neither waits on the API server.
+func (w *apiWatch) afterScan(ctx context.Context, st *reconstruct.State, err error) {
+	if w == nil {
+		return
+	}
+	if w.events != nil && st != nil && err == nil {
 		w.events.Publish(ctx, st)
+	}
+	if w.condition != nil {
+		w.condition.Observe(st, err)
 	}
 }
 

@@ -72,6 +72,9 @@ func TestExitCodes(t *testing.T) {
 		{"api with a missing kubeconfig", "", []string{"scan", "--demo", "--active-pods", "api", "--node-name", "n1", "--kubeconfig", missing},
 			exitUsage, "kubeconfig " + missing},
 		{"events without api", "", []string{"serve", "--demo", "--events"}, exitUsage, "--events needs --active-pods api"},
+		{"node condition without api", "", []string{"serve", "--demo", "--node-condition"}, exitUsage, "--node-condition needs --active-pods api"},
+		{"node condition with textfile", "", []string{"serve", "--demo", "--node-condition", "--active-pods", "api", "--node-name", "n1",
+			"--textfile", "/dev/null"}, exitUsage, "--node-condition needs --active-pods api, and serve's loop"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/volrecon/volrecon/internal/bounded"
+	"github.com/volrecon/volrecon/kube"
 	"github.com/volrecon/volrecon/metrics"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -42,6 +43,8 @@ func runServe(ctx context.Context, args []string, e env) error {
 	compat := c.fs.Bool("kubelet-compat-metrics", false, "also export the kubelet's reconstruction and orphan-cleanup metrics under the kubelet's names, "+
 		"as a kubelet restarted on this node would count them (package metrics, KubeletCompat)")
 	events := c.fs.Bool("events", false, "with --active-pods api: publish each finding, once when it appears, as an Event on the Node")
+	nodeCondition := c.fs.Bool("node-condition", false, "with --active-pods api: set the Node condition "+string(kube.NodeConditionType)+
+		" (False while a finding is critical, Unknown while the scan or the desired state fails) when it changes, and every 5m")
 	if err := c.parse(args, nil, e.stderr); err != nil {
 		return err
 	}
@@ -51,6 +54,10 @@ func runServe(ctx context.Context, args []string, e env) error {
 	}
 	if *events && c.node.activePods != activePodsAPI {
 		fmt.Fprintln(e.stderr, "volrecon serve: --events needs --active-pods api")
+		return errUsage
+	}
+	if *nodeCondition && (c.node.activePods != activePodsAPI || *textfile != "") {
+		fmt.Fprintln(e.stderr, "volrecon serve: --node-condition needs --active-pods api, and serve's loop (not --textfile)")
 		return errUsage
 	}
 	n, err := c.node.openNode(e.stdin)
@@ -70,7 +77,7 @@ func runServe(ctx context.Context, args []string, e env) error {
 	ctx = withLogger(ctx)
 	if c.node.activePods == activePodsAPI && *textfile == "" {
 		// serve watches instead of listing at every scan.
-		if s.api, err = c.node.kube.startAPIWatch(ctx, *interval, *events); err != nil {
+		if s.api, err = c.node.kube.startAPIWatch(ctx, *interval, apiWrites{events: *events, nodeCondition: *nodeCondition}); err != nil {
 			return err
 		}
 		defer s.api.stop()
@@ -205,11 +212,12 @@ func (s *server) scanOnce(ctx context.Context) {
 	s.lastErr = err
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Scan failed")
+		s.api.afterScan(ctx, nil, err)
 		return
 	}
 	s.observeCompat(st)
 	s.reportGz, s.lastOK = report, time.Now()
-	s.api.afterScan(ctx, st)
+	s.api.afterScan(ctx, st, nil)
 }
 
 // encodeReport is st as /report serves it: indented JSON, gzip-compressed

@@ -1,0 +1,16 @@
+// Command kubectl-volrecon is a kubectl plugin (krew's conventions: the
+// binary kubectl-volrecon on PATH, run as `kubectl volrecon`) that scans a
+// node's volume state from the operator's machine:
+//
+//	kubectl volrecon node NAME [--image IMAGE] [-n NAMESPACE] [scan flags]
+//
+// It runs `volrecon scan` on the node through `kubectl debug node/NAME
+// --profile=sysadmin`: a pod on the node in the host's PID, network and IPC
+// namespaces with the node's filesystem at /host, so the scan reads
+// --host-root=/host and the host's mount table, /proc/1/mountinfo. It
+// prints the scan's output (the table, or -o wide / -o json) as the
+// container writes it, exits with the scan's exit code, and deletes the
+// debug pod (kubectl debug leaves it). It runs scan only: it never cleans.
+//
+// kubectl is $KUBECTL, else kubectl on PATH.
+package main
