@@ -232,7 +232,11 @@ func mayHangAt(mp, fstype string, dirs []string) bool {
 // takes it too when nothing changed since), else one of its own. When no
 // table can be read, there is nothing to go by: the walk's deadlines alone
 // bound it.
-func (e *earlyTable) notToEnter(ctx context.Context, opts Options) map[string]string {
+//
+// It also returns the topmost mount's ID at each mount point within the
+// dirs (nil when no table could be read), for an Incremental to tell where
+// the mounts changed.
+func (e *earlyTable) notToEnter(ctx context.Context, opts Options) (map[string]string, map[string]int) {
 	e.wait()
 	dirs, scope := e.dirs, e.scope
 	if scope == nil {
@@ -241,7 +245,7 @@ func (e *earlyTable) notToEnter(ctx context.Context, opts Options) map[string]st
 	}
 	table, err := e.cur.Table(ctx, scope)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	return MountsNotToEnter(table, dirs...)
+	return MountsNotToEnter(table, dirs...), topMounts(table, dirs)
 }
