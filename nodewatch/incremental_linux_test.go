@@ -34,7 +34,9 @@ type churn struct {
 	seq    int
 }
 
-func (c *churn) path(elem ...string) string { return filepath.Join(append([]string{c.root}, elem...)...) }
+func (c *churn) path(elem ...string) string {
+	return filepath.Join(append([]string{c.root}, elem...)...)
+}
 
 func (c *churn) mkdir(p string) { require.NoError(c.t, os.MkdirAll(p, 0o750)) }
 

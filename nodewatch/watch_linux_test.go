@@ -45,7 +45,9 @@ func newNode(t *testing.T) *node {
 
 func (n *node) path(rel string) string { return filepath.Join(n.root, rel) }
 func (n *node) mkdir(rel string)       { require.NoError(n.t, os.MkdirAll(n.path(rel), 0o750)) }
-func (n *node) write(rel, s string)    { require.NoError(n.t, os.WriteFile(n.path(rel), []byte(s), 0o600)) }
+func (n *node) write(rel, s string) {
+	require.NoError(n.t, os.WriteFile(n.path(rel), []byte(s), 0o600))
+}
 
 func (n *node) watch(opts Options) *Watcher {
 	opts.RootDir, opts.MountTable = n.root, n.table
