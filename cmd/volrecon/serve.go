@@ -23,7 +23,9 @@ import (
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
-const serveSummary = `Rescans the node every --interval and serves /metrics (volrecon's Prometheus
+const serveSummary = `Rescans the node when it changed (the mount table, the kubelet's dirs, the
+desired state; at most once per --min-interval, everything at least every
+--interval) and serves /metrics (volrecon's Prometheus
 metrics), /healthz and /report (the latest State as JSON) on --listen. It is
 read-only: it never cleans up. With --textfile it instead scans once and writes
 the metrics to a file in node_exporter's textfile format (atomically), for
@@ -32,7 +34,12 @@ nodes that already run node_exporter.`
 func runServe(ctx context.Context, args []string, e env) error {
 	c := newCommandFlags("serve", serveSummary, nil, e)
 	listen := c.fs.String("listen", ":9830", "address to serve /metrics, /healthz and /report on")
-	interval := c.fs.Duration("interval", 60*time.Second, "time between scans")
+	interval := c.fs.Duration("interval", defaultInterval, "scan everything at least this often (the safety net of --watch; without --watch, the time between scans)")
+	watch := c.fs.Bool("watch", true, "scan when the node changed (the mount table, the kubelet's dirs, the desired state), walking again only what changed; "+
+		"false: scan everything every --interval")
+	minInterval := c.fs.Duration("min-interval", defaultMinInterval, "with --watch: at most one scan per this interval; what cannot be watched is scanned this often")
+	recheckInterval := c.fs.Duration("recheck-interval", defaultRecheckInterval, "with --watch: scan at least this often while the last scan found an orphan, "+
+		"a hung or corrupted mount, or a pod source that failed, or with --probe (evidence of life and probes change with time alone)")
 	textfile := c.fs.String("textfile", "", "write the metrics once to this file (node_exporter textfile collector) and exit")
 	compat := c.fs.Bool("kubelet-compat-metrics", false, "also export the kubelet's reconstruction and orphan-cleanup metrics under the kubelet's names, "+
 		"as a kubelet restarted on this node would count them (package metrics, KubeletCompat)")
@@ -40,8 +47,12 @@ func runServe(ctx context.Context, args []string, e env) error {
 	if err := c.parse(args, nil, e.stderr); err != nil {
 		return err
 	}
-	if *interval <= 0 {
-		fmt.Fprintln(e.stderr, "volrecon serve: --interval must be positive")
+	if *interval <= 0 || *recheckInterval <= 0 {
+		fmt.Fprintln(e.stderr, "volrecon serve: --interval must be positive, and so must --recheck-interval")
+		return errUsage
+	}
+	if *minInterval < 0 {
+		fmt.Fprintln(e.stderr, "volrecon serve: --min-interval must not be negative")
 		return errUsage
 	}
 	if *events && c.node.activePods != activePodsAPI {
@@ -63,9 +74,14 @@ func runServe(ctx context.Context, args []string, e env) error {
 		}
 	}
 	ctx = withLogger(ctx)
+	if *watch && *textfile == "" {
+		if err := s.startWatch(ctx, *minInterval, *recheckInterval, n.activePodsFiles()); err != nil {
+			return err
+		}
+	}
 	if c.node.activePods == activePodsAPI && *textfile == "" {
 		// serve watches instead of listing at every scan.
-		if s.api, err = c.node.kube.startAPIWatch(ctx, *interval, *events); err != nil {
+		if s.api, err = c.node.kube.startAPIWatch(ctx, *interval, *events, s.notify); err != nil {
 			return err
 		}
 		defer s.api.stop()
@@ -79,7 +95,11 @@ func runServe(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (pick another address with --listen)", *listen, err)
 	}
-	fmt.Fprintf(e.stderr, "volrecon: serving /metrics, /healthz and /report on %s, scanning every %s\n", ln.Addr(), *interval)
+	scanning := "scanning every " + interval.String()
+	if s.loop != nil {
+		scanning = fmt.Sprintf("scanning when the node changes (at most every %s), everything at least every %s", *minInterval, *interval)
+	}
+	fmt.Fprintf(e.stderr, "volrecon: serving /metrics, /healthz and /report on %s, %s\n", ln.Addr(), scanning)
 	return s.serve(ctx, ln)
 }
 
@@ -127,6 +147,7 @@ type server struct {
 	// attachFreeFlags: --attach-free-drivers; with --active-pods api each
 	// scan adds the drivers the CSIDriver watch knows to be attach-free.
 	attachFreeFlags []string
+	loop            *scanLoop // with --watch: scans when the node changed (servewatch.go)
 
 	mu sync.Mutex
 	// report is the latest State as /report serves it, gzip-compressed:
@@ -135,6 +156,8 @@ type server struct {
 	reportGz []byte
 	lastOK   time.Time
 	lastErr  error
+	// lastFullOK: when the last full scan succeeded (with --watch).
+	lastFullOK time.Time
 	listener *cappedListener // while serving
 }
 
@@ -164,13 +187,19 @@ func (s *server) observeCompat(st *reconstruct.State) {
 	s.compat.ObserveOrphanCleanup(st, nil)
 }
 
-// scanOnce scans and records the outcome.
+// scanOnce scans everything and records the outcome.
 func (s *server) scanOnce(ctx context.Context) {
+	s.scanWith(ctx, s.node.scan)
+}
+
+// scanWith scans with scan and records the outcome; it returns the State
+// and whether the scan succeeded.
+func (s *server) scanWith(ctx context.Context, scan func(context.Context) (*reconstruct.State, error)) (*reconstruct.State, bool) {
 	if s.api != nil {
 		s.node.opts.AttachFreeDrivers = s.api.attachFree(s.attachFreeFlags)
 	}
 	start := time.Now()
-	st, err := s.node.scan(ctx)
+	st, err := scan(ctx)
 	s.metrics.ObserveScan(st, time.Since(start), err)
 	var report []byte
 	if err == nil {
@@ -181,11 +210,12 @@ func (s *server) scanOnce(ctx context.Context) {
 	s.lastErr = err
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Scan failed")
-		return
+		return nil, false
 	}
 	s.observeCompat(st)
 	s.reportGz, s.lastOK = report, time.Now()
 	s.api.afterScan(ctx, st)
+	return st, true
 }
 
 // encodeReport is st as /report serves it: indented JSON, gzip-compressed
@@ -218,8 +248,8 @@ func (s *server) writeTextfile(ctx context.Context, path string) error {
 	return s.lastErr
 }
 
-// serve scans every interval and serves HTTP on ln, within s.limits,
-// until ctx is done.
+// serve scans (runScans) and serves HTTP on ln, within s.limits, until
+// ctx is done.
 func (s *server) serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           s.handler(),
@@ -236,17 +266,7 @@ func (s *server) serve(ctx context.Context, ln net.Listener) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.scanOnce(ctx)
-		ticker := time.NewTicker(s.interval)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-				s.scanOnce(ctx)
-			}
-		}
+		s.runScans(ctx)
 	}()
 	go func() {
 		<-ctx.Done()
@@ -335,6 +355,9 @@ func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, fmt.Sprintf("no successful scan since %s: %v", lastOK.Format(time.RFC3339), lastErr), http.StatusServiceUnavailable)
 	default:
 		fmt.Fprintln(w, "ok")
+	}
+	if detail := s.watchDetail(); detail != "" {
+		fmt.Fprintln(w, detail)
 	}
 	if detail := s.api.healthDetail(); detail != "" {
 		fmt.Fprintln(w, detail)
