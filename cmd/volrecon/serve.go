@@ -158,7 +158,7 @@ type server struct {
 	lastErr  error
 	// lastFullOK: when the last full scan succeeded (with --watch).
 	lastFullOK time.Time
-	listener *cappedListener // while serving
+	listener   *cappedListener // while serving
 }
 
 func newServer(n *node, interval time.Duration) (*server, error) {
