@@ -156,9 +156,10 @@ type server struct {
 	reportGz []byte
 	lastOK   time.Time
 	lastErr  error
+	listener *cappedListener // while serving
+
 	// lastFullOK: when the last full scan succeeded (with --watch).
 	lastFullOK time.Time
-	listener   *cappedListener // while serving
 }
 
 func newServer(n *node, interval time.Duration) (*server, error) {
