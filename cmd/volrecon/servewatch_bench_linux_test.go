@@ -245,11 +245,12 @@ const scansOK = `volrecon_scans_total{result="success"}`
 
 // BenchmarkServeIdle: the CPU serve spends on a quiet node over 10
 // minutes, the old loop (a full scan every 60 s) against change detection
-// (a full scan every --interval, 10 minutes), measured over a shortened
-// quiet period (VOLRECON_BENCH_QUIET, default 30s) after the first scan:
-// the old loop runs at --interval = quiet/10, so that it makes the ten
-// scans of its 10 minutes in the period; the new one's CPU in the period
-// is scaled to 10 minutes and one full scan (the safety net's) added.
+// (a full scan every --interval, 30 minutes by default), measured over a
+// shortened quiet period (VOLRECON_BENCH_QUIET, default 30s) after the
+// first scan: the old loop runs at --interval = quiet/10, and its CPU per
+// scan times 10 is its 10 minutes; the new one's CPU in the period is
+// scaled to 10 minutes, and the safety net's share of a full scan added
+// (10 minutes / --interval of one).
 func BenchmarkServeIdle(b *testing.B) {
 	quiet := benchDuration(b, "VOLRECON_BENCH_QUIET", 30*time.Second)
 	bin := buildVolrecon(b)
@@ -257,9 +258,7 @@ func BenchmarkServeIdle(b *testing.B) {
 	var perScan, old10, new10 time.Duration
 	for b.Loop() {
 		old := startServeProc(b, bin, n.args("--watch=false", "--interval", (quiet/10).String()))
-		c0, s0 := old.cpu(), old.metric(scansOK)
-		time.Sleep(quiet)
-		oldCPU, scans := old.cpu()-c0, old.metric(scansOK)-s0
+		oldCPU, scans := old.quietly(quiet)
 		old.stop()
 		if scans < 1 {
 			b.Fatal("the old loop made no scan in the quiet period")
@@ -268,19 +267,28 @@ func BenchmarkServeIdle(b *testing.B) {
 		old10 = 10 * perScan
 
 		cur := startServeProc(b, bin, n.args())
-		c0, s0 = cur.cpu(), cur.metric(scansOK)
-		time.Sleep(quiet)
-		newCPU, newScans := cur.cpu()-c0, cur.metric(scansOK)-s0
+		newCPU, newScans := cur.quietly(quiet)
 		cur.stop()
 		if newScans != 0 {
 			b.Fatalf("serve scanned %v times on a quiet node", newScans)
 		}
-		new10 = time.Duration(float64(newCPU)*float64(10*time.Minute)/float64(quiet)) + perScan
+		new10 = time.Duration(float64(newCPU)*float64(10*time.Minute)/float64(quiet)) +
+			time.Duration(float64(perScan)*float64(10*time.Minute)/float64(defaultInterval))
 	}
 	b.ReportMetric(float64(perScan)/1e6, "full-scan-cpu-ms")
 	b.ReportMetric(float64(old10)/1e6, "old-cpu-ms/10min")
 	b.ReportMetric(float64(new10)/1e6, "new-cpu-ms/10min")
 	b.ReportMetric(float64(old10)/float64(new10), "idle-ratio")
+}
+
+// quietly waits for d and returns the CPU serve spent meanwhile and how
+// many scans it made (the fetches of /metrics that count them are outside).
+func (p *serveProc) quietly(d time.Duration) (time.Duration, float64) {
+	s0 := p.metric(scansOK)
+	c0 := p.cpu()
+	time.Sleep(d)
+	cpu := p.cpu() - c0
+	return cpu, p.metric(scansOK) - s0
 }
 
 // BenchmarkServeLatency: from a new orphan pod dir, or a leaked staging
@@ -336,25 +344,32 @@ func BenchmarkServeLatency(b *testing.B) {
 
 // BenchmarkServeChurn: the CPU serve spends per pod started or deleted,
 // at one change a second (VOLRECON_BENCH_CHURN, default 20s of it), with
-// change detection against a full scan per change (the old loop at
-// --interval 1s), and serve's peak RSS under churn.
+// change detection (CPU / changes) against a full scan per change (the
+// CPU of one scan of the old loop at --interval 1s: CPU / scans, since a
+// loaded machine may not make one a second), and serve's peak RSS under
+// churn.
 func BenchmarkServeChurn(b *testing.B) {
 	window := benchDuration(b, "VOLRECON_BENCH_CHURN", 20*time.Second)
 	bin := buildVolrecon(b)
 	n := newChurnNode(b)
-	run := func(extra ...string) (perChange time.Duration, peak float64) {
+	run := func(extra ...string) (cpu time.Duration, scans float64, changes int, peak float64) {
 		p := startServeProc(b, bin, n.args(extra...))
+		s0 := p.metric(scansOK)
 		c0 := p.cpu()
-		changes := n.churn(window)
+		changes = n.churn(window)
 		time.Sleep(3 * time.Second) // the last change scanned
-		perChange = (p.cpu() - c0) / time.Duration(changes)
-		return perChange, p.stop()
+		cpu = p.cpu() - c0
+		scans = p.metric(scansOK) - s0
+		return cpu, scans, changes, p.stop()
 	}
 	var full, watched time.Duration
 	var peak float64
 	for b.Loop() {
-		full, _ = run("--watch=false", "--interval", "1s")
-		watched, peak = run()
+		cpu, scans, _, _ := run("--watch=false", "--interval", "1s")
+		full = time.Duration(float64(cpu) / max(scans, 1))
+		var changes int
+		cpu, _, changes, peak = run()
+		watched = cpu / time.Duration(changes)
 	}
 	b.ReportMetric(float64(full)/1e6, "full-cpu-ms/change")
 	b.ReportMetric(float64(watched)/1e6, "watched-cpu-ms/change")
