@@ -202,9 +202,15 @@ func (w *Watcher) watchTree(ctx context.Context, top, rel string, k kind, pod st
 	}
 	switch {
 	case err == nil:
-	case errors.Is(err, unix.EXDEV), errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ELOOP):
-		// A mount point (its changes are the mount table's), a dir gone
-		// meanwhile (its parent saw it go), or no dir: nothing to watch.
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ELOOP):
+		// A dir gone meanwhile (its parent saw it go), or no dir (a file,
+		// a symlink the scan does not follow): nothing to watch.
+		return
+	case errors.Is(err, unix.EXDEV):
+		// A mount where the layout has none (every watched kind is a dir
+		// the kubelet never mounts on): the scan lists inside it, and what
+		// changes there no watch here sees.
+		w.distrustPart(ctx, k, pod, "mount", fmt.Sprintf("%s is a mount point where the kubelet's layout has none: not watched inside", p))
 		return
 	case errors.Is(err, unix.ENOSPC):
 		w.distrustPart(ctx, k, pod, "limit", fmt.Sprintf("the inotify watch limit is reached (fs.inotify.max_user_watches), %s not watched: %v", p, err))

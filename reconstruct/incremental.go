@@ -80,6 +80,7 @@ func (in *Incremental) reuse(ctx context.Context, notEntered map[string]string, 
 	if all {
 		return nil
 	}
+	in.mountedWhereListed(mounts, pods, &csi)
 	return &podsdir.Reuse{
 		Previous:   in.prev,
 		Changed:    func(name string) bool { return pods[name] || changed.Pod != nil && changed.Pod(name) },
@@ -115,6 +116,62 @@ func (in *Incremental) mountsChanged(before, after map[string]int) (pods map[str
 		}
 	}
 	return pods, csi, all
+}
+
+// mountedWhereListed adds to pods each pod dir with a mount on a dir its
+// walk lists (the pod dir, volumes/ and a plugin dir in it, a CSI volume
+// dir, volume-subpaths/ and its volume and container dirs), and sets csi
+// when the CSI dir has one on a dir its walk lists: the layout has no
+// mount there, so what changes inside such a mount no watch of the dirs
+// sees; those are walked at every scan.
+func (in *Incremental) mountedWhereListed(mounts map[string]int, pods map[string]bool, csi *bool) {
+	for mp := range mounts {
+		switch {
+		case within(mp, in.prev.CSIDir):
+			if listedInCSI(relParts(mp, in.prev.CSIDir)) {
+				*csi = true
+			}
+		case mp != in.prev.PodsDir && within(mp, in.prev.PodsDir):
+			rel := relParts(mp, in.prev.PodsDir)
+			if listedInPod(rel[1:]) {
+				pods[rel[0]] = true
+			}
+		}
+	}
+}
+
+// relParts is the components of p below dir (none for dir itself).
+func relParts(p, dir string) []string {
+	if p == dir {
+		return nil
+	}
+	return strings.Split(p[len(dir)+1:], "/")
+}
+
+// listedInPod reports whether the walk of a pod dir lists the dir at rel
+// below it.
+func listedInPod(rel []string) bool {
+	switch {
+	case len(rel) == 0:
+		return true
+	case rel[0] == "volumes" || rel[0] == "volumeDevices":
+		return len(rel) <= 2 || len(rel) == 3 && rel[0] == "volumes" && rel[1] == "kubernetes.io~csi"
+	case rel[0] == "volume-subpaths":
+		return len(rel) <= 3
+	}
+	return false
+}
+
+// listedInCSI reports whether the walk of the CSI dir lists the dir at
+// rel below it.
+func listedInCSI(rel []string) bool {
+	switch {
+	case len(rel) <= 2:
+		return true // the CSI dir, a driver's (or pv/) dir, a staging dir; volumeDevices/, a spec, publish/, staging/
+	case rel[0] == "volumeDevices":
+		return len(rel) == 3 && rel[1] != "staging" // <spec>/data, <spec>/dev, publish/<spec>
+	}
+	return false
 }
 
 // topMounts returns the ID of the topmost mount at each mount point at or
