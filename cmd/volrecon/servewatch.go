@@ -144,6 +144,7 @@ func (s *server) scanChanged(ctx context.Context, ch nodewatch.Changes) {
 	l.metrics.SetUnwatched(len(status.Untrusted))
 	if !ok {
 		l.inc.Forget()
+		l.recheck = true // tried again within --recheck-interval, as the old loop did every interval
 		return
 	}
 	l.recheck = s.node.opts.Probe || timeDependent(st)
