@@ -233,10 +233,10 @@ func mayHangAt(mp, fstype string, dirs []string) bool {
 // table can be read, there is nothing to go by: the walk's deadlines alone
 // bound it.
 //
-// It also returns the topmost mount's ID at each mount point within the
-// dirs (nil when no table could be read), for an Incremental to tell where
-// the mounts changed.
-func (e *earlyTable) notToEnter(ctx context.Context, opts Options) (map[string]string, map[string]int) {
+// With withMounts it also returns the topmost mount's ID at each mount
+// point within the dirs (nil when no table could be read), for an
+// Incremental to tell where the mounts changed.
+func (e *earlyTable) notToEnter(ctx context.Context, opts Options, withMounts bool) (map[string]string, map[string]int) {
 	e.wait()
 	dirs, scope := e.dirs, e.scope
 	if scope == nil {
@@ -246,6 +246,9 @@ func (e *earlyTable) notToEnter(ctx context.Context, opts Options) (map[string]s
 	table, err := e.cur.Table(ctx, scope)
 	if err != nil {
 		return nil, nil
+	}
+	if !withMounts {
+		return MountsNotToEnter(table, dirs...), nil
 	}
 	return MountsNotToEnter(table, dirs...), topMounts(table, dirs)
 }

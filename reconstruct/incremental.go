@@ -3,6 +3,7 @@ package reconstruct
 import (
 	"context"
 	"maps"
+	"slices"
 	"strings"
 
 	boundedcall "github.com/volrecon/volrecon/internal/bounded"
@@ -179,6 +180,9 @@ func listedInCSI(rel []string) bool {
 func topMounts(table *mountscan.Table, dirs []string) map[string]int {
 	top := map[string]int{}
 	for _, dir := range dirs {
+		if dir == "" || slices.ContainsFunc(dirs, func(d string) bool { return d != dir && d != "" && within(dir, d) }) {
+			continue // a dir below another of dirs: its mounts are that one's
+		}
 		for _, m := range table.AtOrBelow(dir) { // stacked mounts in order: the last is on top
 			top[m.MountPoint] = m.ID
 		}

@@ -38,7 +38,7 @@ func scan(ctx context.Context, opts Options, in *Incremental, changed Changed) (
 	table := opts.readMountTableDuring(ctx)
 	walk := opts.podsdirOptions()
 	var mounts map[string]int
-	walk.NotEntered, mounts = table.notToEnter(ctx, opts) // read before the walk
+	walk.NotEntered, mounts = table.notToEnter(ctx, opts, in != nil) // read before the walk
 	walk.Reuse = in.reuse(ctx, walk.NotEntered, mounts, changed)
 	opts.Progress.Send(progress.Report{Step: "reading the kubelet root", Item: opts.RootDir})
 	inv, err := podsdir.Scan(ctx, walk)
