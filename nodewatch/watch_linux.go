@@ -61,7 +61,8 @@ type Watcher struct {
 	mt   *mountscan.Watcher // a live mount table, or nil
 
 	desired atomic.Bool
-	closed  atomic.Bool
+	efdMu   sync.Mutex // efd's writes against its close
+	closed  bool       // under efdMu
 
 	mu         sync.Mutex
 	ifd        int                 // inotify; replaced when the watches are set up again
@@ -343,7 +344,9 @@ func (w *Watcher) Notify() {
 }
 
 func (w *Watcher) wake() {
-	if w.closed.Load() {
+	w.efdMu.Lock()
+	defer w.efdMu.Unlock()
+	if w.closed {
 		return
 	}
 	var one [8]byte
@@ -583,7 +586,9 @@ func (w *Watcher) Status() Status {
 
 // Close ends the watches. Wait must not be running.
 func (w *Watcher) Close() error {
-	w.closed.Store(true)
+	w.efdMu.Lock()
+	w.closed = true
+	w.efdMu.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.closeFDs()
