@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -277,7 +278,9 @@ func TestClientWatcher(t *testing.T) {
 			answer(podList("7", apiPod("a", "a")))(w, r)
 			return
 		}
-		streamWatch(watchEvent(t, watch.Added, apiPod("b", "b")))(w, r)
+		modified := apiPod("b", "b")
+		modified.ResourceVersion, modified.Status.Phase = "9", corev1.PodRunning
+		streamWatch(watchEvent(t, watch.Added, apiPod("b", "b")), watchEvent(t, watch.Modified, modified))(w, r)
 		<-r.Context().Done() // a watch stays open
 	}
 	f.routes["GET /apis/storage.k8s.io/v1/csidrivers"] = func(w http.ResponseWriter, r *http.Request) {
@@ -287,12 +290,15 @@ func TestClientWatcher(t *testing.T) {
 		}
 		<-r.Context().Done()
 	}
-	w := NewWatcher(client, "node-a", WatcherOptions{})
+	var changes atomic.Int32
+	w := NewWatcher(client, "node-a", WatcherOptions{OnChange: func() { changes.Add(1) }})
 	go w.Run(t.Context())
 	require.Eventually(t, func() bool {
 		keys, err := w.ActivePods(t.Context())
 		return err == nil && len(keys) == 2
 	}, 10*time.Second, 20*time.Millisecond, "%+v", w.Status())
+	require.Eventually(t, func() bool { return w.informer.LastSyncResourceVersion() == "9" }, 10*time.Second, 10*time.Millisecond)
+	assert.EqualValues(t, 2, changes.Load(), "OnChange: pod a listed, pod b added; b's status update changes no desired state")
 	keys, err := w.ActivePods(t.Context())
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{"uid-a", "uid-b"}, keys)

@@ -42,6 +42,13 @@ type WatcherOptions struct {
 	PageSize int64
 	// Clock is for tests (nil = the real clock).
 	Clock clock.Clock
+	// OnChange, if set, is called (from the informers' goroutine; it must
+	// not block) when the desired state may have changed: a pod of the
+	// node was added or deleted, or a CSIDriver object added, changed or
+	// deleted. A pod's other updates (its status) do not call it: they do
+	// not change which pods should exist. serve wakes its scan loop with it
+	// (nodewatch.Watcher.Notify).
+	OnChange func()
 }
 
 // Watcher is a reconstruct.PodSource over an informer (list + watch) of the
@@ -84,6 +91,12 @@ func NewWatcher(client API, node string, opts WatcherOptions) *Watcher {
 	_ = w.informer.SetTransform(keysOnly)
 	w.drivers = cache.NewSharedIndexInformer(w.driversListWatch(),
 		&storagev1.CSIDriver{}, 0, cache.Indexers{})
+	if opts.OnChange != nil {
+		notify := func(any) { opts.OnChange() }
+		_, _ = w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: notify, DeleteFunc: notify})
+		_, _ = w.drivers.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: notify, DeleteFunc: notify,
+			UpdateFunc: func(any, any) { opts.OnChange() }})
+	}
 	return w
 }
 

@@ -74,3 +74,10 @@ func (w *Watcher) unchanged() (bool, error) {
 
 // Close closes the watched file.
 func (w *Watcher) Close() error { return w.f.Close() }
+
+// Fd returns the descriptor of the watched file, for a caller that waits
+// for a change in its own poll(2) (events POLLPRI; a change shows as
+// POLLPRI|POLLERR). Such a poll takes the change as Changed does: a
+// caller that waits on Fd then calls Changed to learn of it would not.
+// The descriptor is the Watcher's: it must not be closed or read.
+func (w *Watcher) Fd() uintptr { return w.f.Fd() }

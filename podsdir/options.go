@@ -56,6 +56,29 @@ type Options struct {
 	// the layout has none, and a request sent there (a FUSE daemon that
 	// reads it and never answers) could hold the scan's thread for good.
 	NotEntered map[string]string
+	// Reuse, if set, takes the pod dirs and the CSI dir that did not
+	// change from an earlier Inventory instead of walking them again
+	// (see Reuse).
+	Reuse *Reuse
+}
+
+// Reuse is an earlier Inventory of the same kubelet root, read with the
+// same Options, and what may have changed on disk since it was taken. Scan
+// lists the pods dir again, and walks again every pod dir that Changed
+// names, that is new, or that had a Problem at or below it in Previous
+// (a hung path is tried again, an unreadable dir read again), and the CSI
+// dir when CSIChanged or when it had a Problem; it takes the rest from
+// Previous as it was. The caller vouches that nothing else changed (an
+// inotify watch of the dirs the walk lists: package nodewatch), and that
+// the fence (NotEntered) and the hung paths are as they were. Previous
+// must not be changed meanwhile: the new Inventory shares its parts.
+//
+// Unlike a full walk, what is taken over is not charged against Limits'
+// totals nor the scan's budget (only what is walked again is).
+type Reuse struct {
+	Previous   *Inventory
+	Changed    func(podDirName string) bool
+	CSIChanged bool
 }
 
 // Limits cap what a scan lists. A zero field means its default.

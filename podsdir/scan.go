@@ -108,7 +108,12 @@ func scan(ctx context.Context, opts Options, readDir func(string) ([]fs.DirEntry
 	if podsOK {
 		pods = s.listPods()
 	}
-	if err := cmp.Or(s.walk(ctx, pluginsOK, pods), ctx.Err()); err != nil {
+	walkCSI := pluginsOK
+	if r := s.reusable(); r != nil {
+		pods = r.takePods(s.inv, pods)
+		walkCSI = pluginsOK && !r.takeCSI(s.inv)
+	}
+	if err := cmp.Or(s.walk(ctx, walkCSI, pods), ctx.Err()); err != nil {
 		return nil, err
 	}
 	s.sort()

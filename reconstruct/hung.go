@@ -232,7 +232,11 @@ func mayHangAt(mp, fstype string, dirs []string) bool {
 // takes it too when nothing changed since), else one of its own. When no
 // table can be read, there is nothing to go by: the walk's deadlines alone
 // bound it.
-func (e *earlyTable) notToEnter(ctx context.Context, opts Options) map[string]string {
+//
+// With withMounts it also returns the topmost mount's ID at each mount
+// point within the dirs (nil when no table could be read), for an
+// Incremental to tell where the mounts changed.
+func (e *earlyTable) notToEnter(ctx context.Context, opts Options, withMounts bool) (map[string]string, map[string]int) {
 	e.wait()
 	dirs, scope := e.dirs, e.scope
 	if scope == nil {
@@ -241,7 +245,10 @@ func (e *earlyTable) notToEnter(ctx context.Context, opts Options) map[string]st
 	}
 	table, err := e.cur.Table(ctx, scope)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	return MountsNotToEnter(table, dirs...)
+	if !withMounts {
+		return MountsNotToEnter(table, dirs...), nil
+	}
+	return MountsNotToEnter(table, dirs...), topMounts(table, dirs)
 }

@@ -28,6 +28,12 @@ import (
 // and State.Err returns it as a typed error (ErrMountTable,
 // ErrActivePods).
 func Scan(ctx context.Context, opts Options) (*State, error) {
+	return scan(ctx, opts, nil, Changed{All: true})
+}
+
+// scan is Scan, and with in the scan of an Incremental: it walks only what
+// changed may name, and keeps the inventory for the next.
+func scan(ctx context.Context, opts Options, in *Incremental, changed Changed) (*State, error) {
 	opts = opts.withDefaults()
 	if err := opts.Node.CheckMountTable(); err != nil {
 		return nil, fmt.Errorf("reconstruct: %w", err)
@@ -35,18 +41,22 @@ func Scan(ctx context.Context, opts Options) (*State, error) {
 	ctx = WithHungPaths(ctx, opts.HungPaths)
 	table := opts.readMountTableDuring(ctx)
 	walk := opts.podsdirOptions()
-	walk.NotEntered = table.notToEnter(ctx, opts) // read before the walk
+	var mounts map[string]int
+	walk.NotEntered, mounts = table.notToEnter(ctx, opts, in != nil) // read before the walk
+	walk.Reuse = in.reuse(ctx, walk.NotEntered, mounts, changed)
 	opts.Progress.Send(progress.Report{Step: "reading the kubelet root", Item: opts.RootDir})
 	inv, err := podsdir.Scan(ctx, walk)
 	if err != nil {
 		table.close()
+		in.forget()
 		return nil, fmt.Errorf("reconstruct: %w", err)
 	}
-	st, err := build(ctx, opts, inv, table.get, true)
+	st, err := build(ctx, opts, inv, table.get, in == nil)
+	in.keep(inv)
 	klog.FromContext(ctx).V(2).Info("Rebuilt node volume state",
 		"rootDir", st.ResolvedRootDir, "mountTableConsistent", st.MountTable.Consistent,
 		"pods", len(st.Pods), "volumes", len(st.Volumes), "globalMounts", len(st.GlobalMounts),
-		"volumesInUse", len(st.VolumesInUse), "findings", len(st.Findings), "err", err)
+		"volumesInUse", len(st.VolumesInUse), "findings", len(st.Findings), "incremental", walk.Reuse != nil, "err", err)
 	if err != nil {
 		return st, fmt.Errorf("reconstruct: %w", err)
 	}

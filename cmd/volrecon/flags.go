@@ -342,7 +342,24 @@ func (n *node) materialiseDemo() error {
 // scan scans the node. A mount table that could not be read consistently
 // still gives a State (every volume Uncertain) and an error for the exit code.
 func (n *node) scan(ctx context.Context) (*reconstruct.State, error) {
-	st, err := reconstruct.Scan(ctx, n.opts)
+	return scanError(reconstruct.Scan(ctx, n.opts))
+}
+
+// scanIncremental is scan with in, walking again what changed names.
+func (n *node) scanIncremental(ctx context.Context, in *reconstruct.Incremental, changed reconstruct.Changed) (*reconstruct.State, error) {
+	return scanError(in.Scan(ctx, n.opts, changed))
+}
+
+// activePodsFiles is the --active-pods file, to watch, if one was given.
+func (n *node) activePodsFiles() []string {
+	if n.activePods == nil {
+		return nil
+	}
+	return []string{n.activePods.file.Status().Path}
+}
+
+// scanError turns the errors of a scan into the command's.
+func scanError(st *reconstruct.State, err error) (*reconstruct.State, error) {
 	switch {
 	case errors.Is(err, podsdir.ErrRootNotFound):
 		return nil, fmt.Errorf("%w: is this a Kubernetes node? Pass --root-dir if the kubelet uses another root dir "+

@@ -81,13 +81,14 @@ type apiWrites struct{ events, nodeCondition bool }
 
 // startAPIWatch starts a pod watch for serve, trusted for max(3 intervals,
 // kube.DefaultStaleAfter) without word from the API server.
-func (k *kubeFlags) startAPIWatch(ctx context.Context, interval time.Duration, writes apiWrites) (*apiWatch, error) {
+// onChange, if set, hears of each change of the desired state.
+func (k *kubeFlags) startAPIWatch(ctx context.Context, interval time.Duration, writes apiWrites, onChange func()) (*apiWatch, error) {
 	client, node, err := k.apiClient()
 	if err != nil {
 		return nil, err
 	}
 	w := &apiWatch{watcher: kube.NewWatcher(client, node,
-		kube.WatcherOptions{StaleAfter: max(3*interval, kube.DefaultStaleAfter), PageSize: k.pageSize})}
+		kube.WatcherOptions{StaleAfter: max(3*interval, kube.DefaultStaleAfter), PageSize: k.pageSize, OnChange: onChange})}
 	go w.watcher.Run(ctx)
 	if writes.events {
 		w.events = kube.NewEvents(ctx, client, node)

@@ -24,21 +24,28 @@ import (
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
-const serveSummary = `Rescans the node every --interval and serves /metrics (volrecon's Prometheus
-metrics) and /healthz on --listen, and /report (the latest State as JSON: every
-volume handle and path of the node) on --report-listen, loopback only by
-default. Every series has a node label (--node-name, $NODE_NAME, else the host
-name). It is read-only: it never cleans up. With --textfile it instead scans
-once and writes the metrics to a file in node_exporter's textfile format
-(atomically), for nodes that already run node_exporter; a failed run keeps the
-last good run's series and sets volrecon_textfile_run_failed to 1.`
+const serveSummary = `Rescans the node when it changed (the mount table, the kubelet's dirs, the
+desired state; at most once per --min-interval, everything at least every
+--interval) and serves /metrics (volrecon's Prometheus metrics) and /healthz
+on --listen, and /report (the latest State as JSON: every volume handle and
+path of the node) on --report-listen, loopback only by default. Every series
+has a node label (--node-name, $NODE_NAME, else the host name). It is
+read-only: it never cleans up. With --textfile it instead scans once and
+writes the metrics to a file in node_exporter's textfile format
+(atomically), for nodes that already run node_exporter; a failed run keeps
+the last good run's series and sets volrecon_textfile_run_failed to 1.`
 
 func runServe(ctx context.Context, args []string, e env) error {
 	c := newCommandFlags("serve", serveSummary, nil, e)
 	listen := c.fs.String("listen", ":9830", "address to serve /metrics and /healthz on")
 	reportListen := c.fs.String("report-listen", "127.0.0.1:9831", "address to serve /report on (it names every volume handle and path "+
 		"of the node: keep it off the pod network), empty for none")
-	interval := c.fs.Duration("interval", 60*time.Second, "time between scans")
+	interval := c.fs.Duration("interval", defaultInterval, "scan everything at least this often (the safety net of --watch; without --watch, the time between scans)")
+	watch := c.fs.Bool("watch", true, "scan when the node changed (the mount table, the kubelet's dirs, the desired state), walking again only what changed; "+
+		"false: scan everything every --interval")
+	minInterval := c.fs.Duration("min-interval", defaultMinInterval, "with --watch: at most one scan per this interval; what cannot be watched is scanned this often")
+	recheckInterval := c.fs.Duration("recheck-interval", defaultRecheckInterval, "with --watch: scan at least this often while the last scan found an orphan, "+
+		"a hung or corrupted mount, or a pod source that failed, or with --probe (evidence of life and probes change with time alone)")
 	textfile := c.fs.String("textfile", "", "write the metrics once to this file (node_exporter textfile collector) and exit")
 	compat := c.fs.Bool("kubelet-compat-metrics", false, "also export the kubelet's reconstruction and orphan-cleanup metrics under the kubelet's names, "+
 		"as a kubelet restarted on this node would count them (package metrics, KubeletCompat)")
@@ -48,8 +55,12 @@ func runServe(ctx context.Context, args []string, e env) error {
 	if err := c.parse(args, nil, e.stderr); err != nil {
 		return err
 	}
-	if *interval <= 0 {
-		fmt.Fprintln(e.stderr, "volrecon serve: --interval must be positive")
+	if *interval <= 0 || *recheckInterval <= 0 {
+		fmt.Fprintln(e.stderr, "volrecon serve: --interval must be positive, and so must --recheck-interval")
+		return errUsage
+	}
+	if *minInterval < 0 {
+		fmt.Fprintln(e.stderr, "volrecon serve: --min-interval must not be negative")
 		return errUsage
 	}
 	if *events && c.node.activePods != activePodsAPI {
@@ -75,9 +86,19 @@ func runServe(ctx context.Context, args []string, e env) error {
 		}
 	}
 	ctx = withLogger(ctx)
+	if *watch && *textfile == "" {
+		if err := s.startWatch(ctx, *minInterval, *recheckInterval, n.activePodsFiles()); err != nil {
+			return err
+		}
+	}
 	if c.node.activePods == activePodsAPI && *textfile == "" {
 		// serve watches instead of listing at every scan.
-		if s.api, err = c.node.kube.startAPIWatch(ctx, *interval, apiWrites{events: *events, nodeCondition: *nodeCondition}); err != nil {
+		// Trusted for 3 scans without word: with --watch, 3 rechecks.
+		every := *interval
+		if s.loop != nil {
+			every = *recheckInterval
+		}
+		if s.api, err = c.node.kube.startAPIWatch(ctx, every, apiWrites{events: *events, nodeCondition: *nodeCondition}, s.notify); err != nil {
 			return err
 		}
 		defer s.api.stop()
@@ -98,7 +119,11 @@ func runServe(ctx context.Context, args []string, e env) error {
 		}
 		fmt.Fprintf(e.stderr, "volrecon: serving /report on %s\n", s.reportLn.Addr())
 	}
-	fmt.Fprintf(e.stderr, "volrecon: serving /metrics and /healthz on %s, scanning every %s\n", ln.Addr(), *interval)
+	scanning := "scanning every " + interval.String()
+	if s.loop != nil {
+		scanning = fmt.Sprintf("scanning when the node changes (at most every %s), everything at least every %s", *minInterval, *interval)
+	}
+	fmt.Fprintf(e.stderr, "volrecon: serving /metrics and /healthz on %s, %s\n", ln.Addr(), scanning)
 	return s.serve(ctx, ln)
 }
 
@@ -147,6 +172,7 @@ type server struct {
 	// attachFreeFlags: --attach-free-drivers; with --active-pods api each
 	// scan adds the drivers the CSIDriver watch knows to be attach-free.
 	attachFreeFlags []string
+	loop            *scanLoop // with --watch: scans when the node changed (servewatch.go)
 
 	mu sync.Mutex
 	// report is the latest State as /report serves it, gzip-compressed:
@@ -161,6 +187,9 @@ type server struct {
 	// reportLn, when not nil, is where serve serves /report (--report-listen);
 	// without it /report is served nowhere.
 	reportLn net.Listener
+
+	// lastFullOK: when the last full scan succeeded (with --watch).
+	lastFullOK time.Time
 }
 
 // newServer is a server whose metrics have no node label, the
@@ -195,13 +224,19 @@ func (s *server) observeCompat(st *reconstruct.State) {
 	s.compat.ObserveOrphanCleanup(st, nil)
 }
 
-// scanOnce scans and records the outcome.
+// scanOnce scans everything and records the outcome.
 func (s *server) scanOnce(ctx context.Context) {
+	s.scanWith(ctx, s.node.scan)
+}
+
+// scanWith scans with scan and records the outcome; it returns the State
+// and whether the scan succeeded.
+func (s *server) scanWith(ctx context.Context, scan func(context.Context) (*reconstruct.State, error)) (*reconstruct.State, bool) {
 	if s.api != nil {
 		s.node.opts.AttachFreeDrivers = s.api.attachFree(s.attachFreeFlags)
 	}
 	start := time.Now()
-	st, err := s.node.scan(ctx)
+	st, err := scan(ctx)
 	s.metrics.ObserveScan(st, time.Since(start), err)
 	var report []byte
 	if err == nil {
@@ -213,18 +248,21 @@ func (s *server) scanOnce(ctx context.Context) {
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Scan failed")
 		s.api.afterScan(ctx, nil, err)
-		return
+		return nil, false
 	}
 	s.observeCompat(st)
 	s.reportGz, s.lastOK = report, time.Now()
 	s.api.afterScan(ctx, st, nil)
+	return st, true
 }
 
 // encodeReport is st as /report serves it: indented JSON, gzip-compressed
-// (a 15 MB report of 10,000 volumes is about 1 MB compressed).
+// at gzip's fastest level (a 15 MB report of 10,000 volumes is about
+// 1.5 MB compressed): serve encodes it at every scan, and at the default
+// level the compression took more CPU than the scan after a change.
 func encodeReport(st *reconstruct.State) ([]byte, error) {
 	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed) // a valid level: no error
 	if err := writeJSON(zw, st); err != nil {
 		return nil, fmt.Errorf("encode the report: %w", err)
 	}
@@ -251,8 +289,8 @@ func (s *server) writeTextfile(ctx context.Context, path string) error {
 	return scanErr
 }
 
-// serve scans every interval and serves HTTP on ln, within s.limits,
-// until ctx is done.
+// serve scans (runScans) and serves HTTP on ln, within s.limits, until
+// ctx is done.
 func (s *server) serve(ctx context.Context, ln net.Listener) error {
 	srv := s.httpServer(s.handler())
 	capped := newCappedListener(ln, s.limits.maxConns)
@@ -263,17 +301,7 @@ func (s *server) serve(ctx context.Context, ln net.Listener) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.scanOnce(ctx)
-		ticker := time.NewTicker(s.interval)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-				s.scanOnce(ctx)
-			}
-		}
+		s.runScans(ctx)
 	}()
 	go func() {
 		<-ctx.Done()
@@ -404,6 +432,9 @@ func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, fmt.Sprintf("no successful scan since %s: %v", lastOK.Format(time.RFC3339), lastErr), http.StatusServiceUnavailable)
 	default:
 		fmt.Fprintln(w, "ok")
+	}
+	if detail := s.watchDetail(); detail != "" {
+		fmt.Fprintln(w, detail)
 	}
 	if detail := s.api.healthDetail(); detail != "" {
 		fmt.Fprintln(w, detail)

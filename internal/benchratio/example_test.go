@@ -27,6 +27,12 @@ BenchmarkPeakRSS/1000x10/scan-json-2 	       1	4000000000 ns/op	        60.00 pe
 BenchmarkPeakRSS/1000x10/serve-2     	       1	9000000000 ns/op	        70.00 peak-RSS-MiB
 BenchmarkPeakRSS/1000x10/plan-json-2 	       1	5000000000 ns/op	        56.00 peak-RSS-MiB
 BenchmarkPeakRSS/1000x10-300k-overlays/plan-json-2 	       1	8000000000 ns/op	        58.80 peak-RSS-MiB
+BenchmarkServeIdle-2 	       1	60000000000 ns/op	       400.0 full-scan-cpu-ms	        25.00 idle-ratio	       160.0 new-cpu-ms/10min	      4000 old-cpu-ms/10min
+BenchmarkServeLatency/orphan-2 	       1	20000000000 ns/op	       450.0 latency-ms	       600.0 max-latency-ms
+BenchmarkServeLatency/leaked-staging-2 	       1	20000000000 ns/op	      2500 latency-ms	      3000 max-latency-ms
+BenchmarkServeChurn-2 	       1	40000000000 ns/op	         1.800 churn-ratio	       400.0 full-cpu-ms/change	        80.00 peak-RSS-MiB	       222.0 watched-cpu-ms/change
+BenchmarkServeRescan/full-2 	       3	1000000000 ns/op	       800.0 cpu-ms/op
+BenchmarkServeRescan/one-pod-2 	       3	 500000000 ns/op	       400.0 cpu-ms/op
 PASS
 `
 	_ = run(strings.NewReader(in), os.Stdout)
@@ -44,4 +50,10 @@ PASS
 	//   peak RSS, scan-json 1000x10:           60.0 MiB (target ≤ 64 MiB: met)
 	//   peak RSS, plan-json 1000x10:           56.0 MiB (target ≤ 96 MiB, the DaemonSet's limit: met)
 	//   plan peak RSS, 300k-line vs 30k table: 1.05× (target ≤ 1.2×: met)
+	//   serve idle CPU, old loop vs watch:     25.0× less (target ≥ 20×: met)
+	//   serve latency, orphan:                 450 ms to /metrics (target < 2000 ms: met)
+	//   serve latency, leaked-staging:         2500 ms to /metrics (target < 2000 ms: MISSED)
+	//   serve churn CPU, full scan vs watch:   1.80× per pod started or deleted
+	//   peak RSS, serve under churn:           80.0 MiB (target ≤ 96 MiB, the DaemonSet's limit: met)
+	//   serve rescan, full vs one pod changed: 2.00× the CPU
 }

@@ -156,5 +156,17 @@ func run(in io.Reader, out io.Writer) error {
 	line("peak RSS, plan-json 1000x10:", ok, "%.1f MiB (target ≤ 96 MiB, the DaemonSet's limit: %s)", p, target(p, 96))
 	h, ok := r.ratio("peak-RSS-MiB", []string{"BenchmarkPeakRSS/1000x10-300k-overlays/plan-json"}, []string{"BenchmarkPeakRSS/1000x10/plan-json"})
 	line("plan peak RSS, 300k-line vs 30k table:", ok, "%.2f× (target ≤ 1.2×: %s)", h, target(h, 1.2))
+	idle, ok := r.median("idle-ratio", "BenchmarkServeIdle")
+	line("serve idle CPU, old loop vs watch:", ok, "%.1f× less (target ≥ 20×: %s)", idle, target(-idle, -20))
+	for _, kind := range []string{"orphan", "leaked-staging"} {
+		l, ok := r.median("latency-ms", "BenchmarkServeLatency/"+kind)
+		line("serve latency, "+kind+":", ok, "%.0f ms to /metrics (target < 2000 ms: %s)", l, target(l, 2000))
+	}
+	churn, ok := r.median("churn-ratio", "BenchmarkServeChurn")
+	line("serve churn CPU, full scan vs watch:", ok, "%.2f× per pod started or deleted", churn)
+	p, ok = r.median("peak-RSS-MiB", "BenchmarkServeChurn")
+	line("peak RSS, serve under churn:", ok, "%.1f MiB (target ≤ 96 MiB, the DaemonSet's limit: %s)", p, target(p, 96))
+	rescan, ok := r.ratio("cpu-ms/op", []string{"BenchmarkServeRescan/full"}, []string{"BenchmarkServeRescan/one-pod"})
+	line("serve rescan, full vs one pod changed:", ok, "%.2f× the CPU", rescan)
 	return nil
 }

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/volrecon/volrecon/metrics"
+	"github.com/volrecon/volrecon/nodewatch"
+	"github.com/volrecon/volrecon/reconstruct"
+)
+
+// Defaults of serve's scan loop.
+const (
+	// defaultInterval is the safety net's: a quiet node is scanned whole
+	// this often. At 30 minutes serve spends about 30 times less CPU on a
+	// quiet node than the old loop's scan a minute (at 10 minutes, 10
+	// times: the full scan dominates; BENCHMARKS.md).
+	defaultInterval        = 30 * time.Minute
+	defaultMinInterval     = 2 * time.Second
+	defaultRecheckInterval = time.Minute
+	// settle is how long the loop lets a burst of changes (the kubelet
+	// makes a pod's dirs, then mounts on them) go on before it scans.
+	settle = 100 * time.Millisecond
+	// trustCheck is how often, in in-cluster mode, the loop looks whether
+	// the pod watch's trust changed (a cheap read; a change of it scans).
+	trustCheck = 10 * time.Second
+)
+
+// scanLoop is what serve's scan loop needs beyond the server: the watch
+// of the node, the inventory kept between scans, and the times it keeps.
+type scanLoop struct {
+	watch           *nodewatch.Watcher
+	inc             reconstruct.Incremental
+	metrics         *metrics.Watch
+	minInterval     time.Duration
+	recheckInterval time.Duration
+
+	lastStart, lastFull time.Time
+	// recheck: the last State holds what time alone changes (see
+	// timeDependent); trusted: the pod watch's trust at the last scan.
+	recheck, trusted bool
+}
+
+// startWatch sets the watch of the node up, for serve's loop.
+func (s *server) startWatch(ctx context.Context, minInterval, recheck time.Duration, files []string) error {
+	m, err := metrics.NewWatch(s.registry)
+	if err != nil {
+		return err
+	}
+	opts := s.node.opts
+	w, err := nodewatch.New(ctx, nodewatch.Options{RootDir: opts.RootDir, HostRoot: opts.HostRoot,
+		MountTable: opts.MountTable.Name(), Files: files, FSTimeout: opts.FSTimeout})
+	if err != nil {
+		return fmt.Errorf("watch the node for changes: %w (run with --watch=false to scan every --interval instead)", err)
+	}
+	s.loop = &scanLoop{watch: w, metrics: m, minInterval: minInterval, recheckInterval: recheck}
+	m.SetUnwatched(len(w.Status().Untrusted))
+	return nil
+}
+
+// runScans is serve's scan loop. Without a watch (--watch=false) it scans
+// everything every interval. With one, it scans when the node changed, at
+// most once per minInterval and after a short settle, walking again only
+// what changed; everything at least every interval (the safety net:
+// events can be lost, a FUSE or NFS dir reports none); what the watch
+// cannot vouch for at every minInterval; and, while the last State holds
+// something only time changes, at least every recheckInterval.
+func (s *server) runScans(ctx context.Context) {
+	if s.loop == nil {
+		s.scanOnce(ctx)
+		ticker := time.NewTicker(s.interval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+				s.scanOnce(ctx)
+			}
+		}
+	}
+	l := s.loop
+	defer l.watch.Close()
+	l.watch.Take(ctx) // the first scan walks everything
+	s.scanChanged(ctx, nodewatch.Changes{All: true})
+	for ctx.Err() == nil {
+		l.watch.Wait(ctx, s.untilDue(time.Now()))
+		if !sleepUntil(ctx, maxTime(l.lastStart.Add(l.minInterval), time.Now().Add(settle))) {
+			return
+		}
+		ch := l.watch.Take(ctx)
+		now := time.Now()
+		if due := s.untilDue(now) <= 0; !ch.Any() && !due && !s.trustChanged() {
+			continue
+		}
+		if now.Sub(l.lastFull) >= s.interval {
+			ch.All = true
+		}
+		s.scanChanged(ctx, ch)
+	}
+}
+
+// untilDue is how long the loop may wait for a change before it must scan
+// anyway.
+func (s *server) untilDue(now time.Time) time.Duration {
+	l := s.loop
+	due := l.lastFull.Add(s.interval)
+	if l.recheck {
+		due = minTime(due, l.lastStart.Add(l.recheckInterval))
+	}
+	if l.watch.Status().Polling() {
+		due = minTime(due, l.lastStart.Add(l.minInterval))
+	}
+	wait := due.Sub(now)
+	if s.api != nil {
+		wait = min(wait, trustCheck)
+	}
+	return wait
+}
+
+// trustChanged reports whether the pod watch's trust changed since the
+// last scan (a server gone or back): a scan then says so.
+func (s *server) trustChanged() bool {
+	return s.api != nil && s.api.watcher.Status().Trusted != s.loop.trusted
+}
+
+// scanChanged scans, walking again what ch names, and records it.
+func (s *server) scanChanged(ctx context.Context, ch nodewatch.Changes) {
+	l := s.loop
+	l.lastStart = time.Now()
+	if s.api != nil {
+		l.trusted = s.api.watcher.Status().Trusted
+	}
+	changed := reconstruct.Changed{All: ch.All, Pod: ch.PodChanged, CSI: ch.CSI}
+	st, ok := s.scanWith(ctx, func(ctx context.Context) (*reconstruct.State, error) {
+		return s.node.scanIncremental(ctx, &l.inc, changed)
+	})
+	status := l.watch.Status()
+	l.metrics.ObserveChange(status.LastChange)
+	l.metrics.SetUnwatched(len(status.Untrusted))
+	if !ok {
+		l.inc.Forget()
+		l.recheck = true // tried again within --recheck-interval, as the old loop did every interval
+		return
+	}
+	l.recheck = s.node.opts.Probe || timeDependent(st)
+	if ch.All {
+		l.lastFull = l.lastStart
+		now := time.Now()
+		l.metrics.ObserveFullScan(now)
+		s.mu.Lock()
+		s.lastFullOK = now
+		s.mu.Unlock()
+	}
+	klog.FromContext(ctx).V(2).Info("Scanned after a change", "full", ch.All, "podsChanged", len(ch.Pods), "csi", ch.CSI,
+		"mountTable", ch.MountTable, "desired", ch.Desired, "took", time.Since(l.lastStart))
+}
+
+// timeDependent reports whether st holds what time alone may change, with
+// no event on disk or in the mount table: an orphan (its evidence of life:
+// a task, a sandbox), a hung path (hung paths are rechecked by each walk of
+// their pod), or a pod source that failed.
+func timeDependent(st *reconstruct.State) bool {
+	if st.ActivePods != nil && st.ActivePods.Error != "" {
+		return true
+	}
+	for _, p := range st.Pods {
+		if p.Status == reconstruct.PodOrphaned {
+			return true
+		}
+	}
+	for _, f := range st.Findings {
+		if f.Kind == reconstruct.HungMount || f.Kind == reconstruct.CorruptedMount {
+			return true
+		}
+	}
+	return false
+}
+
+// watchDetail says, for /healthz, when the node was last scanned whole and
+// last changed, and what the watch cannot vouch for.
+func (s *server) watchDetail() string {
+	if s.loop == nil {
+		return ""
+	}
+	s.mu.Lock()
+	lastFull := s.lastFullOK
+	s.mu.Unlock()
+	st := s.loop.watch.Status()
+	var b strings.Builder
+	fmt.Fprintf(&b, "last full scan: %s; last change seen: %s; watching %d dirs", stamp(lastFull), stamp(st.LastChange), st.Watches)
+	if st.MountTable != "" {
+		fmt.Fprintf(&b, " and the mount table (%s)", st.MountTable)
+	}
+	for _, u := range st.Untrusted {
+		fmt.Fprintf(&b, "\nnot watched, scanned every %s: %s", s.loop.minInterval, u)
+	}
+	return b.String()
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// sleepUntil sleeps until t or ctx's end, and reports whether ctx is alive.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
+// notify tells the scan loop that the desired state changed.
+func (s *server) notify() {
+	if s.loop != nil {
+		s.loop.watch.Notify()
+	}
+}

@@ -1,0 +1,36 @@
+// Package nodewatch tells when a node's volume state may have changed, so
+// that a long-running scanner (volrecon serve, a kubelet-like agent) scans
+// only then, and walks again only what changed.
+//
+// A Watcher watches, at no cost while nothing changes:
+//
+//   - the mount table: POLLPRI on a live /proc/<pid>/mountinfo (the flag
+//     mountscan.Watch uses), or inotify on a mount table that is a regular
+//     file;
+//   - the kubelet's dirs, with inotify: the kubelet root, pods/, each pod
+//     dir and its volumes/ (and each plugin dir in it, and each CSI volume
+//     dir), volumeDevices/, volume-subpaths/ and plugins/ dirs, the CSI
+//     plugin dir and its staging and block dirs, plugins/ and
+//     plugins_registry/. It never watches inside a mount point (each dir
+//     below the kubelet's top dirs is opened with RESOLVE_NO_XDEV: a mount
+//     point is not crossed, so no user data is watched and nothing is sent
+//     to a FUSE or network mount), and never below a top dir that lies on
+//     a filesystem whose changes inotify does not see (FUSE, NFS, CIFS...);
+//   - files of the desired state (an --active-pods file), and Notify for
+//     the rest (an informer's event).
+//
+// Wait blocks in one poll(2) on those descriptors until something changed;
+// Take returns what changed since the last Take: which pod dirs, whether
+// the CSI dirs, the mount table or the desired state, or everything.
+//
+// Where the watches cannot be trusted the Watcher says so, logs it once,
+// and reports the part as changed at every Take, so that a caller that
+// takes at its own pace (serve: --min-interval) scans it that often: the
+// kernel's event queue overflowed (everything changed once, and the
+// watches are set up again), the inotify watch limit was reached (the
+// pods whose dirs could not all be watched, or everything), a dir could
+// not be watched, a top dir lies on FUSE or NFS (everything), or the mount
+// table cannot be watched (the mount table). Polling says whether any
+// such part exists. Every filesystem call is bounded in time
+// (Options.FSTimeout) and every listing in entries.
+package nodewatch

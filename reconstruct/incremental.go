@@ -1,0 +1,204 @@
+package reconstruct
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+
+	boundedcall "github.com/volrecon/volrecon/internal/bounded"
+	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/podsdir"
+)
+
+// Incremental scans one node again and again, and walks again only the
+// parts of the kubelet root that may have changed since its last scan:
+// each pod dir that Changed names, the CSI dir when it says so,
+// everything when it says All. What the walk reads of the rest is taken
+// from the last scan's inventory (podsdir.Reuse), which it keeps between
+// scans (about the size of the State). Everything else of a scan is done
+// afresh every time: the mount table is read, the pod source asked, the
+// join, the probes and the evidence of life made anew, so a scan of an
+// Incremental gives the State a full Scan gives when Changed is true (a
+// watch of the dirs the walk lists, package nodewatch, vouches for it).
+// A pod dir, or the CSI dir, at or below which a mount came, went or was
+// replaced since the last scan is walked again too (the walk lists a dir
+// mounted over as it is now, and one laid bare).
+// Everything is walked again, whatever Changed says, when the mounts not
+// to enter (a FUSE or network mount where the layout has none) or the
+// hung paths changed since the last scan, after a scan that failed, and
+// for the pod dirs and the CSI dir in which the last walk met a problem
+// (a hung path is tried again, an unreadable dir read again).
+//
+// An Incremental is not safe for concurrent use; its zero value is ready
+// and walks everything at its first scan.
+type Incremental struct {
+	prev       *podsdir.Inventory
+	notEntered map[string]string // the fence of prev's walk
+	mounts     map[string]int    // the topmost mounts within the kubelet's dirs before prev's walk
+	hung       int               // how many paths were hung before prev's walk
+	pending    int               // the hung count of the scan under way
+}
+
+// Changed says what may have changed on disk since an Incremental's last
+// scan.
+type Changed struct {
+	// All: anything; walk everything.
+	All bool
+	// Pod reports whether the pod dir of that name may have changed.
+	Pod func(podDirName string) bool
+	// CSI: the CSI plugin dir (staging and block dirs) may have changed.
+	CSI bool
+}
+
+// Scan is Scan, walking again only what changed names (see Incremental).
+func (in *Incremental) Scan(ctx context.Context, opts Options, changed Changed) (*State, error) {
+	return scan(ctx, opts, in, changed)
+}
+
+// Forget drops the kept inventory: the next scan walks everything.
+func (in *Incremental) Forget() { in.forget() }
+
+// reuse returns what the walk may take from the last scan's inventory, or
+// nil when it must walk everything. ctx carries the scan's hung paths;
+// mounts are the topmost mounts within the kubelet's dirs as read before
+// the walk: a pod dir (or the CSI dir) at or below which a mount came,
+// went or was replaced since the last scan is walked again, since the walk
+// lists a dir mounted over (or laid bare) as it is now.
+func (in *Incremental) reuse(ctx context.Context, notEntered map[string]string, mounts map[string]int, changed Changed) *podsdir.Reuse {
+	if in == nil {
+		return nil
+	}
+	in.pending = boundedcall.RegistryOf(ctx).Stuck().HungPaths
+	prevMounts := in.mounts
+	in.mounts = mounts
+	if changed.All || in.prev == nil || in.pending != in.hung || !maps.Equal(notEntered, in.notEntered) ||
+		mounts == nil || prevMounts == nil {
+		in.notEntered = notEntered
+		return nil
+	}
+	pods, csi, all := in.mountsChanged(prevMounts, mounts)
+	if all {
+		return nil
+	}
+	in.mountedWhereListed(mounts, pods, &csi)
+	return &podsdir.Reuse{
+		Previous:   in.prev,
+		Changed:    func(name string) bool { return pods[name] || changed.Pod != nil && changed.Pod(name) },
+		CSIChanged: changed.CSI || csi,
+	}
+}
+
+// mountsChanged compares the topmost mounts of two scans: the pod dirs in
+// which one changed, whether one changed in the CSI dir, or elsewhere
+// (all).
+func (in *Incremental) mountsChanged(before, after map[string]int) (pods map[string]bool, csi, all bool) {
+	pods = map[string]bool{}
+	note := func(mp string) {
+		switch {
+		case within(mp, in.prev.CSIDir):
+			csi = true
+		case mp != in.prev.PodsDir && within(mp, in.prev.PodsDir):
+			rel := mp[len(in.prev.PodsDir)+1:]
+			name, _, _ := strings.Cut(rel, "/")
+			pods[name] = true
+		default:
+			all = true
+		}
+	}
+	for mp, id := range after {
+		if before[mp] != id {
+			note(mp)
+		}
+	}
+	for mp := range before {
+		if _, ok := after[mp]; !ok {
+			note(mp)
+		}
+	}
+	return pods, csi, all
+}
+
+// mountedWhereListed adds to pods each pod dir with a mount on a dir its
+// walk lists (the pod dir, volumes/ and a plugin dir in it, a CSI volume
+// dir, volume-subpaths/ and its volume and container dirs), and sets csi
+// when the CSI dir has one on a dir its walk lists: the layout has no
+// mount there, so what changes inside such a mount no watch of the dirs
+// sees; those are walked at every scan.
+func (in *Incremental) mountedWhereListed(mounts map[string]int, pods map[string]bool, csi *bool) {
+	for mp := range mounts {
+		switch {
+		case within(mp, in.prev.CSIDir):
+			if listedInCSI(relParts(mp, in.prev.CSIDir)) {
+				*csi = true
+			}
+		case mp != in.prev.PodsDir && within(mp, in.prev.PodsDir):
+			rel := relParts(mp, in.prev.PodsDir)
+			if listedInPod(rel[1:]) {
+				pods[rel[0]] = true
+			}
+		}
+	}
+}
+
+// relParts is the components of p below dir (none for dir itself).
+func relParts(p, dir string) []string {
+	if p == dir {
+		return nil
+	}
+	return strings.Split(p[len(dir)+1:], "/")
+}
+
+// listedInPod reports whether the walk of a pod dir lists the dir at rel
+// below it.
+func listedInPod(rel []string) bool {
+	switch {
+	case len(rel) == 0:
+		return true
+	case rel[0] == "volumes" || rel[0] == "volumeDevices":
+		return len(rel) <= 2 || len(rel) == 3 && rel[0] == "volumes" && rel[1] == "kubernetes.io~csi"
+	case rel[0] == "volume-subpaths":
+		return len(rel) <= 3
+	}
+	return false
+}
+
+// listedInCSI reports whether the walk of the CSI dir lists the dir at
+// rel below it.
+func listedInCSI(rel []string) bool {
+	switch {
+	case len(rel) <= 2:
+		return true // the CSI dir, a driver's (or pv/) dir, a staging dir; volumeDevices/, a spec, publish/, staging/
+	case rel[0] == "volumeDevices":
+		return len(rel) == 3 && rel[1] != "staging" // <spec>/data, <spec>/dev, publish/<spec>
+	}
+	return false
+}
+
+// topMounts returns the ID of the topmost mount at each mount point at or
+// below dirs.
+func topMounts(table *mountscan.Table, dirs []string) map[string]int {
+	top := map[string]int{}
+	for _, dir := range dirs {
+		if dir == "" || slices.ContainsFunc(dirs, func(d string) bool { return d != dir && d != "" && within(dir, d) }) {
+			continue // a dir below another of dirs: its mounts are that one's
+		}
+		for _, m := range table.AtOrBelow(dir) { // stacked mounts in order: the last is on top
+			top[m.MountPoint] = m.ID
+		}
+	}
+	return top
+}
+
+// keep keeps inv for the next scan.
+func (in *Incremental) keep(inv *podsdir.Inventory) {
+	if in != nil {
+		in.prev, in.hung = inv, in.pending
+	}
+}
+
+func (in *Incremental) forget() {
+	if in != nil {
+		in.prev, in.mounts = nil, nil
+	}
+}
