@@ -150,7 +150,7 @@ func TestCommandOutputValidates(t *testing.T) {
 	orphan := filepath.Join(root, "pods", "11111111-1111-4111-8111-111111111111")
 	require.NoError(t, os.MkdirAll(filepath.Join(orphan, "containers", "app"), 0o750))
 	require.NoError(t, os.WriteFile(filepath.Join(orphan, "etc-hosts"), nil, 0o600))
-	own := []string{"--root-dir", root, "--active-pods", "-", "--evidence-of-life=false", "-o", "json"}
+	own := []string{"--root-dir", root, "--active-pods", "-", "--evidence-of-life=false", "--empty-active-pods-ok", "-o", "json"}
 	tests := []struct {
 		name, def, stdin string
 		args             []string
