@@ -281,8 +281,12 @@ func (f *nodeFlags) openNode(stdin io.Reader) (*node, error) {
 		Node: reconstruct.Node{RootDir: f.rootDir, RootDirAliases: f.rootDirAliases, HostRoot: f.hostRoot,
 			MountTable: mountscan.Source{Path: f.mountInfo}},
 		AttachFreeDrivers: f.attachFreeDrivers, Probe: f.probe, ProbeTimeout: f.probeTimeout, FSTimeout: f.probeTimeout,
-		EmptyActivePodsAuthoritative: f.emptyActivePodsOK, ActivePodsMustBeHere: true, LifeChecker: f.lifeChecker(),
+		EmptyActivePodsAuthoritative: f.emptyActivePodsOK, LifeChecker: f.lifeChecker(),
 	}}
+	// A list from a file may be another node's; the API server's is this
+	// node's by its field selector, and names no pod dir here whenever
+	// every pod of the node is new (pending) while orphans remain.
+	n.opts.ActivePodsMustBeHere = f.activePods != activePodsAPI
 	switch f.activePods {
 	case "":
 	case activePodsAPI:
