@@ -24,14 +24,15 @@ import (
 )
 
 const serveSummary = `Rescans the node every --interval and serves /metrics (volrecon's Prometheus
-metrics), /healthz and /report (the latest State as JSON) on --listen. It is
+metrics), /healthz (liveness: the scan loop is alive), /readyz (readiness: a
+scan has succeeded) and /report (the latest State as JSON) on --listen. It is
 read-only: it never cleans up. With --textfile it instead scans once and writes
 the metrics to a file in node_exporter's textfile format (atomically), for
 nodes that already run node_exporter.`
 
 func runServe(ctx context.Context, args []string, e env) error {
 	c := newCommandFlags("serve", serveSummary, nil, e)
-	listen := c.fs.String("listen", ":9830", "address to serve /metrics, /healthz and /report on")
+	listen := c.fs.String("listen", ":9830", "address to serve /metrics, /healthz, /readyz and /report on")
 	interval := c.fs.Duration("interval", 60*time.Second, "time between scans")
 	textfile := c.fs.String("textfile", "", "write the metrics once to this file (node_exporter textfile collector) and exit")
 	compat := c.fs.Bool("kubelet-compat-metrics", false, "also export the kubelet's reconstruction and orphan-cleanup metrics under the kubelet's names, "+
@@ -79,7 +80,7 @@ func runServe(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (pick another address with --listen)", *listen, err)
 	}
-	fmt.Fprintf(e.stderr, "volrecon: serving /metrics, /healthz and /report on %s, scanning every %s\n", ln.Addr(), *interval)
+	fmt.Fprintf(e.stderr, "volrecon: serving /metrics, /healthz, /readyz and /report on %s, scanning every %s\n", ln.Addr(), *interval)
 	return s.serve(ctx, ln)
 }
 
@@ -135,6 +136,9 @@ type server struct {
 	reportGz []byte
 	lastOK   time.Time
 	lastErr  error
+	// created and lastDone (the end of the last scan, whatever its
+	// outcome) tell /healthz that the scan loop is alive.
+	created, lastDone time.Time
 	listener *cappedListener // while serving
 }
 
@@ -144,7 +148,7 @@ func newServer(n *node, interval time.Duration) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &server{node: n, interval: interval, limits: defaultHTTPLimits, registry: reg, metrics: m}, nil
+	return &server{node: n, interval: interval, limits: defaultHTTPLimits, registry: reg, metrics: m, created: time.Now()}, nil
 }
 
 // addKubeletCompat registers the kubelet-compatible metrics too.
@@ -178,7 +182,7 @@ func (s *server) scanOnce(ctx context.Context) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.lastErr = err
+	s.lastErr, s.lastDone = err, time.Now()
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Scan failed")
 		return
@@ -319,22 +323,66 @@ func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
 	mux.HandleFunc("/healthz", s.healthz)
+	mux.HandleFunc("/readyz", s.readyz)
 	mux.HandleFunc("/report", s.report)
 	return mux
 }
 
-// healthz is ready once a scan succeeded within the last three intervals.
+// healthz is the liveness check: 200 while the scan loop is alive (a
+// scan ended, or serve started, within liveWindow), whatever the scans
+// found or failed on: a restart fixes no unreadable root dir, hung mount
+// or API server outage (VolreconScanFailing and /readyz tell those). 503
+// only when the loop is wedged. Both say how the scans go.
 func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	last := s.lastDone
+	if last.IsZero() {
+		last = s.created
+	}
+	s.mu.Unlock()
+	if window := s.liveWindow(); time.Since(last) > window {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "the scan loop is stuck: no scan ended since %s (more than %s)\n", last.UTC().Format(time.RFC3339), window)
+	} else {
+		fmt.Fprintln(w, "ok")
+	}
+	s.writeScanStatus(w)
+}
+
+// readyz is the readiness check: 200 once a scan has succeeded, so that
+// /metrics and /report have something to say; 503 before.
+func (s *server) readyz(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	ready := !s.lastOK.IsZero()
+	s.mu.Unlock()
+	if ready {
+		fmt.Fprintln(w, "ok")
+	} else {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	s.writeScanStatus(w)
+}
+
+// liveWindow is how long the scan loop may go without ending a scan: three
+// intervals, and never under 5 minutes, which bounds a first scan that
+// waits out the probes of many hung mounts.
+func (s *server) liveWindow() time.Duration { return max(3*s.interval, 5*time.Minute) }
+
+// writeScanStatus says how the scans go, the API server's and the active
+// pods' state, and what the hung mounts hold.
+func (s *server) writeScanStatus(w io.Writer) {
 	s.mu.Lock()
 	lastOK, lastErr := s.lastOK, s.lastErr
 	s.mu.Unlock()
 	switch {
 	case lastOK.IsZero() && lastErr == nil:
-		http.Error(w, "no scan yet", http.StatusServiceUnavailable)
-	case time.Since(lastOK) > 3*s.interval:
-		http.Error(w, fmt.Sprintf("no successful scan since %s: %v", lastOK.Format(time.RFC3339), lastErr), http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "no scan yet")
+	case lastOK.IsZero():
+		fmt.Fprintf(w, "no successful scan yet: %v\n", lastErr)
+	case lastErr != nil:
+		fmt.Fprintf(w, "no successful scan since %s: %v\n", lastOK.UTC().Format(time.RFC3339), lastErr)
 	default:
-		fmt.Fprintln(w, "ok")
+		fmt.Fprintf(w, "last scan succeeded at %s\n", lastOK.UTC().Format(time.RFC3339))
 	}
 	if detail := s.api.healthDetail(); detail != "" {
 		fmt.Fprintln(w, detail)
