@@ -139,7 +139,7 @@ type server struct {
 	// created and lastDone (the end of the last scan, whatever its
 	// outcome) tell /healthz that the scan loop is alive.
 	created, lastDone time.Time
-	listener *cappedListener // while serving
+	listener          *cappedListener // while serving
 }
 
 func newServer(n *node, interval time.Duration) (*server, error) {
