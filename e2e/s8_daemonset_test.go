@@ -122,8 +122,8 @@ func TestDaemonSet(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, hasFindingAt(st, "LeakedGlobalMount", leaks.staging), "the staging mount left between NodeUnpublish and NodeUnstage")
 		assert.True(t, hasFinding(st, "OrphanedPodMounted", leaks.volDataUID), "the CSI volume whose vol_data.json is gone")
-		for _, reason := range []string{"LeakedGlobalMount", "OrphanedPodMounted"} {
-			eventually(t, "a Node Event "+reason, time.Minute, func() error { return volreconNodeEvent(t, reason) })
+		for reason, about := range map[string]string{"LeakedGlobalMount": sha256Hex(fsHandle), "OrphanedPodMounted": leaks.volDataUID} {
+			eventually(t, "a Node Event "+reason, time.Minute, func() error { return volreconNodeEvent(t, reason, about) })
 		}
 	})
 	t.Run("prometheus scrapes it and the leak's alert fires", func(t *testing.T) {
@@ -492,19 +492,19 @@ func podTokenClient(t *testing.T, c *cluster.Cluster, pod *corev1.Pod) kubernete
 }
 
 // volreconNodeEvent checks that volrecon published an Event of reason on
-// the Node.
-func volreconNodeEvent(t *testing.T, reason string) error {
+// the Node, whose message names about.
+func volreconNodeEvent(t *testing.T, reason, about string) error {
 	list, err := client(t).CoreV1().Events(metav1.NamespaceDefault).List(ctxT(t), metav1.ListOptions{
 		FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + cluster.NodeName + ",reason=" + reason})
 	if err != nil {
 		return err
 	}
 	for _, e := range list.Items {
-		if e.Source.Component == "volrecon" {
+		if e.Source.Component == "volrecon" && strings.Contains(e.Message, about) {
 			return nil
 		}
 	}
-	return fmt.Errorf("no %s Event from volrecon on node %s (%d events)", reason, cluster.NodeName, len(list.Items))
+	return fmt.Errorf("no %s Event from volrecon on node %s about %s (%d events of that reason)", reason, cluster.NodeName, about, len(list.Items))
 }
 
 // dsLeaks are the kubelet's two for-good leaks.
