@@ -127,7 +127,7 @@ func TestDaemonSet(t *testing.T) {
 		}
 	})
 	t.Run("prometheus scrapes it and the leak's alert fires", func(t *testing.T) {
-		prom := startPrometheus(t, c)
+		prom := startPrometheus(t, c, pod)
 		eventually(t, "the series in Prometheus", 2*time.Minute, func() error {
 			res, err := prom.query(`volrecon_findings{kind="LeakedGlobalMount",node="` + cluster.NodeName + `"} >= 1`)
 			if err == nil && len(res) == 0 {
@@ -137,7 +137,7 @@ func TestDaemonSet(t *testing.T) {
 		})
 		up, err := prom.query(`up{job="volrecon"} == 1`)
 		require.NoError(t, err)
-		assert.Len(t, up, 1, "one target, found through the pod's prometheus.io annotations")
+		assert.Len(t, up, 1, "one target, from the pod's prometheus.io annotations")
 		eventually(t, "VolreconLeakedStagingMount firing", 3*time.Minute, func() error { return prom.alertFiring("VolreconLeakedStagingMount") })
 	})
 	t.Run("probes across an API server outage", func(t *testing.T) {
@@ -588,10 +588,12 @@ func hungMount(t *testing.T, pod *corev1.Pod) string {
 type promServer struct{ base string }
 
 // startPrometheus runs Debian's Prometheus on loopback with a job that
-// finds the pod as the usual kubernetes-pods job does (role pod, the
-// prometheus.io annotations), and a copy of deploy/alerts.yaml whose
-// `for:` are 10s.
-func startPrometheus(t *testing.T, c *cluster.Cluster) *promServer {
+// scrapes the DaemonSet's pod where its prometheus.io annotations say, as
+// the usual kubernetes-pods job does, and a copy of deploy/alerts.yaml
+// whose `for:` are 10s. Debian builds Prometheus without Kubernetes service
+// discovery, so the suite does the discovery: it writes the job's
+// file_sd targets from the pod's annotations and node.
+func startPrometheus(t *testing.T, c *cluster.Cluster, pod *corev1.Pod) *promServer {
 	t.Helper()
 	version, err := cluster.EnsurePrometheus(ctxT(t))
 	require.NoError(t, err)
@@ -603,45 +605,45 @@ func startPrometheus(t *testing.T, c *cluster.Cluster) *promServer {
 	rules = regexp.MustCompile(`(?m)^(\s+for:\s*)\S+`).ReplaceAll(rules, []byte("${1}10s"))
 	rulesPath := filepath.Join(dir, "alerts.yaml")
 	require.NoError(t, os.WriteFile(rulesPath, rules, 0o644))
-	certs := c.Layout.CertDir()
+	targetsPath := filepath.Join(dir, "targets.json")
+	require.NoError(t, os.WriteFile(targetsPath, podTargets(t, pod), 0o644))
 	config := fmt.Sprintf(`global:
   scrape_interval: 5s
   evaluation_interval: 5s
 rule_files: [%q]
 scrape_configs:
   - job_name: volrecon
-    kubernetes_sd_configs:
-      - role: pod
-        api_server: %q
-        namespaces: {names: [%q]}
-        tls_config: {ca_file: %q, cert_file: %q, key_file: %q}
-    relabel_configs:
-      - source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_scrape]
-        action: keep
-        regex: "true"
-      - source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_path]
-        regex: (.+)
-        target_label: __metrics_path__
-      # This machine only: serve listens on the host's loopback (the pod
-      # runs in the host's network namespace); elsewhere __address__ is
-      # the pod IP with the annotated port.
-      - source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_port]
-        regex: (.+)
-        replacement: 127.0.0.1:$1
-        target_label: __address__
-      - source_labels: [__meta_kubernetes_pod_node_name]
-        target_label: node
-      - source_labels: [__meta_kubernetes_namespace]
-        target_label: namespace
-      - source_labels: [__meta_kubernetes_pod_name]
-        target_label: pod
-`, rulesPath, c.RESTConfig.Host, dsNamespace, filepath.Join(certs, "ca.crt"), filepath.Join(certs, "admin.crt"), filepath.Join(certs, "admin.key"))
+    file_sd_configs:
+      - files: [%q]
+`, rulesPath, targetsPath)
 	configPath := filepath.Join(dir, "prometheus.yml")
 	require.NoError(t, os.WriteFile(configPath, []byte(config), 0o644))
 	base, err := c.StartPrometheus(ctxT(t), configPath, filepath.Join(dir, "data"))
 	t.Cleanup(func() { assert.NoError(t, c.StopPrometheus()) })
 	require.NoError(t, err)
 	return &promServer{base: base}
+}
+
+// podTargets is the file_sd target of the pod, from its annotations, as
+// the kubernetes-pods job's relabelling makes it: scrape only if
+// prometheus.io/scrape is "true", at prometheus.io/path and
+// prometheus.io/port, with the pod's node, namespace and name as labels.
+// The address is loopback (this machine: the pod runs in the host's
+// network namespace and serves on 127.0.0.1); elsewhere it is the pod IP.
+func podTargets(t *testing.T, pod *corev1.Pod) []byte {
+	t.Helper()
+	a := pod.Annotations
+	require.Equal(t, "true", a["prometheus.io/scrape"], "the pod asks to be scraped")
+	require.NotEmpty(t, a["prometheus.io/port"])
+	require.NotEmpty(t, a["prometheus.io/path"])
+	targets := []map[string]any{{
+		"targets": []string{"127.0.0.1:" + a["prometheus.io/port"]},
+		"labels": map[string]string{"__metrics_path__": a["prometheus.io/path"], "node": pod.Spec.NodeName,
+			"namespace": pod.Namespace, "pod": pod.Name},
+	}}
+	data, err := json.Marshal(targets)
+	require.NoError(t, err)
+	return data
 }
 
 type promSample struct {

@@ -79,4 +79,6 @@ func (c *Cluster) StartPrometheus(ctx context.Context, config, dataDir string) (
 }
 
 // StopPrometheus stops Prometheus.
-func (c *Cluster) StopPrometheus() error { return c.stop("prometheus", syscall.SIGTERM, 20*time.Second) }
+func (c *Cluster) StopPrometheus() error {
+	return c.stop("prometheus", syscall.SIGTERM, 20*time.Second)
+}
