@@ -114,6 +114,7 @@ func TestDaemonSet(t *testing.T) {
 	})
 
 	leaks := makeBothLeaks(t)
+	t.Cleanup(func() { releaseLeaks(t, leaks) })
 	t.Run("the leaks in /metrics and as Node Events", func(t *testing.T) {
 		waitDSMetric(t, `volrecon_findings{kind="LeakedGlobalMount"}`, func(v float64) bool { return v >= 1 })
 		waitDSMetric(t, `volrecon_findings{kind="OrphanedPodMounted"}`, func(v float64) bool { return v >= 1 })
@@ -166,7 +167,6 @@ func TestDaemonSet(t *testing.T) {
 		healthyFor(t, 30*time.Second, "/healthz", "/readyz")
 		assertNeverRestarted(t, pod)
 	})
-	releaseLeaks(t, leaks)
 }
 
 type builtImage struct{ tarball, ref string }
