@@ -103,7 +103,7 @@ build:
 ## import` or `docker load`, naming IMAGE. The same commit gives the same
 ## digest. See README.md, "Fleet".
 image: build
-	cd image && $(GO) run . -binary ../volrecon -out ../$(IMAGE_TAR) -tag $(IMAGE) \
+	cd image && $(GO) run . -binary $(abspath volrecon) -out $(abspath $(IMAGE_TAR)) -tag $(IMAGE) \
 		-version $(VERSION) -revision "$(REVISION)" -created "$(COMMIT_TIME)" \
 		-source $(IMAGE_SOURCE) -arch $$($(GO) env GOARCH)
 
