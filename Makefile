@@ -4,6 +4,14 @@ STATICCHECK_VERSION := v0.8.2
 GOBIN := $(shell $(GO) env GOPATH)/bin
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The image's labels: the commit and its time (so that the same commit gives
+# the same image, byte for byte), and where the source is.
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+COMMIT_TIME ?= $(shell git log -1 --format=%cI 2>/dev/null)
+IMAGE_SOURCE ?= https://github.com/volrecon/volrecon
+# make image: the reference the tarball names, and the tarball.
+IMAGE ?= volrecon:$(VERSION)
+IMAGE_TAR ?= volrecon-image.tar
 
 # Modules of their own that use the library as an importer does, through a
 # replace of it: examples/agent (a kubelet-like agent and its unit tests on
@@ -12,9 +20,10 @@ EXAMPLE_MODULES := examples/agent
 
 # Modules of their own beside the library's, whose test-only dependencies
 # an importer of volrecon never sees: deploy/ (the manifests' tests, with
-# Prometheus's rule parser) and bench/ (the peer parsers); schema/ has its
-# own target (test-schema). e2e/ is apart.
-TEST_MODULES := deploy bench
+# Prometheus's rule parser), bench/ (the peer parsers) and image/ (make
+# image, with go-containerregistry); schema/ has its own target
+# (test-schema). e2e/ is apart.
+TEST_MODULES := deploy bench image
 
 # The newest versions the library is tested against (go.mod requires the
 # oldest that work, and `make test` tests those): `make test-newest`.
@@ -25,7 +34,7 @@ NEWEST := k8s.io/api@v0.37.2 k8s.io/apimachinery@v0.37.2 k8s.io/client-go@v0.37.
 	google.golang.org/protobuf@v1.36.12 github.com/container-storage-interface/spec@v1.13.0 \
 	github.com/stretchr/testify@v1.12.1 golang.org/x/sys@v0.49.0 github.com/go-logr/logr@v1.4.4
 
-.PHONY: test test-schema test-examples test-newest bench lint demo build update-fixtures fuzz e2e
+.PHONY: test test-schema test-examples test-newest bench lint demo build image update-fixtures fuzz e2e
 
 ## test: gofmt check, go vet, and every test with the race detector, of the
 ## library at the oldest versions it requires (go.mod), of TEST_MODULES,
@@ -83,9 +92,20 @@ lint:
 	$(GOBIN)/staticcheck ./...
 	for m in $(TEST_MODULES) schema $(EXAMPLE_MODULES) e2e; do (cd $$m && $(GO) vet ./... && $(GOBIN)/staticcheck ./...) || exit 1; done
 
-## build: the volrecon binary, with its version.
+## build: the volrecon binary, static (CGO_ENABLED=0: it runs on any Linux
+## and in an image with no libc), with its version; -trimpath so that the
+## same commit gives the same binary wherever it is cloned.
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o volrecon ./cmd/volrecon
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o volrecon ./cmd/volrecon
+
+## image: the container image, from the static binary, with no registry and
+## no daemon (module image/): IMAGE_TAR, a tarball for `ctr -n k8s.io images
+## import` or `docker load`, naming IMAGE. The same commit gives the same
+## digest. See README.md, "Fleet".
+image: build
+	cd image && $(GO) run . -binary $(abspath volrecon) -out $(abspath $(IMAGE_TAR)) -tag $(IMAGE) \
+		-version $(VERSION) -revision "$(REVISION)" -created "$(COMMIT_TIME)" \
+		-source $(IMAGE_SOURCE) -arch $$($(GO) env GOARCH)
 
 ## demo: scan the embedded sample node.
 demo:

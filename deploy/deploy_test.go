@@ -283,7 +283,8 @@ func TestDaemonSetReadsTheHost(t *testing.T) {
 	assert.Equal(t, "serve", c.Args[0])
 	assert.Equal(t, "/proc/1/mountinfo", flagValue(t, c.Args, "mountinfo"))
 	assert.True(t, spec.HostPID, "/proc/1/mountinfo is the host's mount table only with hostPID")
-	assert.False(t, spec.HostNetwork)
+	assert.True(t, spec.HostNetwork, "serve needs nothing of the pod network, and must work where it is broken")
+	assert.Equal(t, corev1.DNSClusterFirstWithHostNet, spec.DNSPolicy)
 	assert.False(t, spec.HostIPC)
 	hostRoot := flagValue(t, c.Args, "host-root")
 	assert.Equal(t, hostRootMount, hostRoot)
@@ -367,10 +368,14 @@ func TestDaemonSetServesMetrics(t *testing.T) {
 		"prometheus.io/path":   "/metrics",
 	}, ds.Spec.Template.Annotations)
 
-	for name, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+	for name, want := range map[string]struct {
+		p    *corev1.Probe
+		path string
+	}{"readiness": {c.ReadinessProbe, "/readyz"}, "liveness": {c.LivenessProbe, "/healthz"}} {
+		p := want.p
 		require.NotNil(t, p, name)
 		require.NotNil(t, p.HTTPGet, name)
-		assert.Equal(t, "/healthz", p.HTTPGet.Path, name)
+		assert.Equal(t, want.path, p.HTTPGet.Path, name)
 		assert.Equal(t, intstr.FromInt32(metricsPort), p.HTTPGet.Port, name)
 		assert.Positive(t, p.TimeoutSeconds, name)
 	}

@@ -171,7 +171,7 @@ func buildAll(ctx context.Context, logf func(string, ...any)) (builtBinaries, er
 	suite.kubelets = map[string]string{}
 	// The old kubelet is built when the upgrade test first needs it
 	// (oldKubelet), so a run of other tests does not wait for it.
-	req := k8sbuild.SuiteBuilds("", logWriter{logf})[0]
+	req := k8sbuild.SuiteBuilds("", logWriter{logf})[k8sbuild.BuildCurrent]
 	t := time.Now()
 	paths, err := k8sbuild.Build(ctx, req)
 	if err != nil {
@@ -206,7 +206,7 @@ func goBuild(ctx context.Context, dir, out, pkg string) error {
 // oldKubelet builds (or finds in the cache) the old kubelet.
 func oldKubelet(t *testing.T) {
 	t.Helper()
-	req := k8sbuild.SuiteBuilds("", logWriter{func(f string, a ...any) { t.Logf(f, a...) }})[1]
+	req := k8sbuild.SuiteBuilds("", logWriter{func(f string, a ...any) { t.Logf(f, a...) }})[k8sbuild.BuildOld]
 	start := time.Now()
 	paths, err := k8sbuild.Build(suite.ctx, req)
 	if err != nil {

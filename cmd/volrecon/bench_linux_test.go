@@ -255,7 +255,7 @@ func loadServe(b *testing.B, cmd *exec.Cmd, base, reportBase string) {
 		return resp.StatusCode
 	}
 	deadline := time.Now().Add(time.Minute)
-	for get("/healthz") != http.StatusOK {
+	for get("/readyz") != http.StatusOK {
 		if time.Now().After(deadline) {
 			b.Fatal("serve: no successful scan within a minute")
 		}

@@ -26,8 +26,9 @@ import (
 
 const serveSummary = `Rescans the node when it changed (the mount table, the kubelet's dirs, the
 desired state; at most once per --min-interval, everything at least every
---interval) and serves /metrics (volrecon's Prometheus metrics) and /healthz
-on --listen, and /report (the latest State as JSON: every volume handle and
+--interval) and serves /metrics (volrecon's Prometheus metrics), /healthz
+(liveness: the scan loop is alive) and /readyz (readiness: a scan has
+succeeded) on --listen, and /report (the latest State as JSON: every volume handle and
 path of the node) on --report-listen, loopback only by default. Every series
 has a node label (--node-name, $NODE_NAME, else the host name). It is
 read-only: it never cleans up. With --textfile it instead scans once and
@@ -37,7 +38,7 @@ the last good run's series and sets volrecon_textfile_run_failed to 1.`
 
 func runServe(ctx context.Context, args []string, e env) error {
 	c := newCommandFlags("serve", serveSummary, nil, e)
-	listen := c.fs.String("listen", ":9830", "address to serve /metrics and /healthz on")
+	listen := c.fs.String("listen", ":9830", "address to serve /metrics, /healthz and /readyz on")
 	reportListen := c.fs.String("report-listen", "127.0.0.1:9831", "address to serve /report on (it names every volume handle and path "+
 		"of the node: keep it off the pod network), empty for none")
 	interval := c.fs.Duration("interval", defaultInterval, "scan everything at least this often (the safety net of --watch; without --watch, the time between scans)")
@@ -123,7 +124,7 @@ func runServe(ctx context.Context, args []string, e env) error {
 	if s.loop != nil {
 		scanning = fmt.Sprintf("scanning when the node changes (at most every %s), everything at least every %s", *minInterval, *interval)
 	}
-	fmt.Fprintf(e.stderr, "volrecon: serving /metrics and /healthz on %s, %s\n", ln.Addr(), scanning)
+	fmt.Fprintf(e.stderr, "volrecon: serving /metrics, /healthz and /readyz on %s, %s\n", ln.Addr(), scanning)
 	return s.serve(ctx, ln)
 }
 
@@ -190,6 +191,9 @@ type server struct {
 
 	// lastFullOK: when the last full scan succeeded (with --watch).
 	lastFullOK time.Time
+	// created and lastDone (the end of the last scan, whatever its
+	// outcome) tell /healthz that the scan loop is alive.
+	created, lastDone time.Time
 }
 
 // newServer is a server whose metrics have no node label, the
@@ -204,7 +208,7 @@ func newServerWith(n *node, interval time.Duration, tel telemetry) (*server, err
 	if err != nil {
 		return nil, err
 	}
-	return &server{node: n, interval: interval, limits: defaultHTTPLimits, registry: reg, tel: tel, metrics: m}, nil
+	return &server{node: n, interval: interval, limits: defaultHTTPLimits, registry: reg, tel: tel, metrics: m, created: time.Now()}, nil
 }
 
 // addKubeletCompat registers the kubelet-compatible metrics too.
@@ -244,7 +248,7 @@ func (s *server) scanWith(ctx context.Context, scan func(context.Context) (*reco
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.lastErr = err
+	s.lastErr, s.lastDone = err, time.Now()
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Scan failed")
 		s.api.afterScan(ctx, nil, err)
@@ -376,6 +380,7 @@ func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
 	mux.HandleFunc("/healthz", s.healthz)
+	mux.HandleFunc("/readyz", s.readyz)
 	return mux
 }
 
@@ -420,18 +425,61 @@ func (s *server) httpServer(h http.Handler) *http.Server {
 	}
 }
 
-// healthz is ready once a scan succeeded within the last three intervals.
+// healthz is the liveness check: 200 while the scan loop is alive (a
+// scan ended, or serve started, within liveWindow), whatever the scans
+// found or failed on: a restart fixes no unreadable root dir, hung mount
+// or API server outage (VolreconScanFailing and /readyz tell those). 503
+// only when the loop is wedged. Both say how the scans go.
 func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	last := s.lastDone
+	if last.IsZero() {
+		last = s.created
+	}
+	s.mu.Unlock()
+	if window := s.liveWindow(); time.Since(last) > window {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "the scan loop is stuck: no scan ended since %s (more than %s)\n", last.UTC().Format(time.RFC3339), window)
+	} else {
+		fmt.Fprintln(w, "ok")
+	}
+	s.writeScanStatus(w)
+}
+
+// readyz is the readiness check: 200 once a scan has succeeded, so that
+// /metrics and /report have something to say; 503 before.
+func (s *server) readyz(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	ready := !s.lastOK.IsZero()
+	s.mu.Unlock()
+	if ready {
+		fmt.Fprintln(w, "ok")
+	} else {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	s.writeScanStatus(w)
+}
+
+// liveWindow is how long the scan loop may go without ending a scan: three
+// intervals, and never under 5 minutes, which bounds a first scan that
+// waits out the probes of many hung mounts.
+func (s *server) liveWindow() time.Duration { return max(3*s.interval, 5*time.Minute) }
+
+// writeScanStatus says how the scans go, the API server's and the active
+// pods' state, and what the hung mounts hold.
+func (s *server) writeScanStatus(w io.Writer) {
 	s.mu.Lock()
 	lastOK, lastErr := s.lastOK, s.lastErr
 	s.mu.Unlock()
 	switch {
 	case lastOK.IsZero() && lastErr == nil:
-		http.Error(w, "no scan yet", http.StatusServiceUnavailable)
-	case time.Since(lastOK) > 3*s.interval:
-		http.Error(w, fmt.Sprintf("no successful scan since %s: %v", lastOK.Format(time.RFC3339), lastErr), http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "no scan yet")
+	case lastOK.IsZero():
+		fmt.Fprintf(w, "no successful scan yet: %v\n", lastErr)
+	case lastErr != nil:
+		fmt.Fprintf(w, "no successful scan since %s: %v\n", lastOK.UTC().Format(time.RFC3339), lastErr)
 	default:
-		fmt.Fprintln(w, "ok")
+		fmt.Fprintf(w, "last scan succeeded at %s\n", lastOK.UTC().Format(time.RFC3339))
 	}
 	if detail := s.watchDetail(); detail != "" {
 		fmt.Fprintln(w, detail)

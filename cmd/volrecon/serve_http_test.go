@@ -32,7 +32,7 @@ var testLimits = httpLimits{
 }
 
 // startServe runs serve on the demo node on loopback with limits, and
-// returns its address once /healthz answers.
+// returns its address once /readyz answers (a scan succeeded).
 func startServe(t testing.TB, limits httpLimits) (*server, string) {
 	t.Helper()
 	hostRoot, mountinfo := demoNode(t)
@@ -51,7 +51,7 @@ func startServe(t testing.TB, limits httpLimits) (*server, string) {
 	go func() { done <- s.serve(ctx, ln) }()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 	addr := ln.Addr().String()
-	require.Eventually(t, func() bool { code, _, _ := tryGet("http://" + addr + "/healthz"); return code == http.StatusOK },
+	require.Eventually(t, func() bool { code, _, _ := tryGet("http://" + addr + "/readyz"); return code == http.StatusOK },
 		60*time.Second, 10*time.Millisecond)
 	http.DefaultClient.CloseIdleConnections() // tryGet's keep-alive connection
 	require.Eventually(t, func() bool { return s.openConns() == 0 }, 10*time.Second, time.Millisecond)

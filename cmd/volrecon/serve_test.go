@@ -80,7 +80,7 @@ func TestServe(t *testing.T) {
 	go func() { done <- s.serve(ctx, ln) }()
 
 	// Generous deadlines: CI machines are loaded, and -race is slow.
-	require.Eventually(t, func() bool { code, _, _ := tryGet(base + "/healthz"); return code == http.StatusOK }, 60*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { code, _, _ := tryGet(base + "/readyz"); return code == http.StatusOK }, 60*time.Second, 10*time.Millisecond)
 	_, metricsText := get(t, base+"/metrics")
 	assert.Contains(t, metricsText, `volrecon_pods{status="Unknown"} 3`)
 	assert.Contains(t, metricsText, `volrecon_volumes_in_use 3`)
@@ -104,24 +104,54 @@ func TestServe(t *testing.T) {
 	require.NoError(t, <-done)
 }
 
+// /healthz (liveness) fails only when the scan loop is wedged, never
+// because scans fail; /readyz (readiness) once a scan has succeeded. Both
+// say how the scans go, with no zero timestamp.
 func TestHealthzBeforeAndAfterFailures(t *testing.T) {
 	flags := nodeFlags{rootDir: "/no/such/root", mountInfo: "/proc/self/mountinfo"}
 	n, err := flags.openNode(nil)
 	require.NoError(t, err)
 	s, err := newServer(n, time.Millisecond)
 	require.NoError(t, err)
-	rec := func() (int, string) {
+	rec := func(h http.HandlerFunc) (int, string) {
 		w := httptest.NewRecorder()
-		s.healthz(w, nil)
+		h(w, nil)
 		return w.Code, w.Body.String()
 	}
-	code, body := rec()
-	assert.Equal(t, http.StatusServiceUnavailable, code)
+	code, body := rec(s.healthz)
+	assert.Equal(t, http.StatusOK, code, "alive before the first scan: %s", body)
 	assert.Contains(t, body, "no scan yet")
+	code, body = rec(s.readyz)
+	assert.Equal(t, http.StatusServiceUnavailable, code, "not ready before the first scan")
+	assert.Contains(t, body, "no scan yet")
+
 	s.scanOnce(t.Context())
-	code, body = rec()
+	s.scanOnce(t.Context())
+	time.Sleep(5 * time.Millisecond) // past 3 intervals: scans keep failing
+	code, body = rec(s.healthz)
+	assert.Equal(t, http.StatusOK, code, "failing scans are no reason to restart: %s", body)
+	assert.Contains(t, body, "no successful scan yet: ")
+	assert.Contains(t, body, "/no/such/root")
+	assert.NotContains(t, body, "0001-01-01", "no zero timestamp")
+	code, body = rec(s.readyz)
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	assert.Contains(t, body, "/no/such/root")
+
+	// A scan succeeded, later ones fail: still ready, and it says since when.
+	s.mu.Lock()
+	s.lastOK = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	s.mu.Unlock()
+	code, body = rec(s.readyz)
+	assert.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, "no successful scan since 2026-01-02T03:04:05Z: ")
+
+	// No scan ended for longer than the window: the loop is wedged.
+	s.mu.Lock()
+	s.lastDone = time.Now().Add(-s.liveWindow() - time.Second)
+	s.mu.Unlock()
+	code, body = rec(s.healthz)
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, body, "the scan loop is stuck")
 }
 
 func TestServeTextfile(t *testing.T) {
@@ -331,7 +361,7 @@ func TestStuckDetail(t *testing.T) {
 func TestReportListensOnLoopbackByDefault(t *testing.T) {
 	_, _, help := runCLI(t, "", "serve", "--help")
 	assert.Regexp(t, `-report-listen string\n.*\(default "127\.0\.0\.1:9831"\)`, help)
-	assert.Regexp(t, `-listen string\n\s+address to serve /metrics and /healthz on`, help)
+	assert.Regexp(t, `-listen string\n\s+address to serve /metrics, /healthz and /readyz on`, help)
 }
 
 // Series per node, as the README's Fleet section states them: serve's

@@ -37,7 +37,8 @@ func (c *Cluster) CheckClean() error {
 }
 
 // ourPorts are the fixed ports the cluster listens on.
-var ourPorts = []int{APIServerPort, KubeletPort, KubeletReadOnlyPort, KubeletHealthzPort, etcdClientPort, etcdPeerPort, etcdMetricsPort}
+var ourPorts = []int{APIServerPort, KubeletPort, KubeletReadOnlyPort, KubeletHealthzPort, etcdClientPort, etcdPeerPort, etcdMetricsPort,
+	ControllerManagerPort, SchedulerPort, PrometheusPort}
 
 // listeningPorts lists which of our ports still have a listener, from
 // /proc/net/tcp (state 0A is LISTEN); a few retries let sockets close.

@@ -1,6 +1,7 @@
 // Package cluster runs a single-node Kubernetes on 127.0.0.1 for the e2e
-// suite: etcd, kube-apiserver, containerd and a kubelet, with no scheduler,
-// no controller-manager and no image registry. Everything it creates lives
+// suite: etcd, kube-apiserver, containerd and a kubelet, with no image
+// registry; a kube-controller-manager (DaemonSet controller only) and a
+// kube-scheduler, and Prometheus, only while a test asks for them. Everything it creates lives
 // under one state dir (and a few places the kubelet and containerd insist
 // on, which Teardown cleans by name); processes are tracked by PID.
 package cluster

@@ -76,7 +76,7 @@ func (c *Cluster) cleanLeftovers() error {
 // after errors and returns them all.
 func (c *Cluster) Teardown(ctx context.Context) error {
 	var errs []error
-	for _, name := range []string{"kubelet", "csi-driver"} {
+	for _, name := range []string{"prometheus", "kube-scheduler", "kube-controller-manager", "kubelet", "csi-driver"} {
 		errs = append(errs, c.stop(name, syscall.SIGTERM, 20*time.Second))
 	}
 	if _, ok := c.daemons["containerd"]; ok {
@@ -119,6 +119,7 @@ func (c *Cluster) teardownHost(context.Context) error {
 		waitGone(pid, 10*time.Second)
 	}
 	errs = append(errs, c.removeNetns())
+	errs = append(errs, c.restoreRoot())
 	// The CSI driver backs raw block volumes by loop devices over files in
 	// its data dir; the kubelet adds its own over the block publish path.
 	// An attached loop device keeps its file's mount busy: detach first.

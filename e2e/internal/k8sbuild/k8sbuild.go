@@ -1,4 +1,5 @@
-// Package k8sbuild builds the kubelet and kube-apiserver of a pinned
+// Package k8sbuild builds the kubelet, kube-apiserver, kube-controller-manager
+// and kube-scheduler of a pinned
 // Kubernetes release from the Go module proxy.
 //
 // `go install k8s.io/kubernetes/cmd/kubelet@vX` does not work: kubernetes'
@@ -124,10 +125,12 @@ func lockDir(dir string) (func(), error) {
 }
 
 // writeWrapper generates go.mod and tools.go in modDir and runs go mod tidy,
-// unless a tidy wrapper for this version is already there.
+// unless a tidy wrapper for this version and these commands is already
+// there (.tidy holds the tools.go it was tidied with: a wrapper tidied for
+// fewer commands is tidied again).
 func writeWrapper(ctx context.Context, modDir, version string, log io.Writer) error {
 	done := filepath.Join(modDir, ".tidy")
-	if _, err := os.Stat(done); err == nil {
+	if old, err := os.ReadFile(done); err == nil && string(old) == toolsGo {
 		return nil
 	}
 	if err := os.MkdirAll(modDir, 0o755); err != nil {
@@ -152,7 +155,7 @@ func writeWrapper(ctx context.Context, modDir, version string, log io.Writer) er
 		return fmt.Errorf("go mod tidy in %s: %w", modDir, err)
 	}
 	fmt.Fprintf(log, "k8sbuild: %s go mod tidy took %s\n", version, time.Since(start).Round(time.Second))
-	return os.WriteFile(done, nil, 0o644)
+	return os.WriteFile(done, []byte(toolsGo), 0o644)
 }
 
 // toolsGo keeps the commands' dependencies in the wrapper's go.mod.
@@ -162,6 +165,8 @@ package tools
 
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubelet"
 )
 `

@@ -2,18 +2,29 @@ package k8sbuild
 
 import "io"
 
-// The releases the suite runs: the current kubelet and API server, and an
-// older kubelet for the upgrade/downgrade scenario (KEP-3756).
+// The releases the suite runs: the current kubelet, API server,
+// controller-manager and scheduler, and an older kubelet for the
+// upgrade/downgrade scenario (KEP-3756).
 const (
 	CurrentVersion = "v1.37.2"
 	OldVersion     = "v1.34.4"
 )
 
+// The indexes of SuiteBuilds' requests.
+const (
+	BuildCurrent      = iota // kubelet and kube-apiserver, CurrentVersion
+	BuildControlPlane        // kube-controller-manager and kube-scheduler, CurrentVersion
+	BuildOld                 // kubelet, OldVersion
+)
+
 // SuiteBuilds lists every build the suite needs, in the order worth doing
-// them: the current kubelet first, so development can start on it.
+// them: the current kubelet and API server first, so development can start
+// on them; the controller-manager and the scheduler, which only the
+// DaemonSet scenario runs, after them.
 func SuiteBuilds(cacheDir string, log io.Writer) []Request {
 	return []Request{
 		{Version: CurrentVersion, Binaries: []string{"kubelet", "kube-apiserver"}, CacheDir: cacheDir, Log: log},
+		{Version: CurrentVersion, Binaries: []string{"kube-controller-manager", "kube-scheduler"}, CacheDir: cacheDir, Log: log},
 		{Version: OldVersion, Binaries: []string{"kubelet"}, CacheDir: cacheDir, Log: log},
 	}
 }

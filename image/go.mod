@@ -1,0 +1,20 @@
+module github.com/volrecon/volrecon/image
+
+go 1.26
+
+require (
+	github.com/google/go-containerregistry v0.21.4
+	github.com/stretchr/testify v1.11.1
+)
+
+require (
+	github.com/containerd/stargz-snapshotter/estargz v0.18.2 // indirect
+	github.com/davecgh/go-spew v1.1.1 // indirect
+	github.com/klauspost/compress v1.18.5 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/opencontainers/image-spec v1.1.1 // indirect
+	github.com/pmezard/go-difflib v1.0.0 // indirect
+	github.com/vbatts/tar-split v0.12.2 // indirect
+	golang.org/x/sync v0.20.0 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
+)
