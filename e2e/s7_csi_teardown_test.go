@@ -160,7 +160,8 @@ func TestCSITeardownOfALeakedStagingMount(t *testing.T) {
 
 // With --active-pods api and without --assume-no-new-pods, "no active pod
 // on this node uses the volume" comes from the pods' PVCs → PVs on the real
-// API server, read with the RBAC of deploy/: a pod bound to the node whose
+// API server, read with the teardown's own RBAC of deploy/
+// (teardown-rbac.yaml: the DaemonSet's reads no PVC or PV): a pod bound to the node whose
 // PVC is bound to the leaked volume's PV keeps it staged (the kubelet is
 // down, so only the API says so), a pod whose PVC is not bound makes the
 // answer unknown, named; once neither pod exists the leaked staging mount
@@ -168,7 +169,7 @@ func TestCSITeardownOfALeakedStagingMount(t *testing.T) {
 func TestCSITeardownAsksTheAPIServerWhichVolumesPodsUse(t *testing.T) {
 	c := needCluster(t)
 	cleanupPods(t)
-	kubeconfig := volreconKubeconfig(t, c)
+	kubeconfig := volreconKubeconfig(t, c, "../deploy/teardown-rbac.yaml")
 	runPod(t, keeperPod())
 	staging := leakStaging(t, "teardown-api-leak")
 	args := []string{"cleanup", "-o", "json", "--apply", "--csi-teardown", "--state-dir", t.TempDir(), "--min-leak-age", "1s",

@@ -163,7 +163,9 @@ func makeImage(t *testing.T) builtImage {
 	t.Helper()
 	tarball := filepath.Join(t.TempDir(), "volrecon-image.tar")
 	start := time.Now()
-	cmd := exec.CommandContext(suite.ctx, "make", "image", "IMAGE_TAR="+tarball)
+	// --no-print-directory: under `make e2e` this make is a sub-make,
+	// which would print "Leaving directory" after the tool's line.
+	cmd := exec.CommandContext(suite.ctx, "make", "--no-print-directory", "image", "IMAGE_TAR="+tarball)
 	cmd.Dir = ".."
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	out, err := cmd.CombinedOutput()
