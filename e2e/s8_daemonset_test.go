@@ -39,6 +39,8 @@ const (
 	// dsBase is serve's address in the pod: hostNetwork, and this
 	// machine's overlay keeps it on loopback (dsOverlay).
 	dsBase = "http://127.0.0.1:9830"
+	// dsReportBase is where deploy/daemonset.yaml serves /report.
+	dsReportBase = "http://127.0.0.1:9831"
 )
 
 // TestDaemonSet applies deploy/ as an operator would (the image from `make
@@ -388,7 +390,13 @@ func deleteDaemonSet(t *testing.T) {
 }
 
 func dsGet(path string) ([]byte, error) {
-	resp, err := http.Get(dsBase + path)
+	base := dsBase
+	if path == "/report" {
+		// deploy/'s --report-listen: the pod's loopback, which with
+		// hostNetwork is the node's (what kubectl port-forward reaches).
+		base = dsReportBase
+	}
+	resp, err := http.Get(base + path)
 	if err != nil {
 		return nil, err
 	}

@@ -157,7 +157,7 @@ type serveProc struct {
 	exited chan struct{}
 }
 
-var listeningOn = regexp.MustCompile(`serving /metrics, /healthz and /report on (\S+),`)
+var listeningOn = regexp.MustCompile(`serving /metrics, /healthz and /readyz on (\S+),`)
 
 // startServe starts serve and waits for its first scan.
 func startServeProc(b *testing.B, bin string, args []string) *serveProc {
@@ -175,7 +175,7 @@ func startServeProc(b *testing.B, bin string, args []string) *serveProc {
 		if m := listeningOn.FindStringSubmatch(p.stderr.String()); m != nil && p.base == "" {
 			p.base = "http://" + m[1]
 		}
-		if p.base != "" && p.get("/healthz") == http.StatusOK {
+		if p.base != "" && p.get("/readyz") == http.StatusOK {
 			return p
 		}
 		if time.Now().After(deadline) {

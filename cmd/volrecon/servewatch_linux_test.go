@@ -45,7 +45,7 @@ func watchedServe(t *testing.T, recheck time.Duration, leftOut int) (base, hostR
 		require.NoError(t, <-done)
 	})
 	base = "http://" + ln.Addr().String()
-	require.Eventually(t, func() bool { code, _, _ := tryGet(base + "/healthz"); return code == 200 }, 60*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { code, _, _ := tryGet(base + "/readyz"); return code == 200 }, 60*time.Second, 10*time.Millisecond)
 	return base, hostRoot, list, all
 }
 
