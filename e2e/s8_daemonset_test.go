@@ -421,7 +421,22 @@ func dsMetrics(t *testing.T) map[string]float64 {
 	t.Helper()
 	body, err := dsGet("/metrics")
 	require.NoError(t, err)
-	return parseMetrics(string(body))
+	return dsSeries(body)
+}
+
+// nodeLabel is the label serve puts on every series (the DaemonSet's
+// NODE_NAME).
+var nodeLabel = regexp.MustCompile(`,?node="[^"]*"`)
+
+// dsSeries parses /metrics with each series named without its node label:
+// volrecon_active_pods_known, volrecon_findings{kind="LeakedGlobalMount"}.
+func dsSeries(body []byte) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range parseMetrics(string(body)) {
+		k = strings.Replace(nodeLabel.ReplaceAllString(k, ""), "{,", "{", 1)
+		out[strings.TrimSuffix(k, "{}")] = v
+	}
+	return out
 }
 
 // waitDSMetric waits, for up to two of serve's default intervals and a
@@ -433,7 +448,7 @@ func waitDSMetric(t *testing.T, sample string, ok func(float64) bool) {
 		if err != nil {
 			return err
 		}
-		v, found := parseMetrics(string(body))[sample]
+		v, found := dsSeries(body)[sample]
 		if !found || !ok(v) {
 			return fmt.Errorf("%s = %v (exported: %v)", sample, v, found)
 		}

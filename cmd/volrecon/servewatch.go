@@ -147,7 +147,10 @@ func (s *server) scanChanged(ctx context.Context, ch nodewatch.Changes) {
 		l.recheck = true // tried again within --recheck-interval, as the old loop did every interval
 		return
 	}
-	l.recheck = s.node.opts.Probe || timeDependent(st)
+	// The API server's answer is trusted only while confirmed (a probe at
+	// each scan): a refusal or an outage changes nothing on the node, so
+	// in-cluster the desired state is rechecked with time too.
+	l.recheck = s.node.opts.Probe || s.api != nil || timeDependent(st)
 	if ch.All {
 		l.lastFull = l.lastStart
 		now := time.Now()
