@@ -18,6 +18,11 @@ import (
 // own timeout for CSI node calls (csiTimeout, 2 minutes).
 const DefaultTimeout = 2 * time.Minute
 
+// UserAgent is how volrecon names itself to a CSI driver (gRPC's
+// user-agent, which grpc-go completes with its own version), so that a
+// driver's logs tell volrecon's calls from the kubelet's.
+const UserAgent = "volrecon"
+
 // Options configure a Client.
 type Options struct {
 	// Timeout bounds each call (0 = DefaultTimeout).

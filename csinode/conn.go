@@ -48,6 +48,8 @@ func dialWithin(ctx context.Context, path string, fsTimeout time.Duration) (*grp
 	probe.Close()
 	return grpc.NewClient("passthrough:///csi",
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// A driver's logs then tell volrecon's calls from the kubelet's.
+		grpc.WithUserAgent(UserAgent),
 		grpc.WithDisableRetry(),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return connect(ctx) }))
 }

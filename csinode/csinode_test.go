@@ -164,6 +164,17 @@ func TestCallsReachTheDriverInOrderWithTheirArguments(t *testing.T) {
 	}, d.Calls())
 }
 
+func TestEveryCallNamesVolreconToTheDriver(t *testing.T) {
+	d := &fakedriver.Driver{Name: driver, StageUnstage: true}
+	c := connect(t, d, Options{})
+	require.NoError(t, c.NodeUnstageVolume(context.Background(), "vol-1", "/var/lib/kubelet/plugins/kubernetes.io/csi/csi.example.com/abc/globalmount"))
+	agents := d.UserAgents()
+	require.Len(t, agents, 2, "GetPluginInfo, NodeUnstageVolume")
+	for _, a := range agents {
+		assert.Regexp(t, `^volrecon grpc-go/`, a)
+	}
+}
+
 func TestCapabilitiesWithoutStaging(t *testing.T) {
 	stageUnstage, err := connect(t, &fakedriver.Driver{Name: driver}, Options{}).NodeGetCapabilities(context.Background())
 	require.NoError(t, err)

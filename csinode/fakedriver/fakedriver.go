@@ -5,12 +5,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/emptypb"
 )
@@ -38,8 +40,16 @@ type Driver struct {
 	// the call's.
 	Act func(c Call) error
 
-	mu    sync.Mutex
-	calls []Call
+	mu         sync.Mutex
+	calls      []Call
+	userAgents []string
+}
+
+// UserAgents returns the gRPC user-agent of each call received, in order.
+func (d *Driver) UserAgents() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.userAgents...)
 }
 
 // Calls returns the calls received so far, in order.
@@ -50,8 +60,13 @@ func (d *Driver) Calls() []Call {
 }
 
 func (d *Driver) handle(ctx context.Context, c Call) error {
+	var agent string
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		agent = strings.Join(md.Get("user-agent"), " ")
+	}
 	d.mu.Lock()
 	d.calls = append(d.calls, c)
+	d.userAgents = append(d.userAgents, agent)
 	d.mu.Unlock()
 	if delay := d.Delay[c.Method]; delay > 0 {
 		select {

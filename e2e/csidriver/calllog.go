@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 )
 
 // Call is one line of the call log. The e2e tests decode the same fields.
@@ -21,11 +23,15 @@ type Call struct {
 	TargetPath        string    `json:"targetPath,omitempty"`
 	Block             bool      `json:"block,omitempty"`
 	Error             string    `json:"error,omitempty"`
+	// Caller is the client's gRPC user-agent: volrecon's calls say
+	// "volrecon …", the kubelet's do not, so a test tells them apart.
+	Caller string `json:"caller,omitempty"`
 }
 
 type callLog struct {
 	mu   sync.Mutex
 	file *os.File
+	hold *holds
 }
 
 func openCallLog(path string) (*callLog, error) {
@@ -39,10 +45,14 @@ func openCallLog(path string) (*callLog, error) {
 // intercept logs every Node* call with its outcome (identity calls and
 // NodeGetCapabilities are frequent and say nothing about volumes).
 func (l *callLog) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	resp, err := handler(ctx, req)
 	c := describe(req)
 	if c.Method == "" {
-		return resp, err
+		return handler(ctx, req)
+	}
+	l.hold.wait(c)
+	resp, err := handler(ctx, req)
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		c.Caller = strings.Join(md.Get("user-agent"), " ")
 	}
 	c.Time = time.Now().UTC()
 	if err != nil {

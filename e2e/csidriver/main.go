@@ -32,6 +32,7 @@ func main() {
 	kubeletRoot := flag.String("kubelet-root", "/var/lib/kubelet", "the kubelet's --root-dir")
 	dataDir := flag.String("data-dir", "", "where volumes' data lives")
 	callLog := flag.String("call-log", "", "JSON-lines log of every CSI call")
+	holdDir := flag.String("hold-dir", "", "where a test holds calls in flight (see holds)")
 	flag.Parse()
 	if *nodeID == "" || *dataDir == "" || *callLog == "" {
 		log.Fatal("--node-id, --data-dir and --call-log are required")
@@ -40,6 +41,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	calls.hold = &holds{dir: *holdDir}
 	csiSocket := filepath.Join(*kubeletRoot, "plugins", *driverName, "csi.sock")
 	regSocket := filepath.Join(*kubeletRoot, "plugins_registry", *driverName+"-reg.sock")
 

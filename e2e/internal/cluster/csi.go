@@ -17,7 +17,7 @@ const CSIDriverName = "e2e.csi.volrecon.io"
 func (c *Cluster) StartCSIDriver(ctx context.Context) error {
 	_, err := c.launch("csi-driver", c.CSIDriver, "--driver-name="+CSIDriverName, "--node-id="+NodeName,
 		"--kubelet-root="+c.Layout.KubeletRoot(), "--data-dir="+c.Layout.CSIDataDir(),
-		"--call-log="+c.Layout.CSICallLog())
+		"--call-log="+c.Layout.CSICallLog(), "--hold-dir="+c.Layout.CSIHoldDir())
 	if err != nil {
 		return err
 	}

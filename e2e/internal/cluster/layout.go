@@ -47,6 +47,10 @@ func (l Layout) StaticPodDir() string { return l.join("static-pods") }
 func (l Layout) HostPathDir() string  { return l.join("hostpath") }
 func (l Layout) CSIDataDir() string   { return l.join("csi-data") }
 func (l Layout) CSICallLog() string   { return filepath.Join(l.LogDir, "csi-calls.jsonl") }
+
+// CSIHoldDir is where a test holds the driver's calls in flight (the
+// driver's --hold-dir).
+func (l Layout) CSIHoldDir() string { return l.join("csi-hold") }
 func (l Layout) AdminKubeconfig() string {
 	return l.join("conf", "admin.kubeconfig")
 }
