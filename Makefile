@@ -34,7 +34,7 @@ NEWEST := k8s.io/api@v0.37.2 k8s.io/apimachinery@v0.37.2 k8s.io/client-go@v0.37.
 	google.golang.org/protobuf@v1.36.12 github.com/container-storage-interface/spec@v1.13.0 \
 	github.com/stretchr/testify@v1.12.1 golang.org/x/sys@v0.49.0 github.com/go-logr/logr@v1.4.4
 
-.PHONY: test test-schema test-examples test-newest bench lint demo build image update-fixtures fuzz e2e
+.PHONY: test test-schema test-examples test-newest bench lint demo build image update-fixtures fuzz e2e chaos
 
 ## test: gofmt check, go vet, and every test with the race detector, of the
 ## library at the oldest versions it requires (go.mod), of TEST_MODULES,
@@ -137,3 +137,16 @@ fuzz:
 ## once into /var/cache/volrecon-e2e). See e2e/README.md.
 e2e:
 	cd e2e && $(GO) test -v -count=1 -timeout 40m ./...
+
+## chaos: issue 22's seeded chaos run on the e2e suite's real kubelet (as
+## root): CYCLES cycles of faults (default 100) from SEED (default 1), for
+## the kubelet alone and with volrecon's remediation (ARMS, default both),
+## DURATION bounding the wall time of each arm (a Go duration, default none).
+## The figures go to REPORT.json and REPORT.md (default: the run's log dir).
+## make e2e runs its short form (3 cycles). See e2e/README.md, RELIABILITY.md.
+chaos: SEED ?= 1
+chaos: CYCLES ?= 100
+chaos:
+	cd e2e && VOLRECON_CHAOS_SEED=$(SEED) VOLRECON_CHAOS_CYCLES=$(CYCLES) VOLRECON_CHAOS_DURATION=$(DURATION) \
+		VOLRECON_CHAOS_ARMS=$(ARMS) VOLRECON_CHAOS_REPORT=$(REPORT) \
+		$(GO) test -v -count=1 -run '^TestChaos$$' -timeout 0 .

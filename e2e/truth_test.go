@@ -127,6 +127,7 @@ type csiCall struct {
 	TargetPath        string    `json:"targetPath"`
 	Block             bool      `json:"block"`
 	Error             string    `json:"error"`
+	Caller            string    `json:"caller"` // the client's gRPC user-agent
 }
 
 // csiCalls returns the calls logged since the given time.

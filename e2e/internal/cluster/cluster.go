@@ -181,6 +181,12 @@ func (c *Cluster) StopAPIServer() error {
 	return c.stop("kube-apiserver", syscall.SIGTERM, 30*time.Second)
 }
 
+// KillAPIServer kills the API server (SIGKILL): an outage at once, where
+// SIGTERM waits for its clients' watches to end (up to 30 s here).
+func (c *Cluster) KillAPIServer() error {
+	return c.stop("kube-apiserver", syscall.SIGKILL, 10*time.Second)
+}
+
 // StartAPIServer starts the API server again and waits until it is ready.
 func (c *Cluster) StartAPIServer(ctx context.Context) error { return c.startAPIServer(ctx) }
 
@@ -245,9 +251,42 @@ func (c *Cluster) StopKubelet(sig syscall.Signal) error {
 }
 
 // KubeletRunning reports whether the kubelet process is alive.
-func (c *Cluster) KubeletRunning() bool {
-	d, ok := c.daemons["kubelet"]
+func (c *Cluster) KubeletRunning() bool { return c.running("kubelet") }
+
+// APIServerRunning reports whether the API server process is alive.
+func (c *Cluster) APIServerRunning() bool { return c.running("kube-apiserver") }
+
+func (c *Cluster) running(name string) bool {
+	d, ok := c.daemons[name]
 	return ok && !d.exited()
+}
+
+// PauseKubelet stops the kubelet in its tracks (SIGSTOP), so that nothing
+// it does lands while a test looks at the node; ResumeKubelet (SIGCONT)
+// lets it go on where it was.
+func (c *Cluster) PauseKubelet() error { return c.signal("kubelet", syscall.SIGSTOP) }
+
+// ResumeKubelet resumes a paused kubelet.
+func (c *Cluster) ResumeKubelet() error { return c.signal("kubelet", syscall.SIGCONT) }
+
+func (c *Cluster) signal(name string, sig syscall.Signal) error {
+	d, ok := c.daemons[name]
+	if !ok || d.exited() {
+		return fmt.Errorf("%s is not running", name)
+	}
+	if err := d.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("signal %s (pid %d) with %s: %w", name, d.cmd.Process.Pid, sig, err)
+	}
+	return nil
+}
+
+// RestartContainerd stops containerd (SIGTERM) and starts it again; the
+// containers run on under their shims, as with a real restart.
+func (c *Cluster) RestartContainerd(ctx context.Context) error {
+	if err := c.stop("containerd", syscall.SIGTERM, 20*time.Second); err != nil {
+		return err
+	}
+	return c.startContainerd(ctx)
 }
 
 // KubeletLog is the path of the kubelet's log (all runs appended).

@@ -46,3 +46,12 @@ func (c *Cluster) StartCSIDriver(ctx context.Context) error {
 func (c *Cluster) StopCSIDriver() error {
 	return c.stop("csi-driver", syscall.SIGTERM, 10*time.Second)
 }
+
+// KillCSIDriver kills the driver with SIGKILL, as a crash would: a call in
+// flight never answers, its sockets stay behind.
+func (c *Cluster) KillCSIDriver() error {
+	return c.stop("csi-driver", syscall.SIGKILL, 10*time.Second)
+}
+
+// CSIDriverRunning reports whether the driver process is alive.
+func (c *Cluster) CSIDriverRunning() bool { return c.running("csi-driver") }
