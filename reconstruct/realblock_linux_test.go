@@ -11,30 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/volrecon/volrecon/fakenode"
 	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
 )
-
-// realBlockVolume lays out a CSI block volume of pod uid the kubelet's way
-// (failure-cases.md, CSI raw block): the pod's map file, a symlink to the
-// publish file, the publish file, the global map file, the staging dir
-// with the driver's staging file in it, and the block vol_data.json. It
-// returns the staging file, the publish file and the map file.
-func realBlockVolume(t *testing.T, n *fakenode.Node, uid, pv string) (stagingFile, publish, mapFile string) {
-	t.Helper()
-	csi := n.Path("plugins/kubernetes.io/csi/volumeDevices")
-	stagingFile = n.Write(filepath.Join(csi, "staging", pv, pv), "")
-	publish = n.Write(filepath.Join(csi, "publish", pv, uid), "")
-	mapFile = n.Write(filepath.Join(csi, pv, "dev", uid), "")
-	n.Write(filepath.Join(csi, pv, "data", "vol_data.json"),
-		`{"driverName":"driver.longhorn.io","volumeHandle":"`+pv+`","specVolID":"`+pv+`"}`)
-	link := n.Path("pods", uid, "volumeDevices", "kubernetes.io~csi", pv)
-	require.NoError(t, os.MkdirAll(filepath.Dir(link), 0o750))
-	require.NoError(t, os.Symlink(publish, link))
-	return stagingFile, publish, mapFile
-}
 
 // TestRealDeletedDeviceBehindMount makes failure-cases.md 37 for real: a
 // block device node (of a loop device's numbers) in a tmpfs standing in for
@@ -50,7 +30,7 @@ func TestRealDeletedDeviceBehindMount(t *testing.T) {
 	}
 	n := newRealNode(t)
 	const pv = "pvc-deleted-0001"
-	stagingFile, publish, mapFile := realBlockVolume(t, n, realUID1, pv)
+	stagingFile, publish, mapFile := blockVolumeOnDisk(t, n, realUID1, pv)
 
 	devDir := filepath.Join(t.TempDir(), "dev")
 	testmountns.Mount(t, "tmpfs", devDir, "tmpfs", 0, "size=1m")
@@ -113,7 +93,7 @@ func TestRealBlockPublishBoundFromARegularFile(t *testing.T) {
 	}
 	n := newRealNode(t)
 	const pv = "pvc-regular-0001"
-	stagingFile, publish, mapFile := realBlockVolume(t, n, realUID2, pv)
+	stagingFile, publish, mapFile := blockVolumeOnDisk(t, n, realUID2, pv)
 	require.NoError(t, os.WriteFile(stagingFile, []byte("not a device"), 0o600))
 	testmountns.Bind(t, stagingFile, publish)
 	testmountns.Bind(t, publish, mapFile)
@@ -136,7 +116,7 @@ func TestRealBlockPublishBoundFromARegularFile(t *testing.T) {
 	// A publish bound from a device node, as it should be: no finding.
 	healthy := n.Path("healthy-node")
 	require.NoError(t, unix.Mknod(healthy, unix.S_IFBLK|0o600, int(unix.Mkdev(7, 202))))
-	_, publish3, _ := realBlockVolume(t, n, realUID3, "pvc-healthy-0001")
+	_, publish3, _ := blockVolumeOnDisk(t, n, realUID3, "pvc-healthy-0001")
 	testmountns.Bind(t, healthy, publish3)
 	st = n.Scan(reconstruct.Options{})
 	for _, f := range findingsOf(st, reconstruct.BlockPublishNotADevice) {
