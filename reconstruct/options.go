@@ -100,8 +100,9 @@ type Options struct {
 	// was bound from (failure-cases.md 37: numbers that differ are a
 	// DeletedDeviceBehindMount). Tests give numbers, errors and hangs; nil
 	// is lstat(2). It receives a host path and the scan's ctx, and returns
-	// an error for anything but a block device node. Each call is bounded
-	// by ProbeTimeout, as a probe is; one that errs or hangs tells nothing.
+	// an error for anything but a block device node; it is called from up
+	// to ProbeConcurrency goroutines at once. Each call is bounded by
+	// ProbeTimeout, as a probe is; one that errs or hangs tells nothing.
 	DeviceNumbers func(ctx context.Context, hostPath string) (mountscan.DevID, error)
 
 	// Progress, if set, hears where the scan is: the walk of the kubelet
