@@ -15,7 +15,8 @@ import (
 
 // TestFieldCasesNeverPlanTheStagingAway plans the field cases of
 // failure-cases.md section E whose staging must stay (37: a block staging
-// bound to a deleted device; 38: a block publish bound from a regular file;
+// bound to a deleted device, or to one replaced at its path by a node of
+// a new minor; 38: a block publish bound from a regular file;
 // 40: an active pod that still needs a volume whose stage is gone; 42: a
 // device mount left uncertain), with and without the teardown through the
 // driver, on evidence that the orphans are dead: nothing under the
@@ -23,7 +24,7 @@ import (
 // staging vol_data.json), and no NodeUnpublish or NodeUnstage is planned
 // for their volumes.
 func TestFieldCasesNeverPlanTheStagingAway(t *testing.T) {
-	for _, name := range []string{"e37-deleted-device", "e38-block-publish-regular-file", "e40-publish-without-stage", "e42-uncertain-device-mount"} {
+	for _, name := range []string{"e37-deleted-device", "e37-replaced-device", "e38-block-publish-regular-file", "e40-publish-without-stage", "e42-uncertain-device-mount"} {
 		for _, teardown := range []bool{false, true} {
 			t.Run(name+map[bool]string{false: "/plan", true: "/csi-teardown"}[teardown], func(t *testing.T) {
 				data, err := os.ReadFile("../testdata/" + name + ".txtar")

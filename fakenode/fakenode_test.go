@@ -111,7 +111,7 @@ func TestEveryFixtureLoadsWithItsOptions(t *testing.T) {
 			f.CheckGolden(t, fakenode.SectionGolden, got, false)
 		})
 	}
-	for _, k := range []string{"root-dir", "root-dir-alias", "mountinfo-reads", "probe", "probe-error", "probe-hang",
+	for _, k := range []string{"root-dir", "root-dir-alias", "mountinfo-reads", "probe", "probe-error", "probe-hang", "block-device",
 		"active-pods", "active-pods-error", "plan-unmount", "attach-free-drivers"} {
 		assert.True(t, options[k], "no fixture uses option %s", k)
 	}

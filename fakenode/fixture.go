@@ -127,6 +127,7 @@ func (f *Fixture) Materialize(hostRoot string) error { return f.f.Materialize(ho
 //	probe: on                probe mounted paths
 //	probe-error: PATH ERRNO  the probe of PATH fails with ERRNO (ENOTCONN, ESTALE, EIO, EHOSTDOWN, ENODEV, EACCES)
 //	probe-hang: PATH         the probe of PATH never returns (until the scan's context ends)
+//	block-device: PATH MAJ:MIN   the block device node read at PATH is MAJ:MIN (reconstruct.Options.DeviceNumbers; any other path is none)
 //	active-pods: UID …       the pods that should exist (repeatable; "active-pods:" alone gives an empty list)
 //	active-pods-error: TEXT  the pod source fails with TEXT
 //	active-pods-authoritative: yes   an empty list is authoritative

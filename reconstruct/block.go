@@ -13,14 +13,15 @@ import (
 
 // noteBlockDevices reports what the mount table and a stat tell of the
 // files a block volume is bound from (failure-cases.md 37, 38): a device
-// node deleted under a live publish, map or staging bind, and a publish
-// bound from a regular file instead of a device node. Neither changes a
-// state: the entries are there, so the volume stays held, and nothing of
-// it is planned away.
+// node deleted under a live publish, map or staging bind, or replaced at
+// its path by a node of other device numbers, and a publish bound from a
+// regular file instead of a device node. None changes a state: the entries
+// are there, so the volume stays held, and nothing of it is planned away.
 func (b *builder) noteBlockDevices() {
 	if !b.consistent {
 		return
 	}
+	var binds []deviceBind
 	for i := range b.st.Volumes {
 		v := &b.st.Volumes[i]
 		if v.Mode != podsdir.Block || v.State != Mounted {
@@ -42,6 +43,8 @@ func (b *builder) noteBlockDevices() {
 					"bound the file the old stage left, and the container runtime refuses it (\"not a device node\"). NodeUnpublish " +
 					"through the driver (delete the pod) so that the kubelet stages the volume again; never unlink either file, " +
 					"and never write to it: it is not the volume"})
+		case onDeviceNodeFS(m):
+			binds = append(binds, deviceBind{path: v.CheckedPath, podUID: v.PodUID, volume: v.Name, what: "block publish target", m: m, vol: i})
 		}
 	}
 	for _, g := range b.globals {
@@ -49,22 +52,31 @@ func (b *builder) noteBlockDevices() {
 			continue
 		}
 		for _, mp := range b.table.MountPointsAtOrBelow(g.Path) {
-			if m, ok := b.topMount(mp); ok && m.Deleted {
+			m, ok := b.topMount(mp)
+			switch {
+			case !ok:
+			case m.Deleted:
 				b.noteDeletedDevice(mp, "", g.SpecName, m, "block staging file")
+			case onDeviceNodeFS(m):
+				binds = append(binds, deviceBind{path: mp, volume: g.SpecName, what: "block staging file", m: m, vol: -1})
 			}
 		}
 	}
+	b.noteReplacedDevices(binds)
 }
 
 // noteDeletedDevice reports a bind of a device node that was deleted.
 func (b *builder) noteDeletedDevice(p, podUID, volume string, m mountscan.Mount, what string) {
 	b.add(Finding{Kind: DeletedDeviceBehindMount, Severity: SeverityCritical, Path: p, PodUID: podUID, Volume: volume,
 		Message: what + " bound from device node " + m.Root + " of " + m.Source + " (" + m.FSType + " " + m.Dev.String() +
-			"), which was deleted since: the storage layer replaced the device without NodeUnstage, so the mount is stale and " +
-			"every new NodePublish fails (pods hang in ContainerCreating). Restage needed through the driver: NodeUnpublish and " +
-			"NodeUnstage, then NodeStage again (drain the volume's pods, or the driver's own recovery); the volume stays in use, " +
-			"never unmount or delete it by hand"})
+			"), which was deleted since: " + staleDeviceAdvice})
 }
+
+// staleDeviceAdvice ends the message of a DeletedDeviceBehindMount.
+const staleDeviceAdvice = "the storage layer replaced the device without NodeUnstage, so the mount is stale and " +
+	"every new NodePublish fails (pods hang in ContainerCreating). Restage needed through the driver: NodeUnpublish and " +
+	"NodeUnstage, then NodeStage again (drain the volume's pods, or the driver's own recovery); the volume stays in use, " +
+	"never unmount or delete it by hand"
 
 // boundFromRegularFile says whether the entry m at the block publish
 // target p shows a regular file. Only an entry of a filesystem other than
@@ -91,18 +103,27 @@ func (b *builder) boundFromRegularFile(p string, m mountscan.Mount) bool {
 // mount point of an entry of the same filesystem whose root holds it (the
 // filesystem's own mount first), or else by its device and root.
 func (b *builder) nodePathOf(m mountscan.Mount) string {
-	best, bestRoot := "", ""
-	for _, e := range b.table.Mounts() {
-		rel, ok := strings.CutPrefix(m.Root, strings.TrimSuffix(e.Root, "/"))
-		if e.Dev != m.Dev || e.Deleted || !ok || rel == "" || rel[0] != '/' {
-			continue // another bind of the file itself is not where it lies
-		}
-		if best == "" || len(e.Root) < len(bestRoot) {
-			best, bestRoot = path.Join(e.MountPoint, rel), e.Root
-		}
-	}
-	if best != "" {
-		return best
+	if p, ok := pathOnNode(m, b.table.Mounts()); ok {
+		return p
 	}
 	return m.Root + " of " + m.Source + " (" + m.Dev.String() + ")"
+}
+
+// pathOnNode says where the file the entry m shows lies on the node, from
+// entries (a table's, or those of m's filesystem): under the mount point of
+// an entry of the same filesystem whose root holds it, the one of the
+// shortest root (the filesystem's own mount) first. ok is false when none
+// holds it.
+func pathOnNode(m mountscan.Mount, entries []mountscan.Mount) (p string, ok bool) {
+	bestRoot := ""
+	for _, e := range entries {
+		rel, under := strings.CutPrefix(m.Root, strings.TrimSuffix(e.Root, "/"))
+		if e.Dev != m.Dev || e.Deleted || !under || rel == "" || rel[0] != '/' {
+			continue // another bind of the file itself is not where it lies
+		}
+		if !ok || len(e.Root) < len(bestRoot) {
+			p, bestRoot, ok = path.Join(e.MountPoint, rel), e.Root, true
+		}
+	}
+	return p, ok
 }

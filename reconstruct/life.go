@@ -18,8 +18,9 @@ import (
 type LifeChecker interface {
 	// CheckLife answers for each pod given (by UID). table is the host's mount
 	// table, read consistently; when Scan read it, it holds only the entries
-	// at, below and above the kubelet's dirs (mountscan.Scope), which is all
-	// Containing needs for a pod dir. pods are host paths.
+	// at, below and above the kubelet's dirs, and those at or below /dev
+	// (mountscan.Scope), which is all Containing needs for a pod dir. pods
+	// are host paths.
 	CheckLife(ctx context.Context, table *mountscan.Table, pods []PodRef) map[string]LifeSigns
 }
 

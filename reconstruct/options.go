@@ -76,8 +76,9 @@ type Options struct {
 	// and hung mounts. Off by default: a stat may block on a hung mount, so
 	// it runs in a goroutine of its own and is abandoned on timeout.
 	Probe bool
-	// ProbeTimeout bounds one probe, and the emptiness check of an unmounted
-	// dir ("" = DefaultProbeTimeout).
+	// ProbeTimeout bounds one probe, the stats of the files block binds
+	// show, and the emptiness check of an unmounted dir ("" =
+	// DefaultProbeTimeout).
 	ProbeTimeout time.Duration
 	// ProbeConcurrency bounds concurrent probes (0 = DefaultProbeConcurrency).
 	ProbeConcurrency int
@@ -92,6 +93,17 @@ type Options struct {
 	// (context.DeadlineExceeded) is a HungMount too, but, holding no thread,
 	// is not remembered: the next scan probes it again.
 	Prober func(ctx context.Context, hostPath string) error
+	// DeviceNumbers replaces the lstat that reads the device numbers
+	// (st_rdev) of a block device node, done for each block staging file
+	// and publish file bound from a devtmpfs or tmpfs: of the node the bind
+	// shows, through its mount point, and of the node now at the path it
+	// was bound from (failure-cases.md 37: numbers that differ are a
+	// DeletedDeviceBehindMount). Tests give numbers, errors and hangs; nil
+	// is lstat(2). It receives a host path and the scan's ctx, and returns
+	// an error for anything but a block device node; it is called from up
+	// to ProbeConcurrency goroutines at once. Each call is bounded by
+	// ProbeTimeout, as a probe is; one that errs or hangs tells nothing.
+	DeviceNumbers func(ctx context.Context, hostPath string) (mountscan.DevID, error)
 
 	// Progress, if set, hears where the scan is: the walk of the kubelet
 	// root, the active pods asked for, each probe done, the evidence of

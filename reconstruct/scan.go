@@ -184,7 +184,7 @@ var buildSteps = []struct {
 	{"who uses each staging mount", always((*builder).linkGlobalMountUsers)},
 	{"the optional probe of mounted paths", always((*builder).probeIfAsked)},
 	{"leaked and inconsistent staging mounts, once their users are known", always((*builder).checkGlobalMounts)},
-	{"deleted and regular files behind block binds", always((*builder).noteBlockDevices)},
+	{"deleted, replaced and regular files behind block binds", always((*builder).noteBlockDevices)},
 	{"SELinux labels that the holders of a volume disagree on", always((*builder).noteSELinuxConflicts)},
 	{"problems of the inventory", always((*builder).noteProblems)},
 	{"stacked mounts", always((*builder).noteStackedMounts)},
