@@ -35,11 +35,15 @@ var chaosReadOnly = map[string]string{"/cm/key1": "value1", "/cm-key1": "value1"
 const chaosTokenPath = "/proj/token"
 
 // chaosMarker is what a pod writes as its marker in a volume.
-func chaosMarker(pod, dir string) string { return fmt.Sprintf("volrecon chaos marker of %s in %s\n", pod, dir) }
+func chaosMarker(pod, dir string) string {
+	return fmt.Sprintf("volrecon chaos marker of %s in %s\n", pod, dir)
+}
 
 // chaosBlockMarker is the 64 bytes a pod writes at its slot of a block
 // volume, followed by their SHA-256 in hex (64 bytes).
-func chaosBlockMarker(pod string) string { return fmt.Sprintf("%-63s\n", "volrecon chaos block marker of "+pod) }
+func chaosBlockMarker(pod string) string {
+	return fmt.Sprintf("%-63s\n", "volrecon chaos block marker of "+pod)
+}
 
 func sha256Of(s string) string {
 	sum := sha256.Sum256([]byte(s))
