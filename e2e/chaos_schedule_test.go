@@ -57,8 +57,15 @@ type chaosFault struct {
 	// Signal for faultKubeletKill: "SIGKILL" or "SIGTERM".
 	Signal string `json:"signal,omitempty"`
 	// InFlight: the CSI method held in flight when the kubelet or the
-	// driver is killed (inFlightNone: none).
+	// driver is killed (inFlightNone: none); Abort: the held call then
+	// fails without doing anything (a driver that honours its caller's
+	// going away), else it completes after the kill.
 	InFlight string `json:"inFlight,omitempty"`
+	Abort    bool   `json:"abort,omitempty"`
+	// KubeletDown: the vol_data.json is damaged while the kubelet is down
+	// (killed with Signal), and Delete or ForceDelete name its pod when
+	// that pod is deleted meanwhile.
+	KubeletDown bool `json:"kubeletDown,omitempty"`
 	// Seconds: how long the API server stays down, or the kubelet.
 	Seconds int `json:"seconds,omitempty"`
 	// Damage for faultVolDataDamage, of the vol_data.json of Pod's CSI
@@ -134,6 +141,15 @@ func (g *scheduler) pickDeletes(max int) (graceful, forced []string) {
 	return graceful, forced
 }
 
+// deletePod drops a pod from the model: its name, or none if "".
+func (g *scheduler) deletePod(name string) []string {
+	if name == "" {
+		return nil
+	}
+	delete(g.alive, name)
+	return []string{name}
+}
+
 func (g *scheduler) aliveNames() []string {
 	var names []string
 	for name := range g.alive {
@@ -182,6 +198,7 @@ func (g *scheduler) fault(c chaosCycle) chaosFault {
 	case faultKubeletKill:
 		f.Signal = []string{"SIGKILL", "SIGTERM"}[g.rng.IntN(2)]
 		f.InFlight = g.inFlight(c)
+		f.Abort = f.InFlight != inFlightNone && g.rng.IntN(2) == 0
 		f.Seconds = 1 + g.rng.IntN(5)
 	case faultDriverRestart:
 		f.InFlight = g.inFlight(c)
@@ -192,6 +209,16 @@ func (g *scheduler) fault(c chaosCycle) chaosFault {
 		f.Volume = []string{"fs", "eph"}[g.rng.IntN(2)]
 		if names := g.aliveNames(); len(names) > 0 {
 			f.Pod = names[g.rng.IntN(len(names))]
+		}
+		if f.KubeletDown = g.rng.IntN(2) == 0; f.KubeletDown {
+			f.Signal = "SIGKILL"
+			f.Seconds = 1 + g.rng.IntN(3)
+			switch g.rng.IntN(3) {
+			case 1:
+				f.Delete = g.deletePod(f.Pod)
+			case 2:
+				f.ForceDelete = g.deletePod(f.Pod)
+			}
 		}
 	case faultForceDeleteDown:
 		f.Signal = []string{"SIGKILL", "SIGTERM"}[g.rng.IntN(2)]
@@ -247,6 +274,12 @@ func (f chaosFault) String() string {
 	}
 	if f.InFlight != "" {
 		parts = append(parts, "during "+f.InFlight)
+		if f.Abort {
+			parts = append(parts, "(aborted)")
+		}
+	}
+	if f.KubeletDown {
+		parts = append(parts, "with the kubelet down")
 	}
 	if f.Seconds > 0 {
 		parts = append(parts, fmt.Sprintf("%ds", f.Seconds))

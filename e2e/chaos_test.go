@@ -226,7 +226,9 @@ func (r *chaosRun) armHold(cyc chaosCycle) int {
 func (r *chaosRun) releaseHolds() {
 	entries, _ := os.ReadDir(r.c.Layout.CSIHoldDir())
 	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".held") {
+		// The gates only: <Method>.held is the driver's, <Method>.abort
+		// the driver consumes once released.
+		if !strings.Contains(e.Name(), ".") {
 			_ = os.Remove(filepath.Join(r.c.Layout.CSIHoldDir(), e.Name()))
 		}
 	}
@@ -285,8 +287,8 @@ func (r *chaosRun) fault(f chaosFault, hold string) {
 	ctx := ctxT(r.t)
 	switch f.Kind {
 	case faultKubeletKill:
-		if hold != "" {
-			r.waitHeld(hold)
+		if hold != "" && r.waitHeld(hold) && f.Abort {
+			require.NoError(r.t, os.WriteFile(filepath.Join(r.c.Layout.CSIHoldDir(), hold+".abort"), nil, 0o644))
 		}
 		r.stopKubelet(f.Signal)
 		r.releaseHolds()
@@ -321,7 +323,20 @@ func (r *chaosRun) fault(f chaosFault, hold string) {
 		time.Sleep(time.Duration(f.Seconds) * time.Second)
 		require.NoError(r.t, r.c.StartAPIServer(ctx))
 	case faultVolDataDamage:
+		if f.KubeletDown {
+			r.stopKubelet(f.Signal)
+		}
 		r.damageVolData(f)
+		for _, name := range f.Delete {
+			r.deletePod(name, false)
+		}
+		for _, name := range f.ForceDelete {
+			r.deletePod(name, true)
+		}
+		if f.KubeletDown {
+			time.Sleep(time.Duration(f.Seconds) * time.Second)
+			r.startKubelet()
+		}
 	}
 	r.releaseHolds()
 }

@@ -49,8 +49,11 @@ func (l *callLog) intercept(ctx context.Context, req any, info *grpc.UnaryServer
 	if c.Method == "" {
 		return handler(ctx, req)
 	}
-	l.hold.wait(c)
-	resp, err := handler(ctx, req)
+	var resp any
+	err := l.hold.wait(c)
+	if err == nil {
+		resp, err = handler(ctx, req)
+	}
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		c.Caller = strings.Join(md.Get("user-agent"), " ")
 	}
