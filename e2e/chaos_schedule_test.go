@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -47,6 +48,7 @@ const (
 type chaosPod struct {
 	Name      string `json:"name"`
 	FSClaim   string `json:"fsClaim"`
+	OwnPV     bool   `json:"ownPV,omitempty"` // FSClaim is made for this pod
 	Block     string `json:"block,omitempty"`
 	BlockSlot int    `json:"blockSlot,omitempty"`
 }
@@ -150,6 +152,17 @@ func (g *scheduler) deletePod(name string) []string {
 	return []string{name}
 }
 
+// aliveBefore: the alive pods that the cycle did not start.
+func (g *scheduler) aliveBefore(c chaosCycle) []string {
+	var out []string
+	for _, name := range g.aliveNames() {
+		if !slices.ContainsFunc(c.Start, func(p chaosPod) bool { return p.Name == name }) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 func (g *scheduler) aliveNames() []string {
 	var names []string
 	for name := range g.alive {
@@ -161,7 +174,12 @@ func (g *scheduler) aliveNames() []string {
 
 func (g *scheduler) newPod() chaosPod {
 	g.started++
+	// Half the pods share the pool's PVs; the others claim a PV of their
+	// own, which no later pod stages again (a leak of it is for good).
 	p := chaosPod{Name: fmt.Sprintf("chaos-%03d", g.started), FSClaim: chaosFSPV(g.rng.IntN(chaosPVs))}
+	if g.rng.IntN(2) == 0 {
+		p.FSClaim, p.OwnPV = chaosOwnPV(g.started), true
+	}
 	if g.rng.IntN(3) == 0 {
 		p.Block, p.BlockSlot = chaosBlockPV(g.rng.IntN(chaosBlockPVs)), g.started%chaosBlockSlots
 	}
@@ -171,6 +189,7 @@ func (g *scheduler) newPod() chaosPod {
 
 func chaosFSPV(i int) string    { return fmt.Sprintf("chaos-fs-%d", i) }
 func chaosBlockPV(i int) string { return fmt.Sprintf("chaos-blk-%d", i) }
+func chaosOwnPV(n int) string   { return fmt.Sprintf("chaos-pv-%03d", n) }
 
 // faults draws the cycle's faults: mostly one, sometimes two, sometimes
 // none. A call can be held in flight only when the cycle starts a pod
@@ -207,7 +226,9 @@ func (g *scheduler) fault(c chaosCycle) chaosFault {
 	case faultVolDataDamage:
 		f.Damage = []string{damageDelete, damageTruncate}[g.rng.IntN(2)]
 		f.Volume = []string{"fs", "eph"}[g.rng.IntN(2)]
-		if names := g.aliveNames(); len(names) > 0 {
+		// A pod of an earlier cycle: this cycle's may not have its
+		// volumes yet.
+		if names := g.aliveBefore(c); len(names) > 0 {
 			f.Pod = names[g.rng.IntN(len(names))]
 		}
 		if f.KubeletDown = g.rng.IntN(2) == 0; f.KubeletDown {

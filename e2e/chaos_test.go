@@ -257,6 +257,9 @@ func (r *chaosRun) podOps(cyc chaosCycle) {
 		r.deletePod(name, true)
 	}
 	for _, p := range cyc.Start {
+		if p.OwnPV {
+			boundCSIVolume(r.t, p.FSClaim, chaosHandle(p.FSClaim), corev1.PersistentVolumeFilesystem)
+		}
 		pod := chaosPodSpec(r.c.Layout.HostPathDir(), p)
 		pod.Labels["volrecon-chaos"] = "yes"
 		_, err := r.client().CoreV1().Pods(ns).Create(ctxT(r.t), pod, metav1.CreateOptions{})
@@ -373,9 +376,11 @@ func (r *chaosRun) damageVolData(f chaosFault) {
 		volume = "eph"
 	}
 	file := csiVolData(r.t, string(pod.UID), volume)
-	switch st, err := os.Stat(file); {
+	st, err := os.Stat(file)
+	switch {
 	case err != nil:
 		r.logf("%s: %v: nothing damaged", file, err)
+		return
 	case f.Damage == damageDelete:
 		require.NoError(r.t, os.Remove(file))
 	default:
