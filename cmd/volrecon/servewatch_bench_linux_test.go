@@ -410,9 +410,14 @@ func (n *churnNode) writeActiveWith(extra []string) {
 }
 
 // BenchmarkServeRescan is one of serve's scans in process on the
-// 1,000×10 node, scan and report encoding: a full one ("full"), and one
-// after a pod dir changed, told so by the watch ("one-pod"). cpu-ms/op is
-// the process's CPU time (every thread) per scan.
+// 1,000×10 node: a full one ("full"); one after a pod dir changed, told so
+// by the watch ("one-pod"); the same with /report fetched after it (serve
+// encodes the report at the first request after a scan, not at every
+// scan: "one-pod+report"); one after a staging dir's vol_data.json was
+// written, told so ("one-staging"), and the same told only that the CSI
+// dir changed, as the watch said before it named staging dirs
+// ("one-staging-as-csi"). cpu-ms/op is the process's CPU time (every
+// thread) per scan.
 func BenchmarkServeRescan(b *testing.B) {
 	n := newChurnNode(b)
 	flags := nodeFlags{rootDir: n.RootDir, hostRoot: n.HostRoot, mountInfo: n.MountInfoPath, activePods: n.active}
@@ -430,20 +435,48 @@ func BenchmarkServeRescan(b *testing.B) {
 	defer s.loop.watch.Close()
 	s.scanChanged(b.Context(), nodewatchAll)
 	uid := n.PodUIDs[len(n.PodUIDs)/2]
+	onePod := func() nodewatchChanges {
+		n.mkdir(filepath.Join(n.RootDir, "pods", uid, "volumes/kubernetes.io~empty-dir/x"))
+		return nodewatchChanges{Pods: map[string]bool{uid: true}}
+	}
+	stagingDirs, _ := filepath.Glob(n.host(filepath.Join(n.RootDir, "plugins/kubernetes.io/csi", nodegen.Driver, "*")))
+	if len(stagingDirs) < 1000 {
+		b.Fatalf("%d staging dirs", len(stagingDirs))
+	}
+	staging := stagingDirs[len(stagingDirs)/2]
+	stagingRel := nodegen.Driver + "/" + filepath.Base(staging)
+	touchStaging := func() {
+		data, err := os.ReadFile(filepath.Join(staging, "vol_data.json"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(staging, "vol_data.json"), data, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for _, bc := range []struct {
 		name    string
 		changes func() nodewatchChanges
+		report  bool
 	}{
-		{"full", func() nodewatchChanges { return nodewatchAll }},
-		{"one-pod", func() nodewatchChanges {
-			n.mkdir(filepath.Join(n.RootDir, "pods", uid, "volumes/kubernetes.io~empty-dir/x"))
-			return nodewatchChanges{Pods: map[string]bool{uid: true}}
-		}},
+		{"full", func() nodewatchChanges { return nodewatchAll }, false},
+		{"one-pod", onePod, false},
+		{"one-pod+report", onePod, true},
+		{"one-staging", func() nodewatchChanges {
+			touchStaging()
+			return nodewatchChanges{Staging: map[string]bool{stagingRel: true}}
+		}, false},
+		{"one-staging-as-csi", func() nodewatchChanges { touchStaging(); return nodewatchChanges{CSI: true} }, false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			c0 := processCPU()
 			for b.Loop() {
 				s.scanChanged(b.Context(), bc.changes())
+				if bc.report {
+					if _, err := s.latest.encoded(); err != nil {
+						b.Fatal(err)
+					}
+				}
 			}
 			b.ReportMetric(float64(processCPU()-c0)/float64(b.N)/1e6, "cpu-ms/op")
 		})
