@@ -68,13 +68,14 @@ type Options struct {
 // names, that is new, or that had a Problem at or below it in Previous
 // (a hung path is tried again, an unreadable dir read again), and the CSI
 // dir when CSIChanged or when it had a Problem elsewhere than in a
-// Filesystem staging dir. When only StagingChanged names staging dirs, the
-// CSI dir and its driver dirs (and pv/) are listed again, and only the
-// staging dirs it names, that are new, or that had a Problem are walked
-// again. It takes the rest from Previous as it was. The caller vouches that nothing else changed (an
-// inotify watch of the dirs the walk lists: package nodewatch), and that
-// the fence (NotEntered) and the hung paths are as they were. Previous
-// must not be changed meanwhile: the new Inventory shares its parts.
+// Filesystem staging dir. When only StagingChanged names staging dirs (or
+// a staging dir had a Problem), the CSI dir and its driver dirs (and pv/)
+// are listed again, and only the staging dirs it names, that are new, or
+// that had a Problem are walked again. It takes the rest from Previous as
+// it was. The caller vouches that nothing else changed (an inotify watch
+// of the dirs the walk lists: package nodewatch), and that the fence
+// (NotEntered) and the hung paths are as they were. Previous must not be
+// changed meanwhile: the new Inventory shares its parts.
 //
 // Unlike a full walk, what is taken over is not charged against Limits'
 // totals nor the scan's budget (only what is walked again is).

@@ -14,9 +14,10 @@ import (
 // Incremental scans one node again and again, and walks again only the
 // parts of the kubelet root that may have changed since its last scan:
 // each pod dir that Changed names, the CSI dir when it says so (or only
-// the staging dirs it names), everything when it says All. What the walk reads of the rest is taken
-// from the last scan's inventory (podsdir.Reuse), which it keeps between
-// scans (about the size of the State). Everything else of a scan is done
+// the staging dirs it names), everything when it says All. What the walk
+// reads of the rest is taken from the last scan's inventory
+// (podsdir.Reuse), which it keeps between scans (about the size of the
+// State). Everything else of a scan is done
 // afresh every time: the mount table is read, the pod source asked, the
 // join, the probes and the evidence of life made anew, so a scan of an
 // Incremental gives the State a full Scan gives when Changed is true (a

@@ -44,7 +44,8 @@ func runServe(ctx context.Context, args []string, e env) error {
 	interval := c.fs.Duration("interval", defaultInterval, "scan everything at least this often (the safety net of --watch; without --watch, the time between scans)")
 	watch := c.fs.Bool("watch", true, "scan when the node changed (the mount table, the kubelet's dirs, the desired state), walking again only what changed; "+
 		"false: scan everything every --interval")
-	minInterval := c.fs.Duration("min-interval", defaultMinInterval, "with --watch: at most one scan per this interval; what cannot be watched is scanned this often")
+	minInterval := c.fs.Duration("min-interval", defaultMinInterval, "with --watch: at most one scan per this interval, but for one follow-up of the first scan after a quiet interval "+
+		"(the second half of a kubelet change: a dir, then its mount); what cannot be watched is scanned this often")
 	recheckInterval := c.fs.Duration("recheck-interval", defaultRecheckInterval, "with --watch: scan at least this often while the last scan found an orphan, "+
 		"a hung or corrupted mount, or a pod source that failed, or with --probe (evidence of life and probes change with time alone)")
 	textfile := c.fs.String("textfile", "", "write the metrics once to this file (node_exporter textfile collector) and exit")
