@@ -4,6 +4,7 @@ package podsdir
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -12,7 +13,7 @@ import (
 type reuse struct {
 	*Reuse
 	pods     map[string]*Pod
-	problems []string // the paths of Previous's problems, sorted (as the Inventory keeps them)
+	problems []string // the paths of Previous's problems, sorted
 }
 
 // reusable returns the Reuse of s's options when its Previous inventory is
@@ -34,17 +35,18 @@ func (s *scanner) reusable() *reuse {
 	for _, p := range prev.Problems {
 		u.problems = append(u.problems, p.Path)
 	}
+	slices.Sort(u.problems) // as Scan leaves them; hadProblem relies on it
 	return u
 }
 
-// hadProblem reports whether Previous had a problem at or below dir.
+// hadProblem reports whether Previous had a problem at or below dir (a
+// binary search: it is asked for every pod dir and staging dir).
 func (u *reuse) hadProblem(dir string) bool {
-	for _, p := range u.problems {
-		if p == dir || strings.HasPrefix(p, dir+"/") {
-			return true
-		}
+	if _, found := slices.BinarySearch(u.problems, dir); found {
+		return true
 	}
-	return false
+	i, _ := slices.BinarySearch(u.problems, dir+"/") // the paths below dir sort together from here
+	return i < len(u.problems) && strings.HasPrefix(u.problems[i], dir+"/")
 }
 
 // takePods adds to inv the pods of listed that can be taken from Previous,

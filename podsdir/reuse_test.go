@@ -62,3 +62,15 @@ func TestReuseWalksOnlyTheStagingDirsNamed(t *testing.T) {
 	assert.Equal(t, "d.csi/aaa-new", handles(inv)["aaa"])
 	assert.Equal(t, "volumeDevices/pv-b/data-new", handles(inv)["pv-b"])
 }
+
+// TestHadProblem: at or below a dir, whatever sorts between (a sibling
+// named dir-x sorts after dir and before dir/...).
+func TestHadProblem(t *testing.T) {
+	u := &reuse{problems: []string{"/a/dir-x", "/a/dir.y/z", "/a/dir/sub/f", "/b"}}
+	for dir, want := range map[string]bool{
+		"/a/dir": true, "/a/dir/sub": true, "/a/dir/sub/f": true, "/a/dir/other": false,
+		"/a/di": false, "/a": true, "/b": true, "/b/c": false, "/c": false, "/a/dir-x": true, "/a/dir.y": true,
+	} {
+		assert.Equal(t, want, u.hadProblem(dir), dir)
+	}
+}
