@@ -72,9 +72,14 @@ type Changes struct {
 	// Pods are the names of the pod dirs (under pods/) in which a watched
 	// dir changed, that appeared or went, or that are not watched.
 	Pods map[string]bool
-	// CSI: the plugins dir changed (the CSI dir, its staging and block
-	// dirs, a driver's dir, plugins_registry/), or is not watched.
+	// CSI: the plugins dir changed (the CSI dir, its block dirs, a
+	// driver's dir, plugins_registry/) elsewhere than in Staging, or is
+	// not watched: walk the whole CSI dir again.
 	CSI bool
+	// Staging names the CSI staging dirs, relative to the CSI dir
+	// (<driver>/<name>, pv/<name>), in which a watched entry changed, or
+	// that came or went: those alone need walking again when CSI is false.
+	Staging map[string]bool
 	// MountTable: the mount table changed, or is not watched.
 	MountTable bool
 	// Desired: the desired state changed (a watched file, or Notify).
@@ -85,7 +90,7 @@ type Changes struct {
 
 // Any reports whether anything changed.
 func (c Changes) Any() bool {
-	return c.All || len(c.Pods) > 0 || c.CSI || c.MountTable || c.Desired
+	return c.All || len(c.Pods) > 0 || c.CSI || len(c.Staging) > 0 || c.MountTable || c.Desired
 }
 
 // PodChanged reports whether the pod dir named name may have changed.
@@ -101,6 +106,10 @@ func (c *Changes) merge(o Changes) {
 		c.Pods = map[string]bool{}
 	}
 	maps.Copy(c.Pods, o.Pods)
+	if len(o.Staging) > 0 && c.Staging == nil {
+		c.Staging = map[string]bool{}
+	}
+	maps.Copy(c.Staging, o.Staging)
 	if c.At.IsZero() || (!o.At.IsZero() && o.At.Before(c.At)) {
 		c.At = o.At
 	}

@@ -20,8 +20,12 @@
 //     the rest (an informer's event).
 //
 // Wait blocks in one poll(2) on those descriptors until something changed;
-// Take returns what changed since the last Take: which pod dirs, whether
-// the CSI dirs, the mount table or the desired state, or everything.
+// Take returns what changed since the last Take: which pod dirs, which CSI
+// staging dirs or the CSI dirs as a whole, whether the mount table or the
+// desired state, or everything. Pacer says when to scan after a change: a
+// short settle, at most once per interval but for one follow-up of a
+// burst's first scan (the kubelet's changes come in pairs: a dir, then
+// its mount).
 //
 // Where the watches cannot be trusted the Watcher says so, logs it once,
 // and reports the part as changed at every Take, so that a caller that

@@ -33,7 +33,7 @@ func Example() {
 		fmt.Println("pods changed:", len(changes.Pods), changes.PodChanged("8f3c1e2a-0000-4000-8000-000000000001"))
 		var inc reconstruct.Incremental // kept from scan to scan: its first scan walks everything
 		st, err := inc.Scan(ctx, reconstruct.Options{Node: reconstruct.Node{RootDir: root}},
-			reconstruct.Changed{All: changes.All, Pod: changes.PodChanged, CSI: changes.CSI})
+			reconstruct.Changed{All: changes.All, Pod: changes.PodChanged, CSI: changes.CSI, Staging: changes.Staging})
 		if err == nil {
 			fmt.Println("pods:", len(st.Pods))
 		}

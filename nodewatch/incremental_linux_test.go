@@ -24,7 +24,8 @@ import (
 // churn makes random changes of a kubelet root with real mounts (tmpfs and
 // binds): pods come and go with CSI, tmpfs and plain volumes, volumes are
 // mounted and unmounted, vol_data.json written and torn, staging dirs
-// made, mounted, leaked and removed, subpaths bound, stray entries left.
+// (current and legacy) made, mounted, leaked, changed and removed, raw
+// block volumes' dirs made, subpaths bound, stray entries left.
 type churn struct {
 	t      *testing.T
 	rnd    *rand.Rand
@@ -61,7 +62,7 @@ func (c *churn) volData(handle string) string {
 func (c *churn) step() {
 	c.seq++
 	n := fmt.Sprint(c.seq)
-	switch op := c.rnd.IntN(10); {
+	switch op := c.rnd.IntN(13); {
 	case op == 0 || len(c.pods) < 3: // a pod starts
 		uid := fmt.Sprintf("%08x-0000-4000-8000-%012x", c.rnd.Uint32(), c.seq)
 		c.pods = append(c.pods, uid)
@@ -118,6 +119,43 @@ func (c *churn) step() {
 	case op == 8: // stray entries: a file where a dir belongs, a file in a pod dir
 		uid := c.pick(c.pods)
 		c.write(c.path("pods", uid, []string{"volumes/stray-file", "etc-hosts", "volume-subpaths/odd"}[c.rnd.IntN(3)]), "x")
+	case op == 10: // in one staging dir: vol_data.json torn or rewritten, a stray file, globalmount removed or made again
+		dirs, _ := filepath.Glob(c.path("plugins/kubernetes.io/csi/*/*"))
+		dirs = slices.DeleteFunc(dirs, func(d string) bool {
+			fi, err := os.Lstat(d)
+			return err != nil || !fi.IsDir() || strings.Contains(d, "/volumeDevices/")
+		})
+		if len(dirs) == 0 {
+			return
+		}
+		d := c.pick(dirs)
+		switch c.rnd.IntN(4) {
+		case 0:
+			c.write(filepath.Join(d, "vol_data.json"), []string{`{"driverName":`, `{"driverName":"ebs.csi.aws.com","volumeHandle":"t` + n + `"}`}[c.rnd.IntN(2)])
+		case 1:
+			c.write(filepath.Join(d, "stray-"+n), "x")
+		case 2:
+			_ = os.Remove(filepath.Join(d, "globalmount")) // fails when mounted on
+		default:
+			c.mkdir(filepath.Join(d, "globalmount"))
+		}
+	case op == 11: // a legacy (pv/) staging dir, mounted or not; or a stray file beside the staging dirs
+		if c.rnd.IntN(3) == 0 {
+			c.write(c.path("plugins/kubernetes.io/csi/ebs.csi.aws.com", "stray-"+n), "x")
+			return
+		}
+		dir := c.path("plugins/kubernetes.io/csi/pv", "pv-"+n)
+		c.write(filepath.Join(dir, "vol_data.json"), `{"driverName":"ebs.csi.aws.com","volumeHandle":"l`+n+`"}`)
+		if c.rnd.IntN(2) == 0 {
+			c.mount("tmpfs", filepath.Join(dir, "globalmount"), "tmpfs", 0)
+		} else {
+			c.mkdir(filepath.Join(dir, "globalmount"))
+		}
+	case op == 12: // a raw block volume's dirs (its staging file, a map file, its vol_data.json)
+		spec := c.path("plugins/kubernetes.io/csi/volumeDevices", "pvc-b"+n)
+		c.write(filepath.Join(spec, "data", "vol_data.json"), `{"driverName":"ebs.csi.aws.com","volumeHandle":"b`+n+`","specVolID":"pvc-b`+n+`"}`)
+		c.write(filepath.Join(spec, "dev", c.pick(c.pods)), "")
+		c.write(c.path("plugins/kubernetes.io/csi/volumeDevices/staging", "pvc-b"+n), "")
 	default: // a CSI volume's mount dir removed, or made again
 		vols, _ := filepath.Glob(c.path("pods", c.pick(c.pods), "volumes", "kubernetes.io~csi", "*"))
 		if len(vols) > 0 {
@@ -188,7 +226,7 @@ func TestIncrementalScansAsFullScans(t *testing.T) {
 	}
 	_, _ = inc.Scan(ctx, opts, reconstruct.Changed{All: true})
 	_, _ = blind.Scan(ctx, opts, reconstruct.Changed{All: true})
-	diverged, reusedScans := 0, 0
+	diverged, reusedScans, stagingOnly := 0, 0, 0
 	for round := range 150 {
 		for range 1 + c.rnd.IntN(3) {
 			c.step()
@@ -197,7 +235,10 @@ func TestIncrementalScansAsFullScans(t *testing.T) {
 		if !ch.All && len(ch.Pods) < len(c.pods) {
 			reusedScans++
 		}
-		changed := reconstruct.Changed{All: ch.All, Pod: ch.PodChanged, CSI: ch.CSI}
+		if !ch.All && !ch.CSI && len(ch.Staging) > 0 {
+			stagingOnly++
+		}
+		changed := reconstruct.Changed{All: ch.All, Pod: ch.PodChanged, CSI: ch.CSI, Staging: ch.Staging}
 		full := state(reconstruct.Scan(ctx, opts))
 		require.JSONEq(t, full, state(inc.Scan(ctx, opts, changed)), "round %d (seed %d): changes %+v", round, seed, ch)
 		if full != state(blind.Scan(ctx, opts, reconstruct.Changed{Pod: func(string) bool { return false }})) {
@@ -206,7 +247,8 @@ func TestIncrementalScansAsFullScans(t *testing.T) {
 	}
 	require.Positive(t, diverged, "an Incremental told nothing never differed: the comparison proves nothing")
 	require.Greater(t, reusedScans, 100, "most scans walked only some pods")
-	t.Logf("blind Incremental diverged in %d rounds; %d scans reused pods", diverged, reusedScans)
+	require.Greater(t, stagingOnly, 10, "some scans walked only some staging dirs")
+	t.Logf("blind Incremental diverged in %d rounds; %d scans reused pods, %d walked only some staging dirs", diverged, reusedScans, stagingOnly)
 }
 
 // TestIncrementalSeesInsideAMountWhereTheLayoutHasNone: a tmpfs mounted on
@@ -233,7 +275,7 @@ func TestIncrementalSeesInsideAMountWhereTheLayoutHasNone(t *testing.T) {
 	scan := func() {
 		t.Helper()
 		ch := w.Take(ctx)
-		got, err := inc.Scan(ctx, opts, reconstruct.Changed{All: ch.All, Pod: ch.PodChanged, CSI: ch.CSI})
+		got, err := inc.Scan(ctx, opts, reconstruct.Changed{All: ch.All, Pod: ch.PodChanged, CSI: ch.CSI, Staging: ch.Staging})
 		require.NoError(t, err)
 		want, err := reconstruct.Scan(ctx, opts)
 		require.NoError(t, err)

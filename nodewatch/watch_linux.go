@@ -479,6 +479,10 @@ func (w *Watcher) event(ctx context.Context, now time.Time, wd int32, mask uint3
 		}
 	case inPod(wt.kind):
 		w.note(now, Changes{Pods: map[string]bool{wt.pod: true}})
+	case wt.kind == kCSIDriver: // a staging dir (or a stray entry) came or went
+		w.note(now, Changes{Staging: map[string]bool{filepath.Base(wt.rel) + "/" + name: true}})
+	case wt.kind == kCSIStaging: // in one staging dir
+		w.note(now, Changes{Staging: map[string]bool{filepath.Base(filepath.Dir(wt.rel)) + "/" + filepath.Base(wt.rel): true}})
 	default:
 		w.note(now, Changes{CSI: true})
 	}

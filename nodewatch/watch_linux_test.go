@@ -37,6 +37,7 @@ func newNode(t *testing.T) *node {
 	n.mkdir("pods/" + uid1 + "/volume-subpaths/pvc-1/app")
 	n.mkdir("pods/" + uid2 + "/volumes/kubernetes.io~projected/token")
 	n.mkdir("plugins/kubernetes.io/csi/ebs.csi.aws.com/abc/globalmount")
+	n.mkdir("plugins/kubernetes.io/csi/pv/pv-1/globalmount")
 	n.mkdir("plugins_registry")
 	n.write("pods/"+uid1+"/volumes/kubernetes.io~csi/pvc-1/vol_data.json", "{}")
 	require.NoError(t, os.WriteFile(n.table, []byte("table\n"), 0o600))
@@ -87,7 +88,14 @@ func TestWatchSeesWhatChangedWhere(t *testing.T) {
 		{"a subpath bind target made", func() { n.write("pods/"+uid1+"/volume-subpaths/pvc-1/app/0", "") }, Changes{Pods: map[string]bool{uid1: true}}},
 		{"a pod dir made", func() { n.mkdir("pods/" + uid3) }, Changes{Pods: map[string]bool{uid3: true}}},
 		{"in the new pod dir, at once", func() { n.mkdir("pods/" + uid3 + "/volumes/kubernetes.io~csi/v/mount") }, Changes{Pods: map[string]bool{uid3: true}}},
-		{"a staging dir made", func() { n.mkdir("plugins/kubernetes.io/csi/ebs.csi.aws.com/def") }, Changes{CSI: true}},
+		{"a staging dir made", func() { n.mkdir("plugins/kubernetes.io/csi/ebs.csi.aws.com/def") },
+			Changes{Staging: map[string]bool{"ebs.csi.aws.com/def": true}}},
+		{"a staging dir's vol_data.json", func() { n.write("plugins/kubernetes.io/csi/ebs.csi.aws.com/abc/vol_data.json", "{}") },
+			Changes{Staging: map[string]bool{"ebs.csi.aws.com/abc": true}}},
+		{"a legacy staging dir's globalmount removed", func() { require.NoError(t, os.Remove(n.path("plugins/kubernetes.io/csi/pv/pv-1/globalmount"))) },
+			Changes{Staging: map[string]bool{"pv/pv-1": true}}},
+		{"a block volume's dir", func() { n.mkdir("plugins/kubernetes.io/csi/volumeDevices/pv-b/data") }, Changes{CSI: true}},
+		{"a driver dir made", func() { n.mkdir("plugins/kubernetes.io/csi/other.csi.example.com") }, Changes{CSI: true}},
 		{"a driver registered", func() { n.write("plugins_registry/x-reg.sock", "") }, Changes{CSI: true}},
 		{"the mount table file", func() { require.NoError(t, os.WriteFile(n.table, []byte("x\n"), 0o600)) }, Changes{MountTable: true}},
 		{"notified", w.Notify, Changes{Desired: true}},

@@ -19,7 +19,9 @@ const (
 
 // scanCSI scans plugins/kubernetes.io/csi for staging dirs and block specs.
 // Staging targets (globalmount, staging/<spec>), map files and publish
-// files are recorded from their parent's listing, never looked into.
+// files are recorded from their parent's listing, never looked into. With
+// csiReuse the staging dirs and the block dir it holds are taken from the
+// earlier Inventory instead of walked.
 func (s *scanner) scanCSI() {
 	kio := filepath.Dir(s.inv.CSIDir)
 	if !s.lookupDir(kio) || !s.lookupDir(s.inv.CSIDir) {
@@ -30,7 +32,9 @@ func (s *scanner) scanCSI() {
 		case csiLegacyStagingDir:
 			s.scanStagingParent(p, LayoutLegacy, "")
 		case csiBlockDir:
-			s.scanBlockDir(p)
+			if !s.csiReuse.takeBlock(s.inv) {
+				s.scanBlockDir(p)
+			}
 		default:
 			// Any other dir is a driver name (current layout).
 			s.scanStagingParent(p, LayoutCurrent, name)
@@ -43,7 +47,9 @@ func (s *scanner) scanCSI() {
 // not the sha256 of the handle is for the caller to judge).
 func (s *scanner) scanStagingParent(dir string, layout Layout, driver string) {
 	s.eachSubdir(dir, "", func(name, p string) {
-		s.scanFSStagingDir(p, layout, driver, name)
+		if !s.csiReuse.take(s.inv, p, layout, driver) {
+			s.scanFSStagingDir(p, layout, driver, name)
+		}
 	})
 }
 

@@ -67,11 +67,15 @@ type Options struct {
 // lists the pods dir again, and walks again every pod dir that Changed
 // names, that is new, or that had a Problem at or below it in Previous
 // (a hung path is tried again, an unreadable dir read again), and the CSI
-// dir when CSIChanged or when it had a Problem; it takes the rest from
-// Previous as it was. The caller vouches that nothing else changed (an
-// inotify watch of the dirs the walk lists: package nodewatch), and that
-// the fence (NotEntered) and the hung paths are as they were. Previous
-// must not be changed meanwhile: the new Inventory shares its parts.
+// dir when CSIChanged or when it had a Problem elsewhere than in a
+// Filesystem staging dir. When only StagingChanged names staging dirs (or
+// a staging dir had a Problem), the CSI dir and its driver dirs (and pv/)
+// are listed again, and only the staging dirs it names, that are new, or
+// that had a Problem are walked again. It takes the rest from Previous as
+// it was. The caller vouches that nothing else changed (an inotify watch
+// of the dirs the walk lists: package nodewatch), and that the fence
+// (NotEntered) and the hung paths are as they were. Previous must not be
+// changed meanwhile: the new Inventory shares its parts.
 //
 // Unlike a full walk, what is taken over is not charged against Limits'
 // totals nor the scan's budget (only what is walked again is).
@@ -79,6 +83,9 @@ type Reuse struct {
 	Previous   *Inventory
 	Changed    func(podDirName string) bool
 	CSIChanged bool
+	// StagingChanged names the Filesystem staging dirs that may have
+	// changed, relative to the CSI dir: <driver>/<name>, pv/<name>.
+	StagingChanged map[string]bool
 }
 
 // Limits cap what a scan lists. A zero field means its default.

@@ -85,6 +85,9 @@ type scanner struct {
 	overBudget bool
 	// lst is the listing a job's scanner reuses (see listing).
 	lst *listing
+	// csiReuse, when set, is what the walk of the CSI dir takes from an
+	// earlier Inventory instead of walking it (Options.Reuse).
+	csiReuse *csiReuse
 }
 
 func scan(ctx context.Context, opts Options, readDir func(string) ([]fs.DirEntry, error)) (*Inventory, error) {
@@ -111,7 +114,9 @@ func scan(ctx context.Context, opts Options, readDir func(string) ([]fs.DirEntry
 	walkCSI := pluginsOK
 	if r := s.reusable(); r != nil {
 		pods = r.takePods(s.inv, pods)
-		walkCSI = pluginsOK && !r.takeCSI(s.inv)
+		if pluginsOK {
+			walkCSI, s.csiReuse = r.takeCSI(s.inv)
+		}
 	}
 	if err := cmp.Or(s.walk(ctx, walkCSI, pods), ctx.Err()); err != nil {
 		return nil, err
@@ -559,6 +564,7 @@ func (s *scanner) walk(ctx context.Context, csi bool, pods []Pod) error {
 		sub := s.fork(w)
 		if i < first {
 			sub.jobRoot = s.inv.CSIDir
+			sub.csiReuse = s.csiReuse
 			sub.scanCSI()
 		} else {
 			pod := &pods[i-first]

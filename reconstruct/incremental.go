@@ -13,17 +13,18 @@ import (
 
 // Incremental scans one node again and again, and walks again only the
 // parts of the kubelet root that may have changed since its last scan:
-// each pod dir that Changed names, the CSI dir when it says so,
-// everything when it says All. What the walk reads of the rest is taken
-// from the last scan's inventory (podsdir.Reuse), which it keeps between
-// scans (about the size of the State). Everything else of a scan is done
+// each pod dir that Changed names, the CSI dir when it says so (or only
+// the staging dirs it names), everything when it says All. What the walk
+// reads of the rest is taken from the last scan's inventory
+// (podsdir.Reuse), which it keeps between scans (about the size of the
+// State). Everything else of a scan is done
 // afresh every time: the mount table is read, the pod source asked, the
 // join, the probes and the evidence of life made anew, so a scan of an
 // Incremental gives the State a full Scan gives when Changed is true (a
 // watch of the dirs the walk lists, package nodewatch, vouches for it).
-// A pod dir, or the CSI dir, at or below which a mount came, went or was
-// replaced since the last scan is walked again too (the walk lists a dir
-// mounted over as it is now, and one laid bare).
+// A pod dir, a staging dir or the CSI dir, at or below which a mount came,
+// went or was replaced since the last scan is walked again too (the walk
+// lists a dir mounted over as it is now, and one laid bare).
 // Everything is walked again, whatever Changed says, when the mounts not
 // to enter (a FUSE or network mount where the layout has none) or the
 // hung paths changed since the last scan, after a scan that failed, and
@@ -47,8 +48,13 @@ type Changed struct {
 	All bool
 	// Pod reports whether the pod dir of that name may have changed.
 	Pod func(podDirName string) bool
-	// CSI: the CSI plugin dir (staging and block dirs) may have changed.
+	// CSI: the CSI plugin dir (staging and block dirs) may have changed
+	// anywhere: walk it whole.
 	CSI bool
+	// Staging names the Filesystem staging dirs that may have changed,
+	// relative to the CSI dir (<driver>/<name>, pv/<name>): with CSI
+	// false, only those are walked again in it (nodewatch.Changes.Staging).
+	Staging map[string]bool
 }
 
 // Scan is Scan, walking again only what changed names (see Incremental).
@@ -81,23 +87,42 @@ func (in *Incremental) reuse(ctx context.Context, notEntered map[string]string, 
 	if all {
 		return nil
 	}
-	in.mountedWhereListed(mounts, pods, &csi)
+	in.mountedWhereListed(mounts, pods, csi)
+	maps.Copy(csi.staging, changed.Staging)
 	return &podsdir.Reuse{
-		Previous:   in.prev,
-		Changed:    func(name string) bool { return pods[name] || changed.Pod != nil && changed.Pod(name) },
-		CSIChanged: changed.CSI || csi,
+		Previous:       in.prev,
+		Changed:        func(name string) bool { return pods[name] || changed.Pod != nil && changed.Pod(name) },
+		CSIChanged:     changed.CSI || csi.all,
+		StagingChanged: csi.staging,
 	}
 }
 
+// csiChanges is what changed in the CSI dir: all of it, or the staging
+// dirs named (relative to the CSI dir).
+type csiChanges struct {
+	all     bool
+	staging map[string]bool
+}
+
+// note notes a change at the path rel (its components) below the CSI dir:
+// at or below a staging dir (<driver>/<name>, pv/<name>), that staging
+// dir; anywhere else (the CSI dir, a driver dir, volumeDevices/), all.
+func (c *csiChanges) note(rel []string) {
+	if len(rel) < 2 || rel[0] == "volumeDevices" {
+		c.all = true
+		return
+	}
+	c.staging[rel[0]+"/"+rel[1]] = true
+}
+
 // mountsChanged compares the topmost mounts of two scans: the pod dirs in
-// which one changed, whether one changed in the CSI dir, or elsewhere
-// (all).
-func (in *Incremental) mountsChanged(before, after map[string]int) (pods map[string]bool, csi, all bool) {
-	pods = map[string]bool{}
+// which one changed, where one changed in the CSI dir, or elsewhere (all).
+func (in *Incremental) mountsChanged(before, after map[string]int) (pods map[string]bool, csi *csiChanges, all bool) {
+	pods, csi = map[string]bool{}, &csiChanges{staging: map[string]bool{}}
 	note := func(mp string) {
 		switch {
 		case within(mp, in.prev.CSIDir):
-			csi = true
+			csi.note(relParts(mp, in.prev.CSIDir))
 		case mp != in.prev.PodsDir && within(mp, in.prev.PodsDir):
 			rel := mp[len(in.prev.PodsDir)+1:]
 			name, _, _ := strings.Cut(rel, "/")
@@ -121,16 +146,17 @@ func (in *Incremental) mountsChanged(before, after map[string]int) (pods map[str
 
 // mountedWhereListed adds to pods each pod dir with a mount on a dir its
 // walk lists (the pod dir, volumes/ and a plugin dir in it, a CSI volume
-// dir, volume-subpaths/ and its volume and container dirs), and sets csi
-// when the CSI dir has one on a dir its walk lists: the layout has no
-// mount there, so what changes inside such a mount no watch of the dirs
-// sees; those are walked at every scan.
-func (in *Incremental) mountedWhereListed(mounts map[string]int, pods map[string]bool, csi *bool) {
+// dir, volume-subpaths/ and its volume and container dirs), and notes in
+// csi each mount on a dir the walk of the CSI dir lists (a staging dir: it
+// alone; any other: all): the layout has no mount there, so what changes
+// inside such a mount no watch of the dirs sees; those are walked at every
+// scan.
+func (in *Incremental) mountedWhereListed(mounts map[string]int, pods map[string]bool, csi *csiChanges) {
 	for mp := range mounts {
 		switch {
 		case within(mp, in.prev.CSIDir):
-			if listedInCSI(relParts(mp, in.prev.CSIDir)) {
-				*csi = true
+			if rel := relParts(mp, in.prev.CSIDir); listedInCSI(rel) {
+				csi.note(rel)
 			}
 		case mp != in.prev.PodsDir && within(mp, in.prev.PodsDir):
 			rel := relParts(mp, in.prev.PodsDir)

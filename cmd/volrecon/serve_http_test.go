@@ -162,10 +162,11 @@ func TestServeBoundsEveryConnection(t *testing.T) {
 		_, _ = zw.Write(bytes.Repeat([]byte(" "), 64<<20))
 		require.NoError(t, zw.Close())
 		s.mu.Lock()
-		saved := s.reportGz
-		s.reportGz = big.Bytes()
+		saved := s.latest
+		s.latest = &latestReport{gz: big.Bytes()}
+		s.latest.once.Do(func() {})
 		s.mu.Unlock()
-		defer func() { s.mu.Lock(); s.reportGz = saved; s.mu.Unlock() }()
+		defer func() { s.mu.Lock(); s.latest = saved; s.mu.Unlock() }()
 
 		c := dial(t, s.reportLn.Addr().String())
 		require.NoError(t, c.(*net.TCPConn).SetReadBuffer(4<<10))

@@ -280,9 +280,11 @@ func TestServeFollowsTheActivePodsFile(t *testing.T) {
 	assert.Contains(t, w.Body.String(), "active pods: "+list+", "+strconv.Itoa(len(all)-1)+" keys, read 0s ago")
 }
 
-// TestReportEncodedOnce: /report serves the bytes encoded at scan time,
-// compressed to a client that accepts gzip, plain to one that does not;
-// both are the State as `scan -o json` prints it.
+// TestReportEncodedOnce: a scan does not encode the report; the first
+// request does, once for all the requests of that scan (the State is then
+// let go), and /report serves those bytes, compressed to a client that
+// accepts gzip, plain to one that does not; both are the State as `scan
+// -o json` prints it. The next scan's report is encoded anew.
 func TestReportEncodedOnce(t *testing.T) {
 	hostRoot, mountinfo := demoNode(t)
 	flags := nodeFlags{rootDir: "/var/lib/kubelet", hostRoot: hostRoot, mountInfo: mountinfo, evidenceOfLife: true}
@@ -291,6 +293,9 @@ func TestReportEncodedOnce(t *testing.T) {
 	s, err := newServer(n, time.Hour)
 	require.NoError(t, err)
 	s.scanOnce(t.Context())
+	first := s.latest
+	require.NotNil(t, first.st)
+	require.Nil(t, first.gz, "not encoded by the scan")
 	code, want, errOut := runCLI(t, "", "scan", "-o", "json", "--host-root", hostRoot, "--mountinfo", mountinfo)
 	require.Equal(t, exitOK, code, errOut)
 
@@ -315,12 +320,31 @@ func TestReportEncodedOnce(t *testing.T) {
 		}
 		assert.Equal(t, want, string(body), accept)
 	}
+	assert.Nil(t, first.st, "the State is let go once encoded")
+	gz, err := first.encoded()
+	require.NoError(t, err)
+
+	s.scanOnce(t.Context())
+	next := s.latest
+	require.NotSame(t, first, next)
+	require.Nil(t, next.gz)
+	encodings := make(chan []byte, 4)
+	for range cap(encodings) {
+		go func() { b, _ := next.encoded(); encodings <- b }()
+	}
+	b := <-encodings
+	for range cap(encodings) - 1 {
+		assert.Same(t, &b[0], &(<-encodings)[0], "requests at once share one encoding")
+	}
+	assert.Equal(t, gz, b, "the same node, the same report")
 }
 
-// latestState decodes the report serve would send.
+// latestState decodes the report serve would send. The caller holds s.mu.
 func latestState(t *testing.T, s *server) *reconstruct.State {
 	t.Helper()
-	zr, err := gzip.NewReader(bytes.NewReader(s.reportGz))
+	gz, err := s.latest.encoded()
+	require.NoError(t, err)
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
 	require.NoError(t, err)
 	var st reconstruct.State
 	require.NoError(t, json.NewDecoder(zr).Decode(&st))

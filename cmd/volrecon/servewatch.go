@@ -23,7 +23,9 @@ const (
 	defaultMinInterval     = 2 * time.Second
 	defaultRecheckInterval = time.Minute
 	// settle is how long the loop lets a burst of changes (the kubelet
-	// makes a pod's dirs, then mounts on them) go on before it scans.
+	// makes a pod's dirs, then mounts on them) go on before it scans; the
+	// second half of a burst that comes later has a follow-up scan of its
+	// own (nodewatch.Pacer).
 	settle = 100 * time.Millisecond
 	// trustCheck is how often, in in-cluster mode, the loop looks whether
 	// the pod watch's trust changed (a cheap read; a change of it scans).
@@ -38,6 +40,9 @@ type scanLoop struct {
 	metrics         *metrics.Watch
 	minInterval     time.Duration
 	recheckInterval time.Duration
+	// pace: when the next scan may begin (settle after a change, at most
+	// once per minInterval but for a burst's follow-up).
+	pace nodewatch.Pacer
 
 	lastStart, lastFull time.Time
 	// recheck: the last State holds what time alone changes (see
@@ -57,18 +62,20 @@ func (s *server) startWatch(ctx context.Context, minInterval, recheck time.Durat
 	if err != nil {
 		return fmt.Errorf("watch the node for changes: %w (run with --watch=false to scan every --interval instead)", err)
 	}
-	s.loop = &scanLoop{watch: w, metrics: m, minInterval: minInterval, recheckInterval: recheck}
+	s.loop = &scanLoop{watch: w, metrics: m, minInterval: minInterval, recheckInterval: recheck,
+		pace: nodewatch.Pacer{MinInterval: minInterval, Settle: settle}}
 	m.SetUnwatched(len(w.Status().Untrusted))
 	return nil
 }
 
 // runScans is serve's scan loop. Without a watch (--watch=false) it scans
-// everything every interval. With one, it scans when the node changed, at
-// most once per minInterval and after a short settle, walking again only
-// what changed; everything at least every interval (the safety net:
-// events can be lost, a FUSE or NFS dir reports none); what the watch
-// cannot vouch for at every minInterval; and, while the last State holds
-// something only time changes, at least every recheckInterval.
+// everything every interval. With one, it scans when the node changed,
+// after a short settle and at most once per minInterval but for the
+// follow-up of a burst (nodewatch.Pacer), walking again only what
+// changed; everything at least every interval (the safety net: events can
+// be lost, a FUSE or NFS dir reports none); what the watch cannot vouch
+// for at every minInterval; and, while the last State holds something
+// only time changes, at least every recheckInterval.
 func (s *server) runScans(ctx context.Context) {
 	if s.loop == nil {
 		s.scanOnce(ctx)
@@ -89,7 +96,7 @@ func (s *server) runScans(ctx context.Context) {
 	s.scanChanged(ctx, nodewatch.Changes{All: true})
 	for ctx.Err() == nil {
 		l.watch.Wait(ctx, s.untilDue(time.Now()))
-		if !sleepUntil(ctx, maxTime(l.lastStart.Add(l.minInterval), time.Now().Add(settle))) {
+		if !sleepUntil(ctx, l.pace.Earliest(time.Now())) {
 			return
 		}
 		ch := l.watch.Take(ctx)
@@ -132,10 +139,11 @@ func (s *server) trustChanged() bool {
 func (s *server) scanChanged(ctx context.Context, ch nodewatch.Changes) {
 	l := s.loop
 	l.lastStart = time.Now()
+	l.pace.Started(l.lastStart, ch)
 	if s.api != nil {
 		l.trusted = s.api.watcher.Status().Trusted
 	}
-	changed := reconstruct.Changed{All: ch.All, Pod: ch.PodChanged, CSI: ch.CSI}
+	changed := reconstruct.Changed{All: ch.All, Pod: ch.PodChanged, CSI: ch.CSI, Staging: ch.Staging}
 	st, ok := s.scanWith(ctx, func(ctx context.Context) (*reconstruct.State, error) {
 		return s.node.scanIncremental(ctx, &l.inc, changed)
 	})
@@ -159,7 +167,7 @@ func (s *server) scanChanged(ctx context.Context, ch nodewatch.Changes) {
 		s.lastFullOK = now
 		s.mu.Unlock()
 	}
-	klog.FromContext(ctx).V(2).Info("Scanned after a change", "full", ch.All, "podsChanged", len(ch.Pods), "csi", ch.CSI,
+	klog.FromContext(ctx).V(2).Info("Scanned after a change", "full", ch.All, "podsChanged", len(ch.Pods), "csi", ch.CSI, "stagingChanged", len(ch.Staging),
 		"mountTable", ch.MountTable, "desired", ch.Desired, "took", time.Since(l.lastStart))
 }
 
@@ -210,13 +218,6 @@ func stamp(t time.Time) string {
 		return "never"
 	}
 	return t.UTC().Format(time.RFC3339)
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }
 
 func minTime(a, b time.Time) time.Time {

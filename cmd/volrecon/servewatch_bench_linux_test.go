@@ -8,11 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 
 	"github.com/volrecon/volrecon/internal/nodegen"
 	"github.com/volrecon/volrecon/nodewatch"
@@ -201,15 +204,25 @@ func (p *serveProc) fetch(path string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// metric is one series of /metrics (-1 when missing).
+// metric is one series of /metrics (-1 when missing), named as
+// name{label="value",...}: the first series of that name with those labels,
+// whatever others it has (serve adds node="...").
 func (p *serveProc) metric(series string) float64 {
 	_, body := p.fetch("/metrics")
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindStringSubmatch(body)
-	if m == nil {
-		return -1
+	return seriesValue(body, series)
+}
+
+func seriesValue(body, series string) float64 {
+	name, labels, _ := strings.Cut(strings.TrimSuffix(series, "}"), "{")
+	m := regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(name)+`(?:\{([^}]*)\})? (\S+)$`).FindAllStringSubmatch(body, -1)
+	for _, line := range m {
+		have := strings.Split(line[1], ",")
+		if labels == "" && line[1] == "" || labels != "" && !slices.ContainsFunc(strings.Split(labels, ","), func(l string) bool { return !slices.Contains(have, l) }) {
+			v, _ := strconv.ParseFloat(line[2], 64)
+			return v
+		}
 	}
-	v, _ := strconv.ParseFloat(m[1], 64)
-	return v
+	return -1
 }
 
 // cpu is the process's CPU time so far (user + system, every thread).
@@ -313,7 +326,14 @@ func BenchmarkServeLatency(b *testing.B) {
 				change(seq)
 				for p.metric(series) == before {
 					if time.Since(start) > time.Minute {
-						b.Fatalf("%s did not change within a minute", series)
+						_, health := p.fetch("/healthz")
+						_, m := p.fetch("/metrics")
+						for _, l := range strings.Split(m, "\n") {
+							if strings.HasPrefix(l, "volrecon_pods") || strings.HasPrefix(l, "volrecon_findings") {
+								health += "\n" + l
+							}
+						}
+						b.Fatalf("%s did not change within a minute\n/healthz: %s\nserve's log (its end):\n%s", series, health, tail(p.stderr.String(), 4<<10))
 					}
 					time.Sleep(5 * time.Millisecond)
 				}
@@ -410,9 +430,14 @@ func (n *churnNode) writeActiveWith(extra []string) {
 }
 
 // BenchmarkServeRescan is one of serve's scans in process on the
-// 1,000×10 node, scan and report encoding: a full one ("full"), and one
-// after a pod dir changed, told so by the watch ("one-pod"). cpu-ms/op is
-// the process's CPU time (every thread) per scan.
+// 1,000×10 node: a full one ("full"); one after a pod dir changed, told so
+// by the watch ("one-pod"); the same with /report fetched after it (serve
+// encodes the report at the first request after a scan, not at every
+// scan: "one-pod+report"); one after a staging dir's vol_data.json was
+// written, told so ("one-staging"), and the same told only that the CSI
+// dir changed, as the watch said before it named staging dirs
+// ("one-staging-as-csi"). cpu-ms/op is the process's CPU time (every
+// thread) per scan.
 func BenchmarkServeRescan(b *testing.B) {
 	n := newChurnNode(b)
 	flags := nodeFlags{rootDir: n.RootDir, hostRoot: n.HostRoot, mountInfo: n.MountInfoPath, activePods: n.active}
@@ -430,28 +455,77 @@ func BenchmarkServeRescan(b *testing.B) {
 	defer s.loop.watch.Close()
 	s.scanChanged(b.Context(), nodewatchAll)
 	uid := n.PodUIDs[len(n.PodUIDs)/2]
+	onePod := func() nodewatchChanges {
+		n.mkdir(filepath.Join(n.RootDir, "pods", uid, "volumes/kubernetes.io~empty-dir/x"))
+		return nodewatchChanges{Pods: map[string]bool{uid: true}}
+	}
+	stagingDirs, _ := filepath.Glob(n.host(filepath.Join(n.RootDir, "plugins/kubernetes.io/csi", nodegen.Driver, "*")))
+	if len(stagingDirs) < 1000 {
+		b.Fatalf("%d staging dirs", len(stagingDirs))
+	}
+	staging := stagingDirs[len(stagingDirs)/2]
+	stagingRel := nodegen.Driver + "/" + filepath.Base(staging)
+	touchStaging := func() {
+		data, err := os.ReadFile(filepath.Join(staging, "vol_data.json"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(staging, "vol_data.json"), data, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for _, bc := range []struct {
 		name    string
 		changes func() nodewatchChanges
+		report  bool
 	}{
-		{"full", func() nodewatchChanges { return nodewatchAll }},
-		{"one-pod", func() nodewatchChanges {
-			n.mkdir(filepath.Join(n.RootDir, "pods", uid, "volumes/kubernetes.io~empty-dir/x"))
-			return nodewatchChanges{Pods: map[string]bool{uid: true}}
-		}},
+		{"full", func() nodewatchChanges { return nodewatchAll }, false},
+		{"one-pod", onePod, false},
+		{"one-pod+report", onePod, true},
+		{"one-staging", func() nodewatchChanges {
+			touchStaging()
+			return nodewatchChanges{Staging: map[string]bool{stagingRel: true}}
+		}, false},
+		{"one-staging-as-csi", func() nodewatchChanges { touchStaging(); return nodewatchChanges{CSI: true} }, false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			c0 := processCPU()
 			for b.Loop() {
 				s.scanChanged(b.Context(), bc.changes())
+				if bc.report {
+					if _, err := s.latest.encoded(); err != nil {
+						b.Fatal(err)
+					}
+				}
 			}
 			b.ReportMetric(float64(processCPU()-c0)/float64(b.N)/1e6, "cpu-ms/op")
 		})
 	}
 }
 
+// tail is the last n bytes of s.
+func tail(s string, n int) string { return s[max(0, len(s)-n):] }
+
 func processCPU() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestSeriesValue: the benchmarks read serve's series whatever labels it
+// adds (a node label since issue 20: without it they read nothing, and
+// waited for ever).
+func TestSeriesValue(t *testing.T) {
+	body := "volrecon_pods{node=\"vm\",status=\"Active\"} 20\nvolrecon_pods{node=\"vm\",status=\"Orphaned\"} 1\n" +
+		"volrecon_scans_total{node=\"vm\",result=\"success\"} 7\nvolrecon_up 1\n"
+	for series, want := range map[string]float64{
+		`volrecon_pods{status="Orphaned"}`:       1,
+		`volrecon_pods{status="Active"}`:         20,
+		`volrecon_scans_total{result="success"}`: 7,
+		`volrecon_scans_total{result="failure"}`: -1,
+		`volrecon_up`:                            1,
+		`volrecon_pod`:                           -1,
+	} {
+		assert.Equal(t, want, seriesValue(body, series), series)
+	}
 }
