@@ -220,6 +220,12 @@ func TestIncrementalScansAsFullScans(t *testing.T) {
 	var inc, blind reconstruct.Incremental
 	state := func(st *reconstruct.State, err error) string {
 		require.NoError(t, err)
+		// The table's line count is the namespace's, not the test's: a
+		// host process that removes a dir which is a mount point here (the
+		// e2e suite's kubelet removing pod dirs) takes this namespace's
+		// copy of the mount with it, between two reads. Every entry in
+		// scope is the test's own and is compared.
+		st.MountTable.Entries = 0
 		b, err := json.Marshal(st)
 		require.NoError(t, err)
 		return string(b)
@@ -279,6 +285,7 @@ func TestIncrementalSeesInsideAMountWhereTheLayoutHasNone(t *testing.T) {
 		require.NoError(t, err)
 		want, err := reconstruct.Scan(ctx, opts)
 		require.NoError(t, err)
+		want.MountTable.Entries, got.MountTable.Entries = 0, 0 // the namespace's, see TestIncrementalScansAsFullScans
 		require.Equal(t, want, got)
 	}
 	scan()
