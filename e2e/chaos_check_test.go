@@ -1,13 +1,10 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -278,22 +275,12 @@ func (r *chaosRun) cleanup() (vrPlan, int) {
 		"--active-pods", "api", "--kubeconfig", r.kubeconfig, "--node-name", cluster.NodeName,
 		"--state-dir", r.stateDir, "--min-leak-age", chaosMinLeakAge.String(),
 		"--root-dir", r.c.Layout.KubeletRoot(), "--cri-endpoint", r.c.Layout.ContainerdSocket()}
-	cmd := exec.CommandContext(suite.ctx, suite.volrecon, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		code = exit.ExitCode()
-	} else {
-		require.NoError(r.t, err)
-	}
+	stdout, stderr, code := runVolrecon(r.t, args...)
 	r.stats.CleanupExits[strconv.Itoa(code)]++
-	require.NotEqual(r.t, 2, code, "volrecon %v: bad usage: %s", args, stderr.String())
+	require.NotEqual(r.t, 2, code, "volrecon %v: bad usage: %s", args, stderr)
 	var p vrPlan
 	if code != 1 {
-		require.NoError(r.t, json.Unmarshal(stdout.Bytes(), &p), "volrecon cleanup JSON: %s", stdout.String())
+		require.NoError(r.t, json.Unmarshal(stdout, &p), "volrecon cleanup JSON: %s", stdout)
 	}
 	kinds := map[string]int{}
 	for _, a := range p.Actions {
@@ -303,7 +290,7 @@ func (r *chaosRun) cleanup() (vrPlan, int) {
 			r.logf("cleanup: %s %s %s: %s %s", a.Action, a.Result, a.Path, a.Reason, a.Error)
 		}
 	}
-	r.logf("cleanup: exit %d, %s%s", code, counts(kinds), stderrNote(lastLines(stderr.String(), 3)))
+	r.logf("cleanup: exit %d, %s%s", code, counts(kinds), stderrNote(lastLines(stderr, 3)))
 	return p, code
 }
 

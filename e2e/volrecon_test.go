@@ -137,20 +137,27 @@ func volrecon(t *testing.T, activePods *corev1.PodList, args ...string) ([]byte,
 	if activePods != nil {
 		full = append(full, "--active-pods", writePodList(t, activePods))
 	}
-	cmd := exec.CommandContext(suite.ctx, suite.volrecon, full...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	stdout, stderr, code := runVolrecon(t, full...)
+	t.Logf("volrecon %s: exit %d, %d bytes of JSON%s", strings.Join(args, " "), code, len(stdout), stderrNote(stderr))
+	require.Contains(t, []int{0, 3, 4}, code, "volrecon %v failed: %s", full, stderr)
+	return stdout, code
+}
+
+// runVolrecon runs the CLI with args as they are and returns its stdout,
+// its stderr and its exit code; a run that could not start fails the test.
+func runVolrecon(t *testing.T, args ...string) (stdout []byte, stderr string, code int) {
+	t.Helper()
+	cmd := exec.CommandContext(suite.ctx, suite.volrecon, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
-	code := 0
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		code = exit.ExitCode()
 	} else {
-		require.NoError(t, err, "run volrecon %v", full)
+		require.NoError(t, err, "run volrecon %v", args)
 	}
-	t.Logf("volrecon %s: exit %d, %d bytes of JSON%s", strings.Join(args, " "), code, stdout.Len(), stderrNote(stderr.String()))
-	require.Contains(t, []int{0, 3, 4}, code, "volrecon %v failed: %s", full, stderr.String())
-	return stdout.Bytes(), code
+	return out.Bytes(), errOut.String(), code
 }
 
 func stderrNote(s string) string {
