@@ -51,7 +51,8 @@ const (
 // projected ServiceAccount token and deploy/'s RBAC. The kubelet's two
 // for-good leaks show in its /metrics and as Node Events; a real
 // Prometheus scrapes it through the pod annotations and fires the leak's
-// alert; the probes hold through an API server outage, with no restart.
+// alert; the probes hold through an API server outage and a hung mount,
+// with no restart.
 func TestDaemonSet(t *testing.T) {
 	c := needCluster(t)
 	cleanupPods(t)
@@ -153,6 +154,45 @@ func TestDaemonSet(t *testing.T) {
 		require.NoError(t, c.StartAPIServer(ctxT(t)))
 		apiDown = false
 		assertNeverRestarted(t, pod)
+	})
+	t.Run("probes across a hung mount", func(t *testing.T) {
+		// A FUSE mount whose server never answers, in the CSI dir where the
+		// layout has none (a staging dir of a driver that does not exist):
+		// the running kubelet never lists it, so only volrecon meets it.
+		dir := filepath.Join(c.Layout.KubeletRoot(), "plugins/kubernetes.io/csi", "hung.volrecon.test", strings.Repeat("0", 64))
+		mountHungFUSE(t, dir)
+		waitDSMetric(t, `volrecon_findings{kind="HungMount"}`, func(v float64) bool { return v >= 1 })
+		st, err := dsReport()
+		require.NoError(t, err)
+		assert.True(t, hasFindingAt(st, "HungMount", dir), "the hung mount, by its path")
+		healthyFor(t, 45*time.Second, "/healthz", "/readyz")
+		assertNeverRestarted(t, pod)
+	})
+}
+
+// mountHungFUSE mounts, at dir (made with its parent), a FUSE filesystem
+// that never answers: the suite opens /dev/fuse and never reads it, so
+// every access waits for the FUSE_INIT answer for good, as one to a
+// daemon stuck on its network does. At the end the mount is detached and
+// the connection closed (which fails whatever still waits), then the dirs
+// are removed.
+func mountHungFUSE(t *testing.T, dir string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(dir, 0o750))
+	t.Cleanup(func() {
+		assert.NoError(t, os.Remove(dir))
+		assert.NoError(t, os.Remove(filepath.Dir(dir)))
+	})
+	fd, err := syscall.Open("/dev/fuse", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+	require.NoError(t, err, "open /dev/fuse")
+	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0", fd)
+	if err := syscall.Mount("volrecon-e2e-hung", dir, "fuse.volrecon-e2e-hung", syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
+		syscall.Close(fd)
+		require.NoError(t, err, "mount fuse at %s", dir)
+	}
+	t.Cleanup(func() {
+		assert.NoError(t, syscall.Unmount(dir, syscall.MNT_DETACH))
+		assert.NoError(t, syscall.Close(fd))
 	})
 }
 

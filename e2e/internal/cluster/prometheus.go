@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,39 +16,10 @@ import (
 // proven is known.
 const PrometheusVersion = "2.42.0"
 
-// policyRCD stops the package's postinst from starting Prometheus as a
-// service (exit 101: action forbidden) while apt installs it: the suite
-// runs it as a plain process on 127.0.0.1 only.
-const policyRCD = "/usr/sbin/policy-rc.d"
-
 // EnsurePrometheus installs Debian's prometheus package if it is missing,
 // without starting its service, and returns its version.
 func EnsurePrometheus(ctx context.Context) (string, error) {
-	version := installedVersion(ctx, "prometheus")
-	if version == "" {
-		if _, err := os.Lstat(policyRCD); errors.Is(err, os.ErrNotExist) {
-			if err := os.WriteFile(policyRCD, []byte("#!/bin/sh\nexit 101\n"), 0o755); err != nil {
-				return "", fmt.Errorf("write %s: %w", policyRCD, err)
-			}
-			defer os.Remove(policyRCD)
-		}
-		env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		for _, args := range [][]string{
-			{"apt-get", "update", "-q"},
-			{"apt-get", "install", "-y", "-q", "--no-install-recommends", "prometheus"},
-		} {
-			cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-			cmd.Env = env
-			if out, err := cmd.CombinedOutput(); err != nil {
-				return "", fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, tail(string(out), 2000))
-			}
-		}
-		version = installedVersion(ctx, "prometheus")
-	}
-	if !strings.HasPrefix(version, PrometheusVersion+"+") {
-		return version, fmt.Errorf("prometheus %q is installed, the suite runs Debian 12's %s", version, PrometheusVersion)
-	}
-	return version, nil
+	return ensureServicePackage(ctx, "prometheus", PrometheusVersion)
 }
 
 func installedVersion(ctx context.Context, pkg string) string {
