@@ -38,8 +38,11 @@ func Example() {
 	// VolreconCorruptedMount: critical after 5m
 	// VolreconHungMount: critical after 10m
 	// VolreconStagingHashMismatch: critical after 15m
+	// VolreconMissingVolumeDataMounted: critical after 15m
 	// VolreconMissingVolumeData: warning after 15m
+	// VolreconCorruptVolumeDataMounted: critical after 15m
 	// VolreconCorruptVolumeData: warning after 15m
+	// VolreconStaleVolumeDataMismatch: critical after 30m
 	// VolreconStaleVolumeData: warning after 30m
 	// VolreconScanFailing: warning after 5m
 	// VolreconTextfileRunFailed: warning after 15m

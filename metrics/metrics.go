@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -33,7 +34,10 @@ type Metrics struct {
 	globalMounts *gaugeSet
 	pods         *gaugeSet
 	findings     *gaugeSet
-	severities   *gaugeSet
+	// criticalFindings counts the critical findings of the kinds that
+	// are critical in some cases only, so that an alert can page for them.
+	criticalFindings *gaugeSet
+	severities       *gaugeSet
 
 	volumesInUse      prometheus.Gauge
 	recovered         prometheus.Gauge
@@ -88,6 +92,11 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		findings: newGaugeSet(name("findings"),
 			"Number of findings of the last successful scan, by kind.",
 			keys1(allFindingKinds), "kind"),
+		criticalFindings: newGaugeSet(name("critical_findings"),
+			"Number of critical findings of the last successful scan, by kind, for the kinds whose findings are critical in some "+
+				"cases only (MissingVolumeData and CorruptVolumeData while the volume is mounted, StaleVolumeData when the metadata "+
+				"disagree with the mount table); every finding of another kind has one severity.",
+			keys1(sometimesCriticalKinds), "kind"),
 		severities: newGaugeSet(name("findings_by_severity"),
 			"Number of findings of the last successful scan, by severity.",
 			keys1(allSeverities), "severity"),
@@ -138,7 +147,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	cs := []prometheus.Collector{
-		m.volumes.vec, m.globalMounts.vec, m.pods.vec, m.findings.vec, m.severities.vec,
+		m.volumes.vec, m.globalMounts.vec, m.pods.vec, m.findings.vec, m.criticalFindings.vec, m.severities.vec,
 		m.volumesInUse, m.recovered, m.mountTableEntries, m.mountTableOK, m.activePodsKnown, m.lastSuccess,
 		m.scanDuration, m.scans,
 	}
@@ -168,8 +177,9 @@ func (m *Metrics) ObserveScan(st *reconstruct.State, duration time.Duration, err
 	m.volumes.replace(countVolumes(st.Volumes))
 	m.globalMounts.replace(countGlobalMounts(st.GlobalMounts))
 	m.pods.replace(countPods(st.Pods))
-	byKind, bySeverity := countFindings(st.Findings)
+	byKind, bySeverity, criticalByKind := countFindings(st.Findings)
 	m.findings.replace(byKind)
+	m.criticalFindings.replace(criticalByKind)
 	m.severities.replace(bySeverity)
 	m.volumesInUse.Set(float64(len(st.VolumesInUse)))
 	m.recovered.Set(float64(countRecovered(st.Volumes)))
@@ -229,13 +239,16 @@ func countPods(ps []reconstruct.Pod) map[key]float64 {
 	return n
 }
 
-func countFindings(fs []reconstruct.Finding) (byKind, bySeverity map[key]float64) {
-	byKind, bySeverity = make(map[key]float64), make(map[key]float64)
+func countFindings(fs []reconstruct.Finding) (byKind, bySeverity, criticalByKind map[key]float64) {
+	byKind, bySeverity, criticalByKind = make(map[key]float64), make(map[key]float64), make(map[key]float64)
 	for _, f := range fs {
 		byKind[key{string(f.Kind)}]++
 		bySeverity[key{string(f.Severity)}]++
+		if f.Severity == reconstruct.SeverityCritical && slices.Contains(sometimesCriticalKinds, f.Kind) {
+			criticalByKind[key{string(f.Kind)}]++
+		}
 	}
-	return byKind, bySeverity
+	return byKind, bySeverity, criticalByKind
 }
 
 func boolToFloat(b bool) float64 {

@@ -483,6 +483,25 @@ func TestRegistrationIsAllOrNothing(t *testing.T) {
 	assert.Equal(t, "volrecon_cleanup_actions_total", mfs[0].GetName())
 }
 
+// volrecon_critical_findings counts, by kind, the critical findings of the
+// kinds that are critical in some cases only (a MissingVolumeData of a
+// mounted volume), so that an alert pages for those and not for their
+// warnings; it has a series for each such kind and no other.
+func TestCriticalFindingsOfSometimesCriticalKinds(t *testing.T) {
+	m, reg := newMetrics(t)
+	m.ObserveScan(&reconstruct.State{Findings: []reconstruct.Finding{
+		finding(reconstruct.MissingVolumeData, reconstruct.SeverityCritical),
+		finding(reconstruct.MissingVolumeData, reconstruct.SeverityWarning),
+		finding(reconstruct.StaleVolumeData, reconstruct.SeverityCritical),
+		finding(reconstruct.StaleVolumeData, reconstruct.SeverityCritical),
+		finding(reconstruct.CorruptVolumeData, reconstruct.SeverityWarning),
+		finding(reconstruct.HungMount, reconstruct.SeverityCritical), // always critical: volrecon_findings says it
+	}}, time.Second, nil)
+	assert.Equal(t, map[string]float64{"kind=MissingVolumeData": 1, "kind=StaleVolumeData": 2, "kind=CorruptVolumeData": 0},
+		gauges(t, reg, "volrecon_critical_findings"))
+	assert.Equal(t, 2.0, gauges(t, reg, "volrecon_findings")["kind=MissingVolumeData"], "both severities")
+}
+
 func TestLint(t *testing.T) {
 	m, reg := newMetrics(t)
 	m.ObserveScan(sampleState(), time.Second, nil)
@@ -496,7 +515,7 @@ func TestLint(t *testing.T) {
 		names = append(names, mf.GetName())
 		assert.NotEmpty(t, mf.GetMetric(), "%s has no series to lint", mf.GetName())
 	}
-	assert.Len(t, names, 15)
+	assert.Len(t, names, 16)
 
 	problems, err := testutil.GatherAndLint(reg)
 	require.NoError(t, err)

@@ -27,6 +27,8 @@ var (
 	allModes        = []podsdir.Mode{podsdir.Filesystem, podsdir.Block}
 	allSeverities   = reconstruct.Severities()
 	allFindingKinds = reconstruct.FindingKinds()
+	// The kinds of volrecon_critical_findings.
+	sometimesCriticalKinds = reconstruct.SometimesCriticalKinds()
 	allActionKinds  = cleanup.ActionKinds()
 	allResults      = cleanup.Results()
 	// CSI calls and their results are strings, not typed vocabularies.

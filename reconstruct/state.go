@@ -153,6 +153,15 @@ func FindingKinds() []FindingKind {
 	}
 }
 
+// SometimesCriticalKinds returns the FindingKinds whose findings are
+// critical in some cases only: MissingVolumeData and CorruptVolumeData
+// while their volume is mounted (the kubelet cannot tear it down), and
+// StaleVolumeData when the metadata disagree with the mount table; a
+// warning otherwise. Every finding of another kind has one severity.
+func SometimesCriticalKinds() []FindingKind {
+	return []FindingKind{StaleVolumeData, MissingVolumeData, CorruptVolumeData}
+}
+
 // PodStatuses returns every PodStatus.
 func PodStatuses() []PodStatus { return []PodStatus{PodActive, PodOrphaned, PodUnknown} }
 
