@@ -86,6 +86,9 @@ func (b *builder) boundFromRegularFile(p string, m mountscan.Mount) bool {
 	if m.FSType == "devtmpfs" || boundedcall.MayHang(m.FSType) || withoutDevice(m) {
 		return false
 	}
+	if _, ok := b.unread(p); ok {
+		return false
+	}
 	var fi fs.FileInfo
 	r := bounded(b.ctx, b.opts.podsdirOptions().HostPath(p), b.opts.ProbeTimeout, func() error {
 		var err error

@@ -144,6 +144,19 @@ func (b *builder) noteHungPaths() {
 	b.st.Findings = kept
 }
 
+// unread returns the path at or above p that the walk did not read (a
+// ProblemHung: a call on it hung, or it is a FUSE or network mount where
+// the layout has none, never entered): the builder reads nothing at or
+// below it either, since a call there could hold its thread for good.
+func (b *builder) unread(p string) (string, bool) {
+	for _, pr := range b.inv.Problems {
+		if pr.Kind == podsdir.ProblemHung && within(p, pr.Path) {
+			return pr.Path, true
+		}
+	}
+	return "", false
+}
+
 // related returns the first of paths that is at, above or below one of ps.
 func related(paths []string, ps ...string) (string, bool) {
 	for _, h := range paths {

@@ -10,6 +10,7 @@ import (
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/fakenode"
 	"github.com/volrecon/volrecon/internal/testmountns"
+	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -172,4 +173,36 @@ func TestRealScanSlowPodsAreUnknown(t *testing.T) {
 		assert.Equal(t, reconstruct.Uncertain, v.State, v.Path)
 	}
 	assert.Empty(t, cleanup.Plan(t.Context(), st, cleanup.Options{}).Actions)
+}
+
+// A FUSE mount whose server stopped answering, on a CSI staging dir and on
+// a driver dir (where the layout has none): each is a HungMount, never
+// entered, and no step of the scan sends the server anything (the check
+// of an unmounted globalmount for data below it used to, and its thread
+// stayed blocked in the kernel).
+func TestRealHungStagingDirIsNeverEntered(t *testing.T) {
+	if !testmountns.Enter(t) {
+		return
+	}
+	n := newRealNode(t)
+	staging := n.Path("plugins/kubernetes.io/csi/hung.example.com", podsdir.StagingHash("vol-hung"))
+	driver := n.Path("plugins/kubernetes.io/csi/hungdriver.example.com")
+	var servers []*testmountns.FUSEServer
+	for _, dir := range []string{staging, driver} {
+		n.Dir(dir)
+		srv := testmountns.ServeFUSE(t, dir)
+		srv.Stop()
+		servers = append(servers, srv)
+	}
+	opts := reconstruct.Options{FSTimeout: 300 * time.Millisecond, ActivePods: reconstruct.PodList{}, EmptyActivePodsAuthoritative: true}
+	st := scanWithin(t, n, 30*time.Second, opts)
+	hung := map[string]bool{}
+	for _, f := range findingsOf(st, reconstruct.HungMount) {
+		hung[f.Path] = true
+	}
+	assert.Equal(t, map[string]bool{staging: true, driver: true}, hung)
+	assert.Empty(t, findingsOf(st, reconstruct.DataOnNodeDisk), "below a mount not entered nothing is known")
+	for i, srv := range servers {
+		assert.Empty(t, srv.Stats().Requests, "server %d: nothing was sent into the mount", i)
+	}
 }

@@ -201,6 +201,10 @@ func (b *builder) noteDataOnNodeDisk(dir, podUID, volume, what string) bool {
 	if !b.consistent {
 		return false
 	}
+	if p, ok := b.unread(dir); ok {
+		b.log.V(4).Info("Not checking an unmounted dir for data: the walk did not read it", "path", dir, "unread", p)
+		return false
+	}
 	pdo := b.opts.podsdirOptions()
 	var has bool
 	r := bounded(b.ctx, pdo.HostPath(dir), b.opts.ProbeTimeout, func() error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net/http"
@@ -166,8 +167,10 @@ var listeningOn = regexp.MustCompile(`serving /metrics, /healthz and /readyz on 
 func startServeProc(b *testing.B, bin string, args []string) *serveProc {
 	p := &serveProc{b: b, cmd: exec.Command(bin, args...), stderr: &syncBuffer{}, client: &http.Client{Timeout: time.Minute},
 		hwm: make(chan int64, 1), exited: make(chan struct{})}
-	p.cmd.Env = withoutEnv(os.Environ(), "GOMEMLIMIT")
-	p.cmd.Env = append(p.cmd.Env, "GOMEMLIMIT=40MiB") // as the DaemonSet runs it (its memory request)
+	// As the DaemonSet runs it: GOMEMLIMIT is its memory request (40Mi),
+	// or VOLRECON_BENCH_GOMEMLIMIT to try another.
+	limit := cmp.Or(os.Getenv("VOLRECON_BENCH_GOMEMLIMIT"), "40MiB")
+	p.cmd.Env = append(withoutEnv(os.Environ(), "GOMEMLIMIT"), "GOMEMLIMIT="+limit)
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		b.Fatal(err)
