@@ -406,12 +406,13 @@ func TestDaemonSetMemoryLimitBelowTheHardLimit(t *testing.T) {
 		ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "requests.memory"}}})
 	req, limit := c.Resources.Requests[corev1.ResourceMemory], c.Resources.Limits[corev1.ResourceMemory]
 	assert.LessOrEqual(t, 3*req.Value(), 2*limit.Value(), "the limit is at least 1.5x the request")
-	// Below ~38 MiB the collector runs without pause through the peak of a
-	// scan of 1,000 pods x 10 volumes (live heap ~23 MiB, BENCHMARKS.md).
-	assert.GreaterOrEqual(t, req.Value(), int64(40<<20), "the soft limit leaves the collector room")
-	// serve's peak RSS with GOMEMLIMIT at 40 MiB was 57.6 MiB: the limit
-	// keeps room above it for the page cache charged to the pod.
-	assert.GreaterOrEqual(t, limit.Value(), int64(58<<20)+int64(32<<20), "the limit leaves room above the measured peak")
+	// At 40 MiB the collector runs back to back through a scan of 1,000
+	// pods x 10 volumes, and serve under churn needs 2.5x the CPU it needs
+	// at 64 MiB (BENCHMARKS.md, issue 23).
+	assert.GreaterOrEqual(t, req.Value(), int64(64<<20), "the soft limit leaves the collector room")
+	// serve's peak RSS under churn with GOMEMLIMIT at 64 MiB was 82.7 MiB:
+	// the limit keeps room above it for the page cache charged to the pod.
+	assert.GreaterOrEqual(t, limit.Value(), int64(83<<20)+int64(32<<20), "the limit leaves room above the measured peak")
 }
 
 // TestDaemonSetRejectsTypos checks that the strict decoding catches what a

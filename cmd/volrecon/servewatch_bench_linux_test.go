@@ -167,9 +167,9 @@ var listeningOn = regexp.MustCompile(`serving /metrics, /healthz and /readyz on 
 func startServeProc(b *testing.B, bin string, args []string) *serveProc {
 	p := &serveProc{b: b, cmd: exec.Command(bin, args...), stderr: &syncBuffer{}, client: &http.Client{Timeout: time.Minute},
 		hwm: make(chan int64, 1), exited: make(chan struct{})}
-	// As the DaemonSet runs it: GOMEMLIMIT is its memory request (40Mi),
+	// As the DaemonSet runs it: GOMEMLIMIT is its memory request (64Mi),
 	// or VOLRECON_BENCH_GOMEMLIMIT to try another.
-	limit := cmp.Or(os.Getenv("VOLRECON_BENCH_GOMEMLIMIT"), "40MiB")
+	limit := cmp.Or(os.Getenv("VOLRECON_BENCH_GOMEMLIMIT"), "64MiB")
 	p.cmd.Env = append(withoutEnv(os.Environ(), "GOMEMLIMIT"), "GOMEMLIMIT="+limit)
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
