@@ -29,8 +29,8 @@ var (
 	allFindingKinds = reconstruct.FindingKinds()
 	// The kinds of volrecon_critical_findings.
 	sometimesCriticalKinds = reconstruct.SometimesCriticalKinds()
-	allActionKinds  = cleanup.ActionKinds()
-	allResults      = cleanup.Results()
+	allActionKinds         = cleanup.ActionKinds()
+	allResults             = cleanup.Results()
 	// CSI calls and their results are strings, not typed vocabularies.
 	allCSICalls       = cleanup.CSICalls()
 	allCSICallResults = cleanup.CSICallResults()
