@@ -25,16 +25,8 @@ func ensurePackages(ctx context.Context) (map[string]string, error) {
 		}
 	}
 	if len(missing) > 0 {
-		env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		for _, args := range [][]string{
-			{"apt-get", "update", "-q"},
-			append([]string{"apt-get", "install", "-y", "-q", "--no-install-recommends"}, missing...),
-		} {
-			cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-			cmd.Env = env
-			if out, err := cmd.CombinedOutput(); err != nil {
-				return nil, fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, tail(string(out), 2000))
-			}
+		if err := aptInstall(ctx, missing...); err != nil {
+			return nil, err
 		}
 		versions = installedVersions(ctx)
 	}
@@ -46,15 +38,41 @@ func ensurePackages(ctx context.Context) (map[string]string, error) {
 	return versions, nil
 }
 
+// aptInstall runs one apt-get update and one apt-get install of pkgs,
+// without recommended packages.
+func aptInstall(ctx context.Context, pkgs ...string) error {
+	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	for _, args := range [][]string{
+		{"apt-get", "update", "-q"},
+		append([]string{"apt-get", "install", "-y", "-q", "--no-install-recommends"}, pkgs...),
+	} {
+		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, tail(string(out), 2000))
+		}
+	}
+	return nil
+}
+
 func installedVersions(ctx context.Context) map[string]string {
 	versions := map[string]string{}
 	for _, p := range debianPackages {
-		out, err := exec.CommandContext(ctx, "dpkg-query", "-W", "-f=${db:Status-Status} ${Version}", p).Output()
-		if status, version, ok := strings.Cut(string(out), " "); err == nil && ok && status == "installed" {
-			versions[p] = version
+		if v := installedVersion(ctx, p); v != "" {
+			versions[p] = v
 		}
 	}
 	return versions
+}
+
+// installedVersion is the version of Debian package pkg, "" when it is not
+// installed.
+func installedVersion(ctx context.Context, pkg string) string {
+	out, err := exec.CommandContext(ctx, "dpkg-query", "-W", "-f=${db:Status-Status} ${Version}", pkg).Output()
+	if status, version, ok := strings.Cut(string(out), " "); err == nil && ok && status == "installed" {
+		return version
+	}
+	return ""
 }
 
 func tail(s string, n int) string {

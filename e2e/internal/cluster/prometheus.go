@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -20,14 +18,6 @@ const PrometheusVersion = "2.42.0"
 // without starting its service, and returns its version.
 func EnsurePrometheus(ctx context.Context) (string, error) {
 	return ensureServicePackage(ctx, "prometheus", PrometheusVersion)
-}
-
-func installedVersion(ctx context.Context, pkg string) string {
-	out, err := exec.CommandContext(ctx, "dpkg-query", "-W", "-f=${db:Status-Status} ${Version}", pkg).Output()
-	if status, version, ok := strings.Cut(string(out), " "); err == nil && ok && status == "installed" {
-		return version
-	}
-	return ""
 }
 
 // StartPrometheus runs /usr/bin/prometheus as a plain process on

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 )
 
@@ -27,16 +26,8 @@ func ensureServicePackage(ctx context.Context, pkg, version string) (string, err
 			}
 			defer os.Remove(policyRCD)
 		}
-		env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		for _, args := range [][]string{
-			{"apt-get", "update", "-q"},
-			{"apt-get", "install", "-y", "-q", "--no-install-recommends", pkg},
-		} {
-			cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-			cmd.Env = env
-			if out, err := cmd.CombinedOutput(); err != nil {
-				return "", fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, tail(string(out), 2000))
-			}
+		if err := aptInstall(ctx, pkg); err != nil {
+			return "", err
 		}
 		installed = installedVersion(ctx, pkg)
 	}
