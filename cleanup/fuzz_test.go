@@ -566,9 +566,7 @@ func fzCheckStatuses(t *testing.T, st *reconstruct.State) {
 		// A path of the pod the scan could not read (or may not enter: a
 		// FUSE or network mount where the layout has none) makes it Unknown;
 		// a probe that hung does not.
-		if slices.ContainsFunc(st.Findings, func(f reconstruct.Finding) bool {
-			return f.Kind == reconstruct.HungMount && f.PodUID == p.UID && strings.HasPrefix(f.Message, "the scan could not read it")
-		}) {
+		if slices.ContainsFunc(st.Findings, func(f reconstruct.Finding) bool { return fzUnread(f) && f.PodUID == p.UID }) {
 			want = reconstruct.PodUnknown
 		}
 		if p.Status != want {
@@ -719,9 +717,14 @@ func fzCheckProblems(t *testing.T, n *fzNode, st *reconstruct.State) {
 // what lies there is unknown to it, and said so by a HungMount finding.
 func fzNotRead(st *reconstruct.State, p string) bool {
 	return slices.ContainsFunc(st.Findings, func(f reconstruct.Finding) bool {
-		return f.Kind == reconstruct.HungMount && strings.HasPrefix(f.Message, "the scan could not read it") &&
-			(p == f.Path || strings.HasPrefix(p, f.Path+"/"))
+		return fzUnread(f) && (p == f.Path || strings.HasPrefix(p, f.Path+"/"))
 	})
+}
+
+// fzUnread says whether f is the HungMount of a path the scan could not
+// read (not one a probe found hung).
+func fzUnread(f reconstruct.Finding) bool {
+	return f.Kind == reconstruct.HungMount && strings.HasPrefix(f.Message, "the scan could not read it")
 }
 
 // fzStagingProblems expects a finding for everything in a Filesystem
