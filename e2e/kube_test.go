@@ -38,6 +38,13 @@ func ctxT(t *testing.T) context.Context {
 // last error after timeout.
 func eventually(t *testing.T, what string, timeout time.Duration, cond func() error) time.Duration {
 	t.Helper()
+	return eventuallyOrTell(t, what, timeout, cond, nil)
+}
+
+// eventuallyOrTell is eventually, calling tell (when not nil) before it
+// fails, to log what the suite knows about why cond never held.
+func eventuallyOrTell(t *testing.T, what string, timeout time.Duration, cond func() error, tell func()) time.Duration {
+	t.Helper()
 	start := time.Now()
 	var last error
 	for time.Since(start) < timeout {
@@ -48,6 +55,9 @@ func eventually(t *testing.T, what string, timeout time.Duration, cond func() er
 			return time.Since(start)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+	if tell != nil {
+		tell()
 	}
 	t.Fatalf("%s: not after %s: %v", what, timeout, last)
 	return 0
@@ -147,14 +157,14 @@ func cleanupPods(t *testing.T) {
 			}
 		}
 		root := needCluster(t).Layout.KubeletRoot()
-		eventually(t, "pod dirs removed by the kubelet", 2*time.Minute, func() error {
+		eventuallyOrTell(t, "pod dirs removed by the kubelet", 2*time.Minute, func() error {
 			entries, _ := os.ReadDir(filepath.Join(root, "pods"))
 			if len(entries) > 0 {
 				unmountLeaks(t, root)
 				return fmt.Errorf("%d pod dirs left", len(entries))
 			}
 			return nil
-		})
+		}, func() { tellStuckPods(t, "") })
 		deleteStorageObjects(t)
 	})
 }

@@ -71,9 +71,13 @@ func TestDaemonSet(t *testing.T) {
 	require.NoError(t, c.MakeRootShared(ctxT(t)))
 
 	require.NoError(t, c.StartControlPlane(ctxT(t), bins["kube-controller-manager"], bins["kube-scheduler"]))
-	t.Cleanup(func() { assert.NoError(t, c.StopControlPlane()) })
+	// The controller stops before the pods are deleted: one that had not
+	// seen the DaemonSet's deletion yet would make a new pod for the node.
+	t.Cleanup(func() {
+		assert.NoError(t, c.StopControlPlane())
+		deleteDaemonSet(t)
+	})
 	applyDeploy(t, c, image.ref)
-	t.Cleanup(func() { deleteDaemonSet(t) })
 	pod := waitDaemonSetPod(t)
 	t.Logf("pod %s (%s) created by the DaemonSet controller, placed by the scheduler, Ready", pod.Name, pod.UID)
 	assertContainerImage(t, pod, image.ref)
@@ -420,13 +424,13 @@ func deleteDaemonSet(t *testing.T) {
 	err = cs.CoreV1().Pods(dsNamespace).DeleteCollection(ctxT(t), metav1.DeleteOptions{},
 		metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=volrecon"})
 	assert.NoError(t, err)
-	eventually(t, "the DaemonSet's pod gone", 2*time.Minute, func() error {
+	eventuallyOrTell(t, "the DaemonSet's pod gone", 2*time.Minute, func() error {
 		list, err := cs.CoreV1().Pods(dsNamespace).List(ctxT(t), metav1.ListOptions{})
 		if err == nil && len(list.Items) > 0 {
 			err = fmt.Errorf("%d pods left", len(list.Items))
 		}
 		return err
-	})
+	}, func() { tellStuckPods(t, dsNamespace) })
 }
 
 func dsGet(path string) ([]byte, error) {
