@@ -182,6 +182,77 @@ func TestScopedFileMustAgree(t *testing.T) {
 	assert.True(t, tab.IsMountPoint("/var/lib/kubelet/x"), "the table of the agreed reads")
 }
 
+// TestCurrentOfAFileReadsOnceWhileItHoldsTheSameText: a Current over a
+// file that cannot be watched keeps its last scoped table, and one read
+// that finds the same text returns it; a changed file, a cut one or a
+// wider scope is read as ReadFileScoped reads it, until two reads agree.
+func TestCurrentOfAFileReadsOnceWhileItHoldsTheSameText(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mountinfo")
+	write := func(text string) { require.NoError(t, os.WriteFile(path, []byte(text), 0o644)) }
+	const root = "1 0 259:0 / / rw - ext4 /dev/root rw\n"
+	const x = "2 1 0:5 / /var/lib/kubelet/x rw - tmpfs t rw\n"
+	write(root + x)
+	reads := 0
+	var onRead func() // after each read of ReadFileScoped's
+	testHookAfterRead = func() {
+		reads++
+		if onRead != nil {
+			onRead()
+		}
+	}
+	t.Cleanup(func() { testHookAfterRead = nil })
+	cur := Source{Path: path}.Follow()
+	defer cur.Close()
+	require.False(t, cur.Watched())
+	scope := NewScope("/var/lib/kubelet")
+
+	first, err := cur.Table(t.Context(), scope)
+	require.NoError(t, err)
+	assert.Equal(t, 2, reads, "the first table: two reads that agree")
+
+	reads = 0
+	again, err := cur.Table(t.Context(), scope)
+	require.NoError(t, err)
+	assert.Same(t, first, again, "the same text: the same table")
+	assert.Zero(t, reads, "one read, before any of ReadFileScoped's")
+
+	write(root)
+	gone, err := cur.Table(t.Context(), scope)
+	require.NoError(t, err)
+	assert.NotSame(t, first, gone)
+	assert.False(t, gone.IsMountPoint("/var/lib/kubelet/x"), "the unmount is seen")
+	assert.Equal(t, 1, reads, "the read that differed counts as the first of the two that agree")
+
+	reads = 0
+	write(root + x)
+	onRead = func() { write(root) } // changes again once the second read agreed
+	back, err := cur.Table(t.Context(), scope)
+	require.NoError(t, err)
+	assert.True(t, back.IsMountPoint("/var/lib/kubelet/x"), "the text the two reads agreed on")
+	assert.Equal(t, 1, reads)
+	reads, onRead = 0, nil
+	again, err = cur.Table(t.Context(), scope)
+	require.NoError(t, err)
+	assert.False(t, again.IsMountPoint("/var/lib/kubelet/x"), "the last change: never the kept table")
+	assert.Equal(t, 1, reads)
+
+	write(root + x[:len(x)-1]) // cut short: never the last table
+	_, err = cur.Table(t.Context(), scope)
+	var perr *ParseError
+	require.ErrorAs(t, err, &perr)
+	write(root + x)
+	reads = 0
+	_, err = cur.Table(t.Context(), scope)
+	require.NoError(t, err)
+	assert.Equal(t, 2, reads, "after an error nothing is kept")
+
+	reads = 0
+	wider, err := cur.Table(t.Context(), NewScope("/var/lib"))
+	require.NoError(t, err)
+	assert.Equal(t, 2, reads, "a wider scope is read afresh")
+	assert.True(t, wider.IsMountPoint("/var/lib/kubelet/x"))
+}
+
 // TestScopedMatchesWholeOnGenerated compares every entry kept with a line
 // by line filter of the file.
 func TestScopedMatchesWholeOnGenerated(t *testing.T) {

@@ -70,8 +70,9 @@ func (s Source) Follow() *Current {
 // when it may have changed. Where the kernel flags the table's changes (a
 // live /proc mountinfo, Watch), the last table read stays current until
 // the kernel flags a mount, unmount, move or remount in the namespace;
-// elsewhere (a regular file, Source.Read) every call reads afresh. A
-// Current is not safe for concurrent use.
+// elsewhere every call reads afresh: a regular file once, its last table
+// returned again if the file still holds the text it was parsed from, and
+// Source.Read is called. A Current is not safe for concurrent use.
 type Current struct {
 	src   Source
 	watch *Watcher // nil: read every time
@@ -85,7 +86,7 @@ type Current struct {
 // read. A poll that fails counts as a change.
 func (c *Current) Table(ctx context.Context, scope *Scope) (*Table, error) {
 	if c.watch == nil {
-		return c.src.ReadScoped(ctx, scope)
+		return c.readUnwatched(ctx, scope)
 	}
 	if c.table != nil && c.scope.coversScope(scope) {
 		if changed, err := c.watch.Changed(); err == nil && !changed {
@@ -113,6 +114,35 @@ func (c *Current) Reread(ctx context.Context, scope *Scope) (*Table, error) {
 		return nil, err
 	}
 	c.table, c.scope = table, scope
+	return table, nil
+}
+
+// readUnwatched reads a table the kernel does not flag changes of. A
+// file's last scoped table is kept, and returned again when a read of the
+// file finds the text it was parsed from (readFileScopedAgain): one read
+// instead of the two that agree.
+func (c *Current) readUnwatched(ctx context.Context, scope *Scope) (*Table, error) {
+	if c.src.Read != nil || scope == nil {
+		return c.src.ReadScoped(ctx, scope)
+	}
+	last := c.table
+	if last == nil || !c.scope.coversScope(scope) {
+		last, c.table, c.scope = nil, nil, nil // let it go before the next read
+	}
+	var table *Table
+	var err error
+	if last != nil {
+		table, err = readFileScopedAgain(ctx, c.src.Name(), c.src.MaxAttempts, scope, last)
+	} else {
+		table, err = ReadFileScoped(ctx, c.src.Name(), c.src.MaxAttempts, scope)
+	}
+	if err != nil {
+		c.table, c.scope = nil, nil
+		return nil, err
+	}
+	if table != last {
+		c.table, c.scope = table, scope
+	}
 	return table, nil
 }
 

@@ -25,6 +25,10 @@ type Table struct {
 	// text are the blocks of memory that the strings of parsed entries
 	// view, sorted by address (see Holds).
 	text []textBlock
+	// digest is the contentDigest of the text a scoped read parsed
+	// (digested: it was taken), which a later read is compared with.
+	digest   [2]uint64
+	digested bool
 }
 
 // textBlock is the address range of one block of a table's text. It holds

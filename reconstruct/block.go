@@ -120,13 +120,32 @@ func (b *builder) nodePathOf(m mountscan.Mount) string {
 func pathOnNode(m mountscan.Mount, entries []mountscan.Mount) (p string, ok bool) {
 	bestRoot := ""
 	for _, e := range entries {
-		rel, under := strings.CutPrefix(m.Root, strings.TrimSuffix(e.Root, "/"))
-		if e.Dev != m.Dev || e.Deleted || !under || rel == "" || rel[0] != '/' {
-			continue // another bind of the file itself is not where it lies
-		}
-		if !ok || len(e.Root) < len(bestRoot) {
+		rel, holds := holdsRoot(e, m)
+		if holds && (!ok || len(e.Root) < len(bestRoot)) {
 			p, bestRoot, ok = path.Join(e.MountPoint, rel), e.Root, true
 		}
 	}
 	return p, ok
+}
+
+// pathOnNodeByRoot is pathOnNode of entries ordered (stably) by the length
+// of their root: the first that holds m's root is the answer.
+func pathOnNodeByRoot(m mountscan.Mount, entries []mountscan.Mount) (string, bool) {
+	for _, e := range entries {
+		if rel, holds := holdsRoot(e, m); holds {
+			return path.Join(e.MountPoint, rel), true
+		}
+	}
+	return "", false
+}
+
+// holdsRoot reports whether the entry e shows a dir of m's filesystem that
+// holds m's root strictly below it, and m's root relative to it. Another
+// bind of the file itself is not where the file lies.
+func holdsRoot(e, m mountscan.Mount) (rel string, holds bool) {
+	rel, under := strings.CutPrefix(m.Root, strings.TrimSuffix(e.Root, "/"))
+	if e.Dev != m.Dev || e.Deleted || !under || rel == "" || rel[0] != '/' {
+		return "", false
+	}
+	return rel, true
 }

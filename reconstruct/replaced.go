@@ -1,10 +1,12 @@
 package reconstruct
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io/fs"
 	"os"
+	"slices"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -120,7 +122,11 @@ func (b *builder) statDeviceBinds(binds []deviceBind) []deviceCheck {
 
 // livePaths returns, for each bind, the host path where the device node it
 // shows lies now ("" = no entry of its filesystem holds it), reading the
-// table once.
+// table once. The binds share their filesystem (devtmpfs) with one another:
+// each filesystem's entries are ordered by the length of their root, so
+// that the first that holds a bind's root is pathOnNode's answer, most
+// often the filesystem's own mount, first of all (not a walk of every
+// other bind for each).
 func (b *builder) livePaths(binds []deviceBind) []string {
 	byDev := map[mountscan.DevID][]mountscan.Mount{}
 	for _, d := range binds {
@@ -131,9 +137,12 @@ func (b *builder) livePaths(binds []deviceBind) []string {
 			byDev[e.Dev] = append(entries, e)
 		}
 	}
+	for _, entries := range byDev {
+		slices.SortStableFunc(entries, func(x, y mountscan.Mount) int { return cmp.Compare(len(x.Root), len(y.Root)) })
+	}
 	paths := make([]string, len(binds))
 	for i, d := range binds {
-		paths[i], _ = pathOnNode(d.m, byDev[d.m.Dev])
+		paths[i], _ = pathOnNodeByRoot(d.m, byDev[d.m.Dev])
 	}
 	return paths
 }
