@@ -3,8 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -509,17 +507,7 @@ func (r *chaosRun) ensureServe() {
 }
 
 func (s *chaosServe) get(path string) ([]byte, error) {
-	client := http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get(s.base + path)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("GET %s: %s", path, resp.Status)
-	}
-	return body, err
+	return httpGet(s.base + path)
 }
 
 // scrapeServe reads serve's /metrics once per cycle.

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -360,16 +358,7 @@ func (s *serveProc) get(path string) ([]byte, error) {
 	if path == "/report" {
 		base = s.reportBase
 	}
-	resp, err := http.Get(base + path)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return body, fmt.Errorf("GET %s: %s: %s", path, resp.Status, body)
-	}
-	return body, err
+	return httpGet(base + path)
 }
 
 func (s *serveProc) report(t *testing.T) vrState {

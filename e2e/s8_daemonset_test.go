@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -440,16 +438,7 @@ func dsGet(path string) ([]byte, error) {
 		// hostNetwork is the node's (what kubectl port-forward reaches).
 		base = dsReportBase
 	}
-	resp, err := http.Get(base + path)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return body, fmt.Errorf("GET %s: %s: %s", path, resp.Status, body)
-	}
-	return body, err
+	return httpGet(base + path)
 }
 
 func dsReport() (vrState, error) {
@@ -683,13 +672,8 @@ type promSample struct {
 }
 
 func (p *promServer) api(path string, out any) error {
-	resp, err := http.Get(p.base + path)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
+	body, err := httpGet(p.base + path)
+	if err != nil && body == nil {
 		return err
 	}
 	var env struct {

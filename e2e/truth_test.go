@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -79,11 +77,8 @@ func unmount(p string) error {
 // kubeletMetrics scrapes the kubelet's read-only port.
 func kubeletMetrics(t *testing.T) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", cluster.KubeletReadOnlyPort))
+	body, err := httpGet(fmt.Sprintf("http://127.0.0.1:%d/metrics", cluster.KubeletReadOnlyPort))
 	require.NoError(t, err, "scrape the kubelet's metrics")
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
 	return parseMetrics(string(body))
 }
 
