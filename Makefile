@@ -96,7 +96,7 @@ lint:
 ## and in an image with no libc), with its version; -trimpath so that the
 ## same commit gives the same binary wherever it is cloned.
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o volrecon ./cmd/volrecon
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION) -X main.commit=$(REVISION)" -o volrecon ./cmd/volrecon
 
 ## image: the container image, from the static binary, with no registry and
 ## no daemon (module image/): IMAGE_TAR, a tarball for `ctr -n k8s.io images

@@ -46,4 +46,7 @@ func TestImageLoadsIntoDocker(t *testing.T) {
 	out := docker("run", "--rm", "--network=none", image.ref, "version")
 	t.Logf("docker run %s version (%s): %s", image.ref, time.Since(start).Round(time.Millisecond), out)
 	assert.True(t, strings.HasPrefix(out, "volrecon "), "the image's entrypoint is volrecon: %q", out)
+	if rev := labels["org.opencontainers.image.revision"]; len(rev) >= 12 {
+		assert.Contains(t, out, "commit "+rev[:12], "make build stamps the commit the revision label names")
+	}
 }

@@ -11,6 +11,11 @@ import (
 // tagged version), else "dev".
 var version = ""
 
+// commit is the commit set at build time (make build: -X main.commit=...),
+// printed when the build info has none: go build records it only in a git
+// checkout and without -buildvcs=false, which some build environments set.
+var commit = ""
+
 // commitLength is how much of a commit hash is printed, as git's short
 // hashes of a large repository.
 const commitLength = 12
@@ -21,7 +26,7 @@ func runVersion(_ context.Context, args []string, e env) error {
 		return errUsage
 	}
 	info, _ := debug.ReadBuildInfo()
-	fmt.Fprintln(e.stdout, versionLine(version, info))
+	fmt.Fprintln(e.stdout, versionLine(version, commit, info))
 	return nil
 }
 
@@ -29,8 +34,9 @@ func runVersion(_ context.Context, args []string, e env) error {
 // version stamped with -ldflags, else the module's, else "dev"; the commit
 // and whether the tree had changes from the build info's vcs.revision and
 // vcs.modified, which go build records when it builds in a git checkout
-// (a binary built elsewhere, or with -buildvcs=false, says "commit unknown").
-func versionLine(stamped string, info *debug.BuildInfo) string {
+// (a binary built elsewhere, or with -buildvcs=false, says the commit
+// stamped with -ldflags, else "commit unknown").
+func versionLine(stamped, stampedCommit string, info *debug.BuildInfo) string {
 	v := stamped
 	if v == "" && info != nil && info.Main.Version != "" && info.Main.Version != "(devel)" {
 		v = info.Main.Version
@@ -38,17 +44,21 @@ func versionLine(stamped string, info *debug.BuildInfo) string {
 	if v == "" {
 		v = "dev"
 	}
-	if info == nil {
-		return "volrecon " + v + " (commit unknown)"
+	rev := "unknown"
+	if stampedCommit != "" {
+		rev = stampedCommit[:min(len(stampedCommit), commitLength)]
 	}
-	commit, dirty := "unknown", ""
+	if info == nil {
+		return "volrecon " + v + " (commit " + rev + ")"
+	}
+	dirty := ""
 	for _, s := range info.Settings {
 		switch {
 		case s.Key == "vcs.revision" && s.Value != "":
-			commit = s.Value[:min(len(s.Value), commitLength)]
+			rev = s.Value[:min(len(s.Value), commitLength)]
 		case s.Key == "vcs.modified" && s.Value == "true":
 			dirty = "+dirty"
 		}
 	}
-	return fmt.Sprintf("volrecon %s (%s, commit %s%s)", v, info.GoVersion, commit, dirty)
+	return fmt.Sprintf("volrecon %s (%s, commit %s%s)", v, info.GoVersion, rev, dirty)
 }

@@ -23,22 +23,27 @@ func buildInfo(mainVersion string, settings ...string) *debug.BuildInfo {
 func TestVersionLine(t *testing.T) {
 	const rev = "75659e4cd166f069216874cbaba1cc3c05348ca8"
 	tests := []struct {
-		name, stamped string
-		info          *debug.BuildInfo
-		want          string
+		name, stamped, commit string
+		info                  *debug.BuildInfo
+		want                  string
 	}{
-		{"stamped, clean tree", "v0.3.0", buildInfo("(devel)", "vcs.revision", rev, "vcs.modified", "false"),
+		{"stamped, clean tree", "v0.3.0", "", buildInfo("(devel)", "vcs.revision", rev, "vcs.modified", "false"),
 			"volrecon v0.3.0 (go1.26.0, commit 75659e4cd166)"},
-		{"not stamped, changed tree", "", buildInfo("(devel)", "vcs.revision", rev, "vcs.modified", "true"),
+		{"not stamped, changed tree", "", "", buildInfo("(devel)", "vcs.revision", rev, "vcs.modified", "true"),
 			"volrecon dev (go1.26.0, commit 75659e4cd166+dirty)"},
-		{"go install of a tag", "", buildInfo("v0.2.1"), "volrecon v0.2.1 (go1.26.0, commit unknown)"},
-		{"no vcs info (-buildvcs=false)", "v0.3.0", buildInfo("(devel)"), "volrecon v0.3.0 (go1.26.0, commit unknown)"},
-		{"no build info", "", nil, "volrecon dev (commit unknown)"},
-		{"a short revision", "", buildInfo("", "vcs.revision", "abc123"), "volrecon dev (go1.26.0, commit abc123)"},
+		{"go install of a tag", "", "", buildInfo("v0.2.1"), "volrecon v0.2.1 (go1.26.0, commit unknown)"},
+		{"no vcs info (-buildvcs=false)", "v0.3.0", "", buildInfo("(devel)"), "volrecon v0.3.0 (go1.26.0, commit unknown)"},
+		{"no build info", "", "", nil, "volrecon dev (commit unknown)"},
+		{"a short revision", "", "", buildInfo("", "vcs.revision", "abc123"), "volrecon dev (go1.26.0, commit abc123)"},
+		{"no vcs info, commit stamped (make build)", "v0.3.0", rev, buildInfo("(devel)"),
+			"volrecon v0.3.0 (go1.26.0, commit 75659e4cd166)"},
+		{"no build info, commit stamped", "", rev, nil, "volrecon dev (commit 75659e4cd166)"},
+		{"the build info's commit first", "", "0123456789abcdef", buildInfo("(devel)", "vcs.revision", rev, "vcs.modified", "true"),
+			"volrecon dev (go1.26.0, commit 75659e4cd166+dirty)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, versionLine(tc.stamped, tc.info))
+			assert.Equal(t, tc.want, versionLine(tc.stamped, tc.commit, tc.info))
 		})
 	}
 }
@@ -47,7 +52,7 @@ func TestVersionLine(t *testing.T) {
 // this very binary.
 func TestVersionSpellings(t *testing.T) {
 	info, _ := debug.ReadBuildInfo()
-	want := versionLine(version, info) + "\n"
+	want := versionLine(version, commit, info) + "\n"
 	require.True(t, strings.HasPrefix(want, "volrecon "))
 	for _, arg := range []string{"version", "--version", "-version"} {
 		code, out, errOut := runCLI(t, "", arg)
