@@ -259,6 +259,15 @@ func (w *Watcher) ActivePods(ctx context.Context) ([]string, error) {
 	return keysOf(pods), nil
 }
 
+// Probe asks the API server what ActivePods asks it (a list of at most one
+// of the node's pods) and returns the trust that leaves: a caller that
+// holds an answer of ActivePods confirms it so without taking another,
+// and takes one again when the trust changed.
+func (w *Watcher) Probe(ctx context.Context) Status {
+	w.probe(ctx)
+	return w.Status()
+}
+
 // PodNames returns the names of the pods of the last answer of ActivePods
 // or ConfirmActivePods (reconstruct.PodNamer), by each of their keys.
 func (w *Watcher) PodNames() map[string]reconstruct.PodName {

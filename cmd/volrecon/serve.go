@@ -47,7 +47,8 @@ func runServe(ctx context.Context, args []string, e env) error {
 	minInterval := c.fs.Duration("min-interval", defaultMinInterval, "with --watch: at most one scan per this interval, but for one follow-up of the first scan after a quiet interval "+
 		"(the second half of a kubelet change: a dir, then its mount); what cannot be watched is scanned this often")
 	recheckInterval := c.fs.Duration("recheck-interval", defaultRecheckInterval, "with --watch: scan at least this often while the last scan found an orphan, "+
-		"a hung or corrupted mount, or a pod source that failed, or with --probe (evidence of life and probes change with time alone)")
+		"a hung or corrupted mount, or a pod source that failed, or with --probe (evidence of life and probes change with time alone); "+
+		"with --active-pods api, probe the API server at least this often, and scan when its trust changed")
 	textfile := c.fs.String("textfile", "", "write the metrics once to this file (node_exporter textfile collector) and exit")
 	compat := c.fs.Bool("kubelet-compat-metrics", false, "also export the kubelet's reconstruction and orphan-cleanup metrics under the kubelet's names, "+
 		"as a kubelet restarted on this node would count them (package metrics, KubeletCompat)")

@@ -45,6 +45,9 @@ type scanLoop struct {
 	pace nodewatch.Pacer
 
 	lastStart, lastFull time.Time
+	// lastConfirm: when the API server's answer was last confirmed without
+	// a scan (confirmDue).
+	lastConfirm time.Time
 	// recheck: the last State holds what time alone changes (see
 	// timeDependent); trusted: the pod watch's trust at the last scan.
 	recheck, trusted bool
@@ -101,7 +104,7 @@ func (s *server) runScans(ctx context.Context) {
 		}
 		ch := l.watch.Take(ctx)
 		now := time.Now()
-		if due := s.untilDue(now) <= 0; !ch.Any() && !due && !s.trustChanged() {
+		if !ch.Any() && !s.scanDue(ctx, now) {
 			continue
 		}
 		if now.Sub(l.lastFull) >= s.interval {
@@ -112,8 +115,22 @@ func (s *server) runScans(ctx context.Context) {
 }
 
 // untilDue is how long the loop may wait for a change before it must scan
-// anyway.
+// anyway, or confirm the API server's answer.
 func (s *server) untilDue(now time.Time) time.Duration {
+	due := s.scanDueAt()
+	if s.api != nil {
+		due = minTime(due, s.confirmDueAt())
+	}
+	wait := due.Sub(now)
+	if s.api != nil {
+		wait = min(wait, trustCheck)
+	}
+	return wait
+}
+
+// scanDueAt is when the loop must scan though nothing changed: the safety
+// net's full scan, a State that time alone changes, a watch that polls.
+func (s *server) scanDueAt() time.Time {
 	l := s.loop
 	due := l.lastFull.Add(s.interval)
 	if l.recheck {
@@ -122,11 +139,38 @@ func (s *server) untilDue(now time.Time) time.Duration {
 	if l.watch.Status().Polling() {
 		due = minTime(due, l.lastStart.Add(l.minInterval))
 	}
-	wait := due.Sub(now)
-	if s.api != nil {
-		wait = min(wait, trustCheck)
+	return due
+}
+
+// confirmDueAt is when the API server's answer must be confirmed again
+// (in-cluster): a recheckInterval after the last scan or confirmation.
+func (s *server) confirmDueAt() time.Time {
+	l := s.loop
+	last := l.lastStart
+	if l.lastConfirm.After(last) {
+		last = l.lastConfirm
 	}
-	return wait
+	return last.Add(l.recheckInterval)
+}
+
+// scanDue reports whether the loop must scan now though the node did not
+// change: a scan is due (scanDueAt), or the pod watch's trust changed. In
+// cluster, the API server's answer is confirmed every recheckInterval by
+// its probe alone, as a scan would probe it: only a trust that changed
+// then scans. The pod set itself cannot have changed unseen: every pod
+// added or deleted in the watch's cache notifies the loop (a change).
+func (s *server) scanDue(ctx context.Context, now time.Time) bool {
+	switch {
+	case !now.Before(s.scanDueAt()) || s.trustChanged():
+		return true
+	case s.api == nil || now.Before(s.confirmDueAt()):
+		return false
+	}
+	s.api.watcher.Probe(ctx)
+	s.loop.lastConfirm = now
+	changed := s.trustChanged()
+	klog.FromContext(ctx).V(4).Info("Confirmed the API server's answer", "trustChanged", changed)
+	return changed
 }
 
 // trustChanged reports whether the pod watch's trust changed since the
@@ -155,10 +199,9 @@ func (s *server) scanChanged(ctx context.Context, ch nodewatch.Changes) {
 		l.recheck = true // tried again within --recheck-interval, as the old loop did every interval
 		return
 	}
-	// The API server's answer is trusted only while confirmed (a probe at
-	// each scan): a refusal or an outage changes nothing on the node, so
-	// in-cluster the desired state is rechecked with time too.
-	l.recheck = s.node.opts.Probe || s.api != nil || timeDependent(st)
+	// A refusal or an outage of the API server changes nothing on the
+	// node: in cluster, its answer is confirmed with time too (scanDue).
+	l.recheck = s.node.opts.Probe || timeDependent(st)
 	if ch.All {
 		l.lastFull = l.lastStart
 		now := time.Now()
