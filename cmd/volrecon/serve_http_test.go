@@ -31,13 +31,24 @@ var testLimits = httpLimits{
 	maxConns:   8,
 }
 
+// serveOnLoopback runs s.serve(ctx) on a new listener on loopback, and
+// returns its address; when the test ends it cancels ctx, and serve must
+// return no error.
+func serveOnLoopback(t testing.TB, s *server, ctx context.Context, cancel context.CancelFunc) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- s.serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	return ln.Addr().String()
+}
+
 // startServe runs serve on the demo node on loopback with limits, and
 // returns its address once /readyz answers (a scan succeeded).
 func startServe(t testing.TB, limits httpLimits) (*server, string) {
 	t.Helper()
 	hostRoot, mountinfo := demoNode(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
 	flags := nodeFlags{rootDir: "/var/lib/kubelet", hostRoot: hostRoot, mountInfo: mountinfo}
 	n, err := flags.openNode(nil)
 	require.NoError(t, err)
@@ -47,10 +58,7 @@ func startServe(t testing.TB, limits httpLimits) (*server, string) {
 	s.reportLn, err = net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- s.serve(ctx, ln) }()
-	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
-	addr := ln.Addr().String()
+	addr := serveOnLoopback(t, s, ctx, cancel)
 	require.Eventually(t, func() bool { code, _, _ := tryGet("http://" + addr + "/readyz"); return code == http.StatusOK },
 		60*time.Second, 10*time.Millisecond)
 	http.DefaultClient.CloseIdleConnections() // tryGet's keep-alive connection

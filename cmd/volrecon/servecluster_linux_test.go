@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/volrecon/volrecon/internal/kubetest"
 	"github.com/volrecon/volrecon/kube"
-	"github.com/volrecon/volrecon/reconstruct"
 )
 
 // TestServeConfirmsTheAPIServerWithoutScanning: in cluster, serve
@@ -29,11 +27,9 @@ import (
 // node with a quiet server is not scanned again.
 func TestServeConfirmsTheAPIServerWithoutScanning(t *testing.T) {
 	hostRoot, mountinfo := demoNode(t)
-	st, err := reconstruct.Scan(t.Context(), reconstruct.Options{Node: reconstruct.Node{HostRoot: hostRoot, MountTable: mountSourceOf(mountinfo)}})
-	require.NoError(t, err)
 	var pods []runtime.Object
-	for _, p := range st.Pods {
-		pods = append(pods, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pod-" + p.UID, UID: types.UID(p.UID)},
+	for _, uid := range demoPodUIDs(t, hostRoot, mountinfo) {
+		pods = append(pods, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pod-" + uid, UID: types.UID(uid)},
 			Spec: corev1.PodSpec{NodeName: "node-a"}})
 	}
 	client := fake.NewSimpleClientset(pods...)
@@ -60,15 +56,7 @@ func TestServeConfirmsTheAPIServerWithoutScanning(t *testing.T) {
 	s.api = &apiWatch{watcher: w}
 	n.opts.ActivePods = w
 	require.Eventually(t, func() bool { return w.Status().Synced }, 30*time.Second, 10*time.Millisecond)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- s.serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
-	base := "http://" + ln.Addr().String()
+	base := "http://" + serveOnLoopback(t, s, ctx, cancel)
 	scans := func() float64 { return metric(t, base, `volrecon_scans_total{result="success"}`) }
 	known := func() float64 { return metric(t, base, "volrecon_active_pods_known") }
 	require.Eventually(t, func() bool { return known() == 1 }, 30*time.Second, 10*time.Millisecond, "the first scan, trusted")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,11 +21,7 @@ import (
 // the active pod list but those left out, the given recheck interval.
 func watchedServe(t *testing.T, recheck time.Duration, leftOut int) (base, hostRoot, list string, all []string) {
 	hostRoot, mountinfo := demoNode(t)
-	st, err := reconstruct.Scan(t.Context(), reconstruct.Options{Node: reconstruct.Node{HostRoot: hostRoot, MountTable: mountSourceOf(mountinfo)}})
-	require.NoError(t, err)
-	for _, p := range st.Pods {
-		all = append(all, p.UID)
-	}
+	all = demoPodUIDs(t, hostRoot, mountinfo)
 	list = filepath.Join(t.TempDir(), "active-pods")
 	require.NoError(t, os.WriteFile(list, []byte(strings.Join(all[leftOut:], "\n")+"\n"), 0o600))
 	flags := nodeFlags{rootDir: "/var/lib/kubelet", hostRoot: hostRoot, mountInfo: mountinfo, activePods: list}
@@ -36,15 +31,7 @@ func watchedServe(t *testing.T, recheck time.Duration, leftOut int) (base, hostR
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	require.NoError(t, s.startWatch(ctx, 20*time.Millisecond, recheck, n.activePodsFiles()))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- s.serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
-	base = "http://" + ln.Addr().String()
+	base = "http://" + serveOnLoopback(t, s, ctx, cancel)
 	require.Eventually(t, func() bool { code, _, _ := tryGet(base + "/readyz"); return code == 200 }, 60*time.Second, 10*time.Millisecond)
 	return base, hostRoot, list, all
 }
@@ -99,6 +86,18 @@ func TestServeRechecksWhileAnOrphanIsThere(t *testing.T) {
 	base, _, _, _ := watchedServe(t, 50*time.Millisecond, 1)
 	require.Equal(t, 1.0, metric(t, base, `volrecon_pods{status="Orphaned"}`))
 	require.Eventually(t, func() bool { return metric(t, base, `volrecon_scans_total{result="success"}`) >= 4 }, 30*time.Second, 10*time.Millisecond)
+}
+
+// demoPodUIDs returns the UIDs of the demo node's pod dirs.
+func demoPodUIDs(t *testing.T, hostRoot, mountinfo string) []string {
+	t.Helper()
+	st, err := reconstruct.Scan(t.Context(), reconstruct.Options{Node: reconstruct.Node{HostRoot: hostRoot, MountTable: mountSourceOf(mountinfo)}})
+	require.NoError(t, err)
+	uids := make([]string, 0, len(st.Pods))
+	for _, p := range st.Pods {
+		uids = append(uids, p.UID)
+	}
+	return uids
 }
 
 func mountSourceOf(path string) mountscan.Source {
