@@ -7,13 +7,17 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
 
 	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/nodewatch"
@@ -33,6 +37,9 @@ type churn struct {
 	pods   []string
 	mounts []string // mounted targets, in mount order
 	seq    int
+	// podsOnly: only changes in pod dirs, and mounts of pods' volumes
+	// (the staging mounts as they were).
+	podsOnly bool
 }
 
 func (c *churn) path(elem ...string) string {
@@ -62,7 +69,11 @@ func (c *churn) volData(handle string) string {
 func (c *churn) step() {
 	c.seq++
 	n := fmt.Sprint(c.seq)
-	switch op := c.rnd.IntN(13); {
+	op := c.rnd.IntN(14)
+	if c.podsOnly {
+		op = []int{0, 1, 4, 6, 7, 8, 9, 13}[c.rnd.IntN(8)]
+	}
+	switch {
 	case op == 0 || len(c.pods) < 3: // a pod starts
 		uid := fmt.Sprintf("%08x-0000-4000-8000-%012x", c.rnd.Uint32(), c.seq)
 		c.pods = append(c.pods, uid)
@@ -156,6 +167,20 @@ func (c *churn) step() {
 		c.write(filepath.Join(spec, "data", "vol_data.json"), `{"driverName":"ebs.csi.aws.com","volumeHandle":"b`+n+`","specVolID":"pvc-b`+n+`"}`)
 		c.write(filepath.Join(spec, "dev", c.pick(c.pods)), "")
 		c.write(c.path("plugins/kubernetes.io/csi/volumeDevices/staging", "pvc-b"+n), "")
+	case op == 13: // an application writes into a CSI volume's mount dir, mounted or not (no watch sees it); or its files go
+		mnts, _ := filepath.Glob(c.path("pods", c.pick(c.pods), "volumes", "kubernetes.io~csi", "*", "mount"))
+		if len(mnts) == 0 {
+			return
+		}
+		mnt := c.pick(mnts)
+		if c.rnd.IntN(3) == 0 {
+			files, _ := filepath.Glob(filepath.Join(mnt, "data-*"))
+			for _, f := range files {
+				_ = os.Remove(f)
+			}
+			return
+		}
+		_ = os.WriteFile(filepath.Join(mnt, "data-"+n), []byte("x"), 0o600)
 	default: // a CSI volume's mount dir removed, or made again
 		vols, _ := filepath.Glob(c.path("pods", c.pick(c.pods), "volumes", "kubernetes.io~csi", "*"))
 		if len(vols) > 0 {
@@ -230,10 +255,19 @@ func TestIncrementalScansAsFullScans(t *testing.T) {
 		require.NoError(t, err)
 		return string(b)
 	}
+	keptPods, keptScans := 0, 0
+	incCtx := klog.NewContext(ctx, funcr.New(func(_, args string) {
+		if m := keptPodsField.FindStringSubmatch(args); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			keptPods += n
+			keptScans += min(n, 1)
+		}
+	}, funcr.Options{Verbosity: 2}))
 	_, _ = inc.Scan(ctx, opts, reconstruct.Changed{All: true})
 	_, _ = blind.Scan(ctx, opts, reconstruct.Changed{All: true})
 	diverged, reusedScans, stagingOnly := 0, 0, 0
-	for round := range 150 {
+	for round := range 250 {
+		c.podsOnly = round >= 150 // a node where pods come and go and the staging mounts stay: the join keeps most pods
 		for range 1 + c.rnd.IntN(3) {
 			c.step()
 		}
@@ -246,7 +280,7 @@ func TestIncrementalScansAsFullScans(t *testing.T) {
 		}
 		changed := reconstruct.Changed{All: ch.All, Pod: ch.PodChanged, CSI: ch.CSI, Staging: ch.Staging}
 		full := state(reconstruct.Scan(ctx, opts))
-		require.JSONEq(t, full, state(inc.Scan(ctx, opts, changed)), "round %d (seed %d): changes %+v", round, seed, ch)
+		require.JSONEq(t, full, state(inc.Scan(incCtx, opts, changed)), "round %d (seed %d): changes %+v", round, seed, ch)
 		if full != state(blind.Scan(ctx, opts, reconstruct.Changed{Pod: func(string) bool { return false }})) {
 			diverged++
 		}
@@ -254,8 +288,13 @@ func TestIncrementalScansAsFullScans(t *testing.T) {
 	require.Positive(t, diverged, "an Incremental told nothing never differed: the comparison proves nothing")
 	require.Greater(t, reusedScans, 100, "most scans walked only some pods")
 	require.Greater(t, stagingOnly, 10, "some scans walked only some staging dirs")
-	t.Logf("blind Incremental diverged in %d rounds; %d scans reused pods, %d walked only some staging dirs", diverged, reusedScans, stagingOnly)
+	require.Greater(t, keptScans, 15, "the join kept unchanged pods in many scans")
+	t.Logf("blind Incremental diverged in %d rounds; %d scans reused pods, %d walked only some staging dirs; the join kept %d pods in %d scans",
+		diverged, reusedScans, stagingOnly, keptPods, keptScans)
 }
+
+// keptPodsField is how many pods an Incremental's join kept, in its summary.
+var keptPodsField = regexp.MustCompile(`"keptPods"=(\d+)`)
 
 // TestIncrementalSeesInsideAMountWhereTheLayoutHasNone: a tmpfs mounted on
 // a CSI volume dir after the watches were set up hides the dir the watch

@@ -106,6 +106,7 @@ func (b *builder) boundFromRegularFile(p string, m mountscan.Mount) bool {
 // mount point of an entry of the same filesystem whose root holds it (the
 // filesystem's own mount first), or else by its device and root.
 func (b *builder) nodePathOf(m mountscan.Mount) string {
+	b.readBeyondFingerprints() // the whole table
 	if p, ok := pathOnNode(m, b.table.Mounts()); ok {
 		return p
 	}

@@ -252,10 +252,7 @@ func (b *builder) attachDeviceMount(out *Volume) {
 		return
 	}
 	out.DeviceMountPath, out.DeviceMountState, out.Layout = g.Path, b.deviceMountState(g), g.Layout
-	g.addUser(out.PodUID)
-	if out.State != Unmounted {
-		b.published[g.Path] = true
-	}
+	b.useStaging(g, out.PodUID, out.State != Unmounted)
 }
 
 // deviceMountState is the state of a volume's device mount at the staging
@@ -358,10 +355,7 @@ func (b *builder) blockDeviceMount(out *Volume) {
 		return
 	}
 	out.StagingPath, out.DeviceMountState = g.Path, g.State
-	g.addUser(out.PodUID)
-	if out.State != Unmounted {
-		b.published[g.Path] = true
-	}
+	b.useStaging(g, out.PodUID, out.State != Unmounted)
 }
 
 // mapDirState: a global map dir is Mounted while any map file below it is

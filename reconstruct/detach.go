@@ -32,7 +32,11 @@ func (b *builder) detach() {
 	// that size is not rehashed as it grows, which took a third of detach.
 	hint := 3*(len(b.st.Volumes)+len(b.st.GlobalMounts)) + len(b.st.Pods)
 	d := detacher{text: b.text, interned: make(map[string]string, hint)}
+	if b.memo != nil {
+		d.kept = b.memo.kept
+	}
 	d.state(b.st)
+	d.memo(b.memo)
 }
 
 // dropTable lets the table and the indexes built on it go before the
@@ -48,6 +52,11 @@ func (b *builder) dropTable() {
 type detacher struct {
 	text     mountscan.Text
 	interned map[string]string
+	// kept holds the UIDs of the pods an Incremental's join kept: their
+	// volumes' strings were detached and interned at an earlier scan, so
+	// only those a later step of this join set are looked at, and none
+	// is interned again (which took as long as building the volume).
+	kept map[string]bool
 }
 
 // str detaches *p if it views the table's text, and shares it with an
@@ -91,7 +100,7 @@ func (d *detacher) state(st *State) {
 		d.pod(&st.Pods[i])
 	}
 	for i := range st.Volumes {
-		d.volume(&st.Volumes[i])
+		d.volume(&st.Volumes[i], !d.kept[st.Volumes[i].PodUID])
 	}
 	for i := range st.GlobalMounts {
 		d.globalMount(&st.GlobalMounts[i])
@@ -114,10 +123,13 @@ func (d *detacher) pod(p *Pod) {
 	d.strs(p.MountPoints, false)
 }
 
-func (d *detacher) volume(v *Volume) {
+// volume detaches v, interning its names and paths with intern: not those
+// of a kept pod's volume, detached and interned at an earlier scan, of
+// which only what a later step of this join set is looked at.
+func (d *detacher) volume(v *Volume, intern bool) {
 	str(d, &v.PodUID, false)
 	for _, p := range []*string{&v.Name, &v.Plugin, &v.Path, &v.CheckedPath, &v.Reason, &v.UniqueName} {
-		str(d, p, true)
+		str(d, p, intern)
 	}
 	str(d, &v.Mode, false)
 	str(d, &v.State, false)
@@ -126,7 +138,29 @@ func (d *detacher) volume(v *Volume) {
 	str(d, &v.StagingPath, false)
 	str(d, &v.Layout, false)
 	d.mountRef(v.Mount)
-	d.csi(v.CSI)
+	d.csi(v.CSI, intern)
+}
+
+// memo detaches what an Incremental's join recorded of the pods it built,
+// sharing the State's strings: the memo lives from one scan to the next.
+func (d *detacher) memo(j *joinMemo) {
+	if j == nil {
+		return
+	}
+	for _, pj := range j.pods {
+		if d.kept[pj.pod.UID] {
+			continue // detached at the scan that built it
+		}
+		d.pod(&pj.pod)
+		for i := range pj.volumes {
+			d.volume(&pj.volumes[i], true)
+		}
+		for i := range pj.findings {
+			d.finding(&pj.findings[i])
+		}
+		d.strs(pj.published, false)
+		d.strs(pj.users, false)
+	}
 }
 
 func (d *detacher) globalMount(g *GlobalMount) {
@@ -160,12 +194,13 @@ func (d *detacher) optional(p *string) *string {
 	return &s
 }
 
-func (d *detacher) csi(c *CSIInfo) {
+// csi detaches c, interning its names and handle with intern.
+func (d *detacher) csi(c *CSIInfo, intern bool) {
 	if c == nil {
 		return
 	}
 	for _, p := range []*string{&c.DriverName, &c.VolumeHandle, &c.SpecVolID, &c.NodeName} {
-		str(d, p, true)
+		str(d, p, intern)
 	}
 	for _, p := range []*string{&c.AttachmentID, &c.VolumeLifecycleMode} {
 		str(d, p, false)

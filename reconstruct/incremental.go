@@ -17,9 +17,15 @@ import (
 // the staging dirs it names), everything when it says All. What the walk
 // reads of the rest is taken from the last scan's inventory
 // (podsdir.Reuse), which it keeps between scans (about the size of the
-// State). Everything else of a scan is done
-// afresh every time: the mount table is read, the pod source asked, the
-// join, the probes and the evidence of life made anew, so a scan of an
+// State). The join, too, takes from its last scan what it made of each pod
+// whose inputs are as they were: the pod's inventory taken from the last
+// scan, the same mount entries at and below its dir, the rest of the node
+// (every other entry, the staging mounts, the hung paths) the same, and
+// nothing else read to build it (an unmounted volume dir checked for data
+// is read again at every scan); a pod so kept costs a copy, not a build.
+// Everything else of a scan is done afresh every time: the mount table is
+// read, the pod source asked, the staging mounts, the findings over every
+// pod, the probes and the evidence of life made anew, so a scan of an
 // Incremental gives the State a full Scan gives when Changed is true (a
 // watch of the dirs the walk lists, package nodewatch, vouches for it).
 // A pod dir, a staging dir or the CSI dir, at or below which a mount came,
@@ -39,6 +45,7 @@ type Incremental struct {
 	mounts     map[string]int    // the topmost mounts within the kubelet's dirs before prev's walk
 	hung       int               // how many paths were hung before prev's walk
 	pending    int               // the hung count of the scan under way
+	join       *joinMemo         // what the last join made of each pod
 }
 
 // Changed says what may have changed on disk since an Incremental's last
@@ -225,6 +232,25 @@ func (in *Incremental) keep(inv *podsdir.Inventory) {
 
 func (in *Incremental) forget() {
 	if in != nil {
-		in.prev, in.mounts = nil, nil
+		in.prev, in.mounts, in.join = nil, nil, nil
 	}
+}
+
+// joinMemo returns the memo of the Incremental's joins, made at first use.
+func (in *Incremental) joinMemo() *joinMemo {
+	if in == nil {
+		return nil
+	}
+	if in.join == nil {
+		in.join = newJoinMemo()
+	}
+	return in.join
+}
+
+// keptPods is how many pods the last join took from the memo.
+func (in *Incremental) keptPods() int {
+	if in == nil || in.join == nil {
+		return 0
+	}
+	return len(in.join.kept)
 }

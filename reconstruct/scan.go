@@ -51,12 +51,13 @@ func scan(ctx context.Context, opts Options, in *Incremental, changed Changed) (
 		in.forget()
 		return nil, fmt.Errorf("reconstruct: %w", err)
 	}
-	st, err := build(ctx, opts, inv, table.get, in == nil)
+	st, err := build(ctx, opts, inv, table.get, in == nil, in.joinMemo())
 	in.keep(inv)
 	klog.FromContext(ctx).V(2).Info("Rebuilt node volume state",
 		"rootDir", st.ResolvedRootDir, "mountTableConsistent", st.MountTable.Consistent,
 		"pods", len(st.Pods), "volumes", len(st.Volumes), "globalMounts", len(st.GlobalMounts),
-		"volumesInUse", len(st.VolumesInUse), "findings", len(st.Findings), "incremental", walk.Reuse != nil, "err", err)
+		"volumesInUse", len(st.VolumesInUse), "findings", len(st.Findings), "incremental", walk.Reuse != nil,
+		"keptPods", in.keptPods(), "err", err)
 	if err != nil {
 		return st, fmt.Errorf("reconstruct: %w", err)
 	}
@@ -128,14 +129,16 @@ func cause(err error, text, alt string) error {
 func Build(ctx context.Context, opts Options, inv *podsdir.Inventory) (*State, error) {
 	opts = opts.withDefaults()
 	ctx = WithHungPaths(ctx, opts.HungPaths)
-	return build(ctx, opts, inv, opts.MountTable.ReadScoped, false)
+	return build(ctx, opts, inv, opts.MountTable.ReadScoped, false, nil)
 }
 
 // build is Build with the mount table from readTable, called after the
 // inventory was taken, with the scope of the entries the join asks about.
 // With owned (Scan's own inventory, which nobody else sees) the join lets
-// each part of inv go once it has used it.
-func build(ctx context.Context, opts Options, inv *podsdir.Inventory, readTable func(context.Context, *mountscan.Scope) (*mountscan.Table, error), owned bool) (*State, error) {
+// each part of inv go once it has used it; with memo (an Incremental's
+// scan) it keeps the pods whose inputs are as they were (joinMemo).
+func build(ctx context.Context, opts Options, inv *podsdir.Inventory, readTable func(context.Context, *mountscan.Scope) (*mountscan.Table, error),
+	owned bool, memo *joinMemo) (*State, error) {
 	// A table handed in (MountTable.Read) is held to what a live one is.
 	opts.Progress.Send(progress.Report{Step: "reading the mount table", Item: opts.MountTable.Name()})
 	table, tableErr := readTable(ctx, tableScope(inventoryDirs(inv), opts.RootDirAliases))
@@ -148,6 +151,7 @@ func build(ctx context.Context, opts Options, inv *podsdir.Inventory, readTable 
 		globals:   map[string]*GlobalMount{},
 		published: map[string]bool{},
 		release:   owned,
+		memo:      memo,
 	}
 	b.consistent = tableErr == nil && table != nil
 	b.st = &State{
@@ -255,6 +259,11 @@ type builder struct {
 	// step reads is dropped once used (the pods with their volumes, the
 	// staging dirs), so that it is not live while the State grows.
 	release bool
+	// memo, in an Incremental's scan, is what the last join made of each
+	// pod: a pod whose inputs are as they were is taken from it (joinMemo).
+	memo *joinMemo
+	// rec records the side effects of building the pod under way.
+	rec *recording
 	// refused is ErrEmptyActivePods, wrapped, when the pod source's empty
 	// answer was refused: Build returns it with the State.
 	refused error
@@ -418,15 +427,14 @@ func (b *builder) buildPods() {
 	}
 	b.st.Pods = slices.Grow(b.st.Pods, len(b.inv.Pods)) // nil stays nil: no pods
 	b.st.Volumes = slices.Grow(b.st.Volumes, n)
-	for i, p := range b.inv.Pods {
-		pod := Pod{UID: p.UID, Path: p.Path, Status: PodUnknown, VolumeCount: len(p.Volumes)}
-		if b.consistent {
-			pod.MountPoints = b.podMountPoints(p.Path)
+	b.memo.begin(b)
+	for i := range b.inv.Pods {
+		p := &b.inv.Pods[i]
+		if pj := b.memo.keep(p); pj != nil {
+			b.replay(pj)
+			continue
 		}
-		b.st.Pods = append(b.st.Pods, pod)
-		for _, v := range p.Volumes {
-			b.st.Volumes = append(b.st.Volumes, b.volume(v))
-		}
+		b.buildPod(p)
 		if b.release {
 			b.inv.Pods[i] = podsdir.Pod{} // no later step reads the pods
 		}
@@ -434,6 +442,24 @@ func (b *builder) buildPods() {
 	if b.release {
 		b.inv.Pods = nil
 	}
+	b.memo.finish()
+}
+
+// buildPod adds the pod p with its volumes, and records for the next join
+// what it made (joinMemo).
+func (b *builder) buildPod(p *podsdir.Pod) {
+	pod := Pod{UID: p.UID, Path: p.Path, Status: PodUnknown, VolumeCount: len(p.Volumes)}
+	if b.consistent {
+		pod.MountPoints = b.podMountPoints(p.Path)
+	}
+	b.st.Pods = append(b.st.Pods, pod)
+	vols, finds := len(b.st.Volumes), len(b.st.Findings)
+	b.rec = &recording{}
+	for _, v := range p.Volumes {
+		b.st.Volumes = append(b.st.Volumes, b.volume(v))
+	}
+	b.memo.record(p, pod, b.st.Volumes[vols:], b.st.Findings[finds:], b.rec)
+	b.rec = nil
 }
 
 // podUIDFromPath returns the pod UID of a path under the pods dir.

@@ -201,6 +201,7 @@ func (b *builder) noteDataOnNodeDisk(dir, podUID, volume, what string) bool {
 	if !b.consistent {
 		return false
 	}
+	b.readBeyondFingerprints() // what is in the dir: no fingerprint says
 	if p, ok := b.unread(dir); ok {
 		b.log.V(4).Info("Not checking an unmounted dir for data: the walk did not read it", "path", dir, "unread", p)
 		return false
