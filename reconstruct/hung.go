@@ -189,22 +189,25 @@ func MountsNotToEnter(table *mountscan.Table, dirs ...string) map[string]string 
 	if table == nil {
 		return nil
 	}
-	top := map[string]string{} // the type of the topmost mount at each mount point
-	for _, dir := range dirs {
-		if dir == "" || slices.ContainsFunc(dirs, func(d string) bool { return d != dir && d != "" && within(dir, d) }) {
-			continue // a dir below another of dirs: its mounts are that one's
-		}
-		for _, m := range table.AtOrBelow(dir) { // stacked mounts in order: the last is on top
-			top[m.MountPoint] = m.FSType
-		}
-	}
+	// Only a mount point with an entry that may hang can have one on top:
+	// the others are passed by without a lookup or a copy of the entry.
 	out := map[string]string{}
-	for mp, fstype := range top {
-		if mayHangAt(mp, fstype, dirs) {
-			out[mp] = fstype
+	mounts := table.Mounts()
+	for i := range mounts {
+		m := &mounts[i]
+		if _, seen := out[m.MountPoint]; seen || !boundedcall.MayHang(m.FSType) || !withinAny(m.MountPoint, dirs) {
+			continue
+		}
+		if fstype, ok := notToEnter(table, m.MountPoint, dirs); ok {
+			out[m.MountPoint] = fstype
 		}
 	}
 	return out
+}
+
+// withinAny reports whether p is at or below one of dirs ("" is none).
+func withinAny(p string, dirs []string) bool {
+	return slices.ContainsFunc(dirs, func(dir string) bool { return dir != "" && within(p, dir) })
 }
 
 // MountNotToEnter is MountsNotToEnter for one path: the mount point at or

@@ -3,7 +3,6 @@ package reconstruct
 import (
 	"context"
 	"maps"
-	"slices"
 	"strings"
 
 	boundedcall "github.com/volrecon/volrecon/internal/bounded"
@@ -209,14 +208,13 @@ func listedInCSI(rel []string) bool {
 }
 
 // topMounts returns the ID of the topmost mount at each mount point at or
-// below dirs.
+// below dirs: the last in the table's order, which is the order they were
+// mounted in.
 func topMounts(table *mountscan.Table, dirs []string) map[string]int {
 	top := map[string]int{}
-	for _, dir := range dirs {
-		if dir == "" || slices.ContainsFunc(dirs, func(d string) bool { return d != dir && d != "" && within(dir, d) }) {
-			continue // a dir below another of dirs: its mounts are that one's
-		}
-		for _, m := range table.AtOrBelow(dir) { // stacked mounts in order: the last is on top
+	mounts := table.Mounts()
+	for i := range mounts {
+		if m := &mounts[i]; withinAny(m.MountPoint, dirs) {
 			top[m.MountPoint] = m.ID
 		}
 	}

@@ -205,10 +205,7 @@ func (j *joinMemo) record(p *podsdir.Pod, pod Pod, volumes []Volume, findings []
 	}
 	pj := &podJoin{inv: *p, mounts: j.podMounts[podDirName(p.Path)], volatile: rec.volatile,
 		pod: clonePod(pod), findings: slices.Clone(findings), published: rec.published, users: rec.users}
-	pj.volumes = make([]Volume, len(volumes))
-	for i := range volumes {
-		pj.volumes[i] = cloneVolume(volumes[i])
-	}
+	pj.volumes = cloneVolumes(volumes)
 	j.next[p.Path] = pj
 }
 
@@ -227,9 +224,7 @@ func (j *joinMemo) finish() {
 // replay adds what the last join made of a kept pod to this one's.
 func (b *builder) replay(pj *podJoin) {
 	b.st.Pods = append(b.st.Pods, clonePod(pj.pod))
-	for i := range pj.volumes {
-		b.st.Volumes = append(b.st.Volumes, cloneVolume(pj.volumes[i]))
-	}
+	b.st.Volumes = append(b.st.Volumes, cloneVolumes(pj.volumes)...)
 	b.st.Findings = append(b.st.Findings, pj.findings...)
 	for _, p := range pj.published {
 		b.published[p] = true
@@ -285,22 +280,28 @@ func clonePod(p Pod) Pod {
 	return p
 }
 
-// cloneVolume copies v with what it points to: a State never shares a
-// value another State (or the memo) holds.
-func cloneVolume(v Volume) Volume {
-	if v.Mount != nil {
-		m := *v.Mount
-		v.Mount = &m
-	}
-	if v.CSI != nil {
-		c := *v.CSI
-		if c.SELinuxMountContext != nil {
-			s := *c.SELinuxMountContext
-			c.SELinuxMountContext = &s
+// cloneVolumes copies vs with what they point to, in one array of each
+// kind: a State never shares a value another State (or the memo) holds.
+func cloneVolumes(vs []Volume) []Volume {
+	out := slices.Clone(vs)
+	refs, ids := make([]MountRef, 0, len(vs)), make([]CSIInfo, 0, len(vs)) // never grown: the pointers into them hold
+	for i := range out {
+		v := &out[i]
+		if v.Mount != nil {
+			refs = append(refs, *v.Mount)
+			v.Mount = &refs[len(refs)-1]
 		}
-		v.CSI = &c
+		if v.CSI != nil {
+			c := *v.CSI
+			if c.SELinuxMountContext != nil {
+				s := *c.SELinuxMountContext
+				c.SELinuxMountContext = &s
+			}
+			ids = append(ids, c)
+			v.CSI = &ids[len(ids)-1]
+		}
 	}
-	return v
+	return out
 }
 
 // mix adds the fingerprint sum to acc, in order.

@@ -112,10 +112,12 @@ func leafVariants(typ reflect.Type, path string, skip []string) map[string]refle
 func TestKeptPodsShareNothing(t *testing.T) {
 	sel := "system_u:object_r:container_file_t:s0"
 	v := Volume{Name: "v", Mount: &MountRef{Source: "/dev/sda"}, CSI: &CSIInfo{DriverName: "d", SELinuxMountContext: &sel}}
-	pj := &podJoin{pod: Pod{UID: "u", MountPoints: []string{"/mp"}}, volumes: []Volume{v}}
+	other := Volume{Name: "w", Mount: &MountRef{Source: "/dev/sdb"}, CSI: &CSIInfo{DriverName: "e"}}
+	pj := &podJoin{pod: Pod{UID: "u", MountPoints: []string{"/mp"}}, volumes: []Volume{v, {Name: "plain"}, other}}
 	b := &builder{st: &State{}, published: map[string]bool{}, memo: &joinMemo{kept: map[string]bool{}, next: map[string]*podJoin{}}}
 	b.replay(pj)
 	st := b.st
+	require.Equal(t, pj.volumes, st.Volumes, "the same values")
 	st.Volumes[0].Mount.Source = "changed"
 	st.Volumes[0].CSI.DriverName = "changed"
 	*st.Volumes[0].CSI.SELinuxMountContext = "changed"
@@ -125,6 +127,9 @@ func TestKeptPodsShareNothing(t *testing.T) {
 	assert.Equal(t, sel, *pj.volumes[0].CSI.SELinuxMountContext)
 	assert.Equal(t, "/mp", pj.pod.MountPoints[0])
 	assert.True(t, b.memo.kept["u"])
+	assert.Equal(t, "/dev/sdb", st.Volumes[2].Mount.Source, "each volume its own")
+	assert.Equal(t, "e", st.Volumes[2].CSI.DriverName)
+	assert.Nil(t, st.Volumes[1].Mount)
 }
 
 // TestPodDirNameIsTheLastComponent: the memo finds a pod's entries by its

@@ -434,7 +434,9 @@ func (n *churnNode) writeActiveWith(extra []string) {
 
 // BenchmarkServeRescan is one of serve's scans in process on the
 // 1,000×10 node: a full one ("full"); one after a pod dir changed, told so
-// by the watch ("one-pod"); the same with /report fetched after it (serve
+// by the watch ("one-pod"), and after 10 and 100 changed ("10-pods",
+// "100-pods": what a changed pod costs beyond the scan's fixed part);
+// the same as one-pod with /report fetched after it (serve
 // encodes the report at the first request after a scan, not at every
 // scan: "one-pod+report"); one after a staging dir's vol_data.json was
 // written, told so ("one-staging"), and the same told only that the CSI
@@ -457,11 +459,21 @@ func BenchmarkServeRescan(b *testing.B) {
 	}
 	defer s.loop.watch.Close()
 	s.scanChanged(b.Context(), nodewatchAll)
-	uid := n.PodUIDs[len(n.PodUIDs)/2]
-	onePod := func() nodewatchChanges {
-		n.mkdir(filepath.Join(n.RootDir, "pods", uid, "volumes/kubernetes.io~empty-dir/x"))
-		return nodewatchChanges{Pods: map[string]bool{uid: true}}
+	podsChanged := func(k int) func() nodewatchChanges { // an emptyDir volume made, or removed again, in k pods spread over the node
+		return func() nodewatchChanges {
+			changed := map[string]bool{}
+			for i := range k {
+				uid := n.PodUIDs[(i*len(n.PodUIDs)/k+len(n.PodUIDs)/2)%len(n.PodUIDs)]
+				dir := filepath.Join(n.RootDir, "pods", uid, "volumes/kubernetes.io~empty-dir/x")
+				if err := os.Remove(n.host(dir)); err != nil {
+					n.mkdir(dir)
+				}
+				changed[uid] = true
+			}
+			return nodewatchChanges{Pods: changed}
+		}
 	}
+	onePod := podsChanged(1)
 	stagingDirs, _ := filepath.Glob(n.host(filepath.Join(n.RootDir, "plugins/kubernetes.io/csi", nodegen.Driver, "*")))
 	if len(stagingDirs) < 1000 {
 		b.Fatalf("%d staging dirs", len(stagingDirs))
@@ -485,6 +497,8 @@ func BenchmarkServeRescan(b *testing.B) {
 		{"full", func() nodewatchChanges { return nodewatchAll }, false},
 		{"one-pod", onePod, false},
 		{"one-pod+report", onePod, true},
+		{"10-pods", podsChanged(10), false},
+		{"100-pods", podsChanged(100), false},
 		{"one-staging", func() nodewatchChanges {
 			touchStaging()
 			return nodewatchChanges{Staging: map[string]bool{stagingRel: true}}
