@@ -54,8 +54,8 @@ type detacher struct {
 	interned map[string]string
 	// kept holds the UIDs of the pods an Incremental's join kept: their
 	// volumes' strings were detached and interned at an earlier scan, so
-	// only those a later step of this join set are looked at, and none
-	// is interned again (which took as long as building the volume).
+	// only those a later step of this join set are looked at, and none is
+	// interned again (which took as long as building the volume).
 	kept map[string]bool
 }
 
@@ -141,8 +141,11 @@ func (d *detacher) volume(v *Volume, intern bool) {
 	d.csi(v.CSI, intern)
 }
 
-// memo detaches what an Incremental's join recorded of the pods it built,
-// sharing the State's strings: the memo lives from one scan to the next.
+// memo detaches what an Incremental's join recorded of the pods it built
+// (what they point to is the State's, detached with it): the memo lives
+// from one scan to the next. Its strings are those of the State before the
+// later steps, so each held one is found in the intern map, and nothing is
+// interned anew.
 func (d *detacher) memo(j *joinMemo) {
 	if j == nil {
 		return
@@ -153,7 +156,7 @@ func (d *detacher) memo(j *joinMemo) {
 		}
 		d.pod(&pj.pod)
 		for i := range pj.volumes {
-			d.volume(&pj.volumes[i], true)
+			d.volume(&pj.volumes[i], false)
 		}
 		for i := range pj.findings {
 			d.finding(&pj.findings[i])

@@ -155,35 +155,3 @@ func TestDetachCoversEveryString(t *testing.T) {
 	assert.Equal(t, text, st.Volumes[0].Path)
 	assert.Same(t, unsafe.StringData(st.Volumes[0].Path), unsafe.StringData(st.Volumes[1].Path), "equal held strings share one copy")
 }
-
-// TestDetachCoversKeptVolumesAndTheMemo: the volumes of pods an
-// Incremental kept are detached without interning, and what its memo
-// recorded of the pods it built is detached too: neither keeps the
-// table's text alive until the next scan.
-func TestDetachCoversKeptVolumesAndTheMemo(t *testing.T) {
-	table, err := mountscan.FromLines("36 35 98:0 / /var/lib/kubelet/pods/uid-1/volumes/kubernetes.io~csi/pv-1/mount rw - ext4 /dev/sda1 rw")
-	require.NoError(t, err)
-	text := table.Mounts()[0].MountPoint
-	n := 0
-	next := func() string { n++; return text[:len(text)-n%3] }
-	st, built := &State{}, &podJoin{}
-	recorded := []any{&built.pod, &built.volumes, &built.findings, &built.published, &built.users} // all but the walk's inventory
-	for _, v := range append(recorded, st) {
-		fillStrings(reflect.ValueOf(v).Elem(), next)
-	}
-	memo := &joinMemo{pods: map[string]*podJoin{"built": built}, kept: map[string]bool{}}
-	for _, v := range st.Volumes[:1] {
-		memo.kept[v.PodUID] = true
-	}
-	require.NotContains(t, memo.kept, built.pod.UID)
-	b := &builder{st: st, text: table.Text(), memo: memo}
-	b.detach()
-	strings := 0
-	for _, v := range append(recorded, st) {
-		eachString(reflect.ValueOf(v).Elem(), func(s string) {
-			strings++
-			assert.False(t, table.Holds(s), "a string of %T still views the table: %q", v, s)
-		})
-	}
-	assert.Greater(t, strings, 150, "every string was filled")
-}

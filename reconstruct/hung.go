@@ -247,12 +247,10 @@ func mayHangAt(mp, fstype string, dirs []string) bool {
 // within the kubelet's dirs: the read under way if there is one (the join
 // takes it too when nothing changed since), else one of its own. When no
 // table can be read, there is nothing to go by: the walk's deadlines alone
-// bound it.
-//
-// With withMounts it also returns the topmost mount's ID at each mount
-// point within the dirs (nil when no table could be read), for an
-// Incremental to tell where the mounts changed.
-func (e *earlyTable) notToEnter(ctx context.Context, opts Options, withMounts bool) (map[string]string, map[string]int) {
+// bound it. It returns the table too (nil when none could be read) and the
+// kubelet's dirs as resolved, for an Incremental to tell where the mounts
+// changed.
+func (e *earlyTable) notToEnter(ctx context.Context, opts Options) (map[string]string, *mountscan.Table, []string) {
 	e.wait()
 	dirs, scope := e.dirs, e.scope
 	if scope == nil {
@@ -261,10 +259,7 @@ func (e *earlyTable) notToEnter(ctx context.Context, opts Options, withMounts bo
 	}
 	table, err := e.cur.Table(ctx, scope)
 	if err != nil {
-		return nil, nil
+		return nil, nil, dirs
 	}
-	if !withMounts {
-		return MountsNotToEnter(table, dirs...), nil
-	}
-	return MountsNotToEnter(table, dirs...), topMounts(table, dirs)
+	return MountsNotToEnter(table, dirs...), table, dirs
 }

@@ -2,7 +2,9 @@ package reconstruct
 
 import (
 	"context"
+	"hash/maphash"
 	"maps"
+	"slices"
 	"strings"
 
 	boundedcall "github.com/volrecon/volrecon/internal/bounded"
@@ -22,6 +24,10 @@ import (
 // (every other entry, the staging mounts, the hung paths) the same, and
 // nothing else read to build it (an unmounted volume dir checked for data
 // is read again at every scan); a pod so kept costs a copy, not a build.
+// What a kept volume points to (its MountRef, its CSIInfo) and a kept
+// pod's mount points are shared by the States of the scans that kept it:
+// a State is read-only, as every user of it in volrecon treats it (copy a
+// value before changing it).
 // Everything else of a scan is done afresh every time: the mount table is
 // read, the pod source asked, the staging mounts, the findings over every
 // pod, the probes and the evidence of life made anew, so a scan of an
@@ -41,9 +47,10 @@ import (
 type Incremental struct {
 	prev       *podsdir.Inventory
 	notEntered map[string]string // the fence of prev's walk
-	mounts     map[string]int    // the topmost mounts within the kubelet's dirs before prev's walk
+	mounts     *mountDigest      // where the mounts within the kubelet's dirs lay before prev's walk
 	hung       int               // how many paths were hung before prev's walk
 	pending    int               // the hung count of the scan under way
+	seed       maphash.Seed      // of the mount digests
 	join       *joinMemo         // what the last join made of each pod
 }
 
@@ -73,27 +80,28 @@ func (in *Incremental) Forget() { in.forget() }
 
 // reuse returns what the walk may take from the last scan's inventory, or
 // nil when it must walk everything. ctx carries the scan's hung paths;
-// mounts are the topmost mounts within the kubelet's dirs as read before
-// the walk: a pod dir (or the CSI dir) at or below which a mount came,
-// went or was replaced since the last scan is walked again, since the walk
-// lists a dir mounted over (or laid bare) as it is now.
-func (in *Incremental) reuse(ctx context.Context, notEntered map[string]string, mounts map[string]int, changed Changed) *podsdir.Reuse {
+// table is the mount table as read before the walk (nil when none could
+// be), dirs the kubelet's dirs as resolved then: a pod dir (or the CSI
+// dir) at or below which a mount came, went or was replaced since the last
+// scan is walked again, since the walk lists a dir mounted over (or laid
+// bare) as it is now.
+func (in *Incremental) reuse(ctx context.Context, notEntered map[string]string, table *mountscan.Table, dirs []string, changed Changed) *podsdir.Reuse {
 	if in == nil {
 		return nil
 	}
 	in.pending = boundedcall.RegistryOf(ctx).Stuck().HungPaths
 	prevMounts := in.mounts
-	in.mounts = mounts
+	in.mounts = in.digest(table, dirs)
 	if changed.All || in.prev == nil || in.pending != in.hung || !maps.Equal(notEntered, in.notEntered) ||
-		mounts == nil || prevMounts == nil {
+		in.mounts == nil || prevMounts == nil || !in.mounts.sameDirs(prevMounts) ||
+		in.mounts.podsDir != in.prev.PodsDir || in.mounts.csiDir != in.prev.CSIDir {
 		in.notEntered = notEntered
 		return nil
 	}
-	pods, csi, all := in.mountsChanged(prevMounts, mounts)
+	pods, csi, all := prevMounts.changes(in.mounts)
 	if all {
 		return nil
 	}
-	in.mountedWhereListed(mounts, pods, csi)
 	maps.Copy(csi.staging, changed.Staging)
 	return &podsdir.Reuse{
 		Previous:       in.prev,
@@ -103,6 +111,23 @@ func (in *Incremental) reuse(ctx context.Context, notEntered map[string]string, 
 	}
 }
 
+// digest is the mountDigest of table within dirs, placed by the last
+// scan's pods and CSI dirs (else by dirs' own: the root, the pods dir, the
+// plugins dir); nil without a table or dirs.
+func (in *Incremental) digest(table *mountscan.Table, dirs []string) *mountDigest {
+	if table == nil || len(dirs) < 3 {
+		return nil
+	}
+	podsDir, csiDir := dirs[1], join(dirs[2], "kubernetes.io", "csi")
+	if in.prev != nil {
+		podsDir, csiDir = in.prev.PodsDir, in.prev.CSIDir
+	}
+	if in.seed == (maphash.Seed{}) {
+		in.seed = maphash.MakeSeed()
+	}
+	return newMountDigest(table, dirs, podsDir, csiDir, in.seed)
+}
+
 // csiChanges is what changed in the CSI dir: all of it, or the staging
 // dirs named (relative to the CSI dir).
 type csiChanges struct {
@@ -110,67 +135,105 @@ type csiChanges struct {
 	staging map[string]bool
 }
 
-// note notes a change at the path rel (its components) below the CSI dir:
-// at or below a staging dir (<driver>/<name>, pv/<name>), that staging
-// dir; anywhere else (the CSI dir, a driver dir, volumeDevices/), all.
-func (c *csiChanges) note(rel []string) {
-	if len(rel) < 2 || rel[0] == "volumeDevices" {
-		c.all = true
-		return
+// mountDigest is where the mounts within the kubelet's dirs lie, as one
+// fingerprint per part of the tree that the walk takes from its last scan
+// or walks again: each pod dir (by name), each staging dir (<driver>/<name>,
+// pv/<name>), the rest of the CSI dir (a driver dir, volumeDevices/), and
+// everything else; with the parts that have a mount on a dir the walk
+// lists (listed: where the layout has none, so what changes inside it no
+// watch of the dirs sees), which are walked at every scan. It keeps none
+// of the table's text: the mount table of 30,000 entries is not kept
+// alive between scans for it.
+type mountDigest struct {
+	dirs            []string
+	podsDir, csiDir string
+	pods, staging   map[string]uint64
+	csiRest, other  uint64
+	listed          struct {
+		pods, staging map[string]bool
+		csi           bool
 	}
-	c.staging[rel[0]+"/"+rel[1]] = true
 }
 
-// mountsChanged compares the topmost mounts of two scans: the pod dirs in
-// which one changed, where one changed in the CSI dir, or elsewhere (all).
-func (in *Incremental) mountsChanged(before, after map[string]int) (pods map[string]bool, csi *csiChanges, all bool) {
-	pods, csi = map[string]bool{}, &csiChanges{staging: map[string]bool{}}
-	note := func(mp string) {
-		switch {
-		case within(mp, in.prev.CSIDir):
-			csi.note(relParts(mp, in.prev.CSIDir))
-		case mp != in.prev.PodsDir && within(mp, in.prev.PodsDir):
-			rel := mp[len(in.prev.PodsDir)+1:]
-			name, _, _ := strings.Cut(rel, "/")
-			pods[name] = true
-		default:
-			all = true
+func newMountDigest(table *mountscan.Table, dirs []string, podsDir, csiDir string, seed maphash.Seed) *mountDigest {
+	d := &mountDigest{dirs: slices.Clone(dirs), podsDir: podsDir, csiDir: csiDir, pods: map[string]uint64{}, staging: map[string]uint64{}}
+	d.listed.pods, d.listed.staging = map[string]bool{}, map[string]bool{}
+	var h maphash.Hash
+	h.SetSeed(seed)
+	mounts := table.Mounts()
+	for i := range mounts { // in the table's order: the order they were mounted in
+		m := &mounts[i]
+		if !withinAny(m.MountPoint, dirs) {
+			continue
 		}
+		h.Reset()
+		writeString(&h, m.MountPoint)
+		writeInts(&h, uint64(m.ID))
+		d.add(m.MountPoint, h.Sum64())
 	}
-	for mp, id := range after {
-		if before[mp] != id {
-			note(mp)
-		}
-	}
-	for mp := range before {
-		if _, ok := after[mp]; !ok {
-			note(mp)
-		}
-	}
-	return pods, csi, all
+	return d
 }
 
-// mountedWhereListed adds to pods each pod dir with a mount on a dir its
-// walk lists (the pod dir, volumes/ and a plugin dir in it, a CSI volume
-// dir, volume-subpaths/ and its volume and container dirs), and notes in
-// csi each mount on a dir the walk of the CSI dir lists (a staging dir: it
-// alone; any other: all): the layout has no mount there, so what changes
-// inside such a mount no watch of the dirs sees; those are walked at every
-// scan.
-func (in *Incremental) mountedWhereListed(mounts map[string]int, pods map[string]bool, csi *csiChanges) {
-	for mp := range mounts {
-		switch {
-		case within(mp, in.prev.CSIDir):
-			if rel := relParts(mp, in.prev.CSIDir); listedInCSI(rel) {
-				csi.note(rel)
-			}
-		case mp != in.prev.PodsDir && within(mp, in.prev.PodsDir):
-			rel := relParts(mp, in.prev.PodsDir)
-			if listedInPod(rel[1:]) {
-				pods[rel[0]] = true
-			}
+// add files the fingerprint sum of the entry at mp where it lies.
+func (d *mountDigest) add(mp string, sum uint64) {
+	switch {
+	case within(mp, d.csiDir):
+		rel := relParts(mp, d.csiDir)
+		if len(rel) < 2 || rel[0] == "volumeDevices" {
+			d.csiRest = mix(d.csiRest, sum)
+			d.listed.csi = d.listed.csi || listedInCSI(rel)
+			return
+		}
+		key := strings.Clone(rel[0] + "/" + rel[1])
+		d.staging[key] = mix(d.staging[key], sum)
+		if listedInCSI(rel) {
+			d.listed.staging[key] = true
+		}
+	case mp != d.podsDir && within(mp, d.podsDir):
+		rel := relParts(mp, d.podsDir)
+		name := strings.Clone(rel[0])
+		d.pods[name] = mix(d.pods[name], sum)
+		if listedInPod(rel[1:]) {
+			d.listed.pods[name] = true
+		}
+	default:
+		d.other = mix(d.other, sum)
+	}
+}
+
+func (d *mountDigest) sameDirs(o *mountDigest) bool {
+	return slices.Equal(d.dirs, o.dirs) && d.podsDir == o.podsDir && d.csiDir == o.csiDir
+}
+
+// changes compares the digest of the last scan (d) with this one's (now):
+// the pod dirs at or below which a mount came, went or was replaced, with
+// those that have a mount on a dir the walk lists; the same of the CSI
+// dir; or a change elsewhere (all).
+func (d *mountDigest) changes(now *mountDigest) (pods map[string]bool, csi *csiChanges, all bool) {
+	if d.other != now.other {
+		return nil, nil, true
+	}
+	pods, csi = differ(d.pods, now.pods), &csiChanges{all: d.csiRest != now.csiRest || now.listed.csi, staging: differ(d.staging, now.staging)}
+	maps.Copy(pods, now.listed.pods)
+	maps.Copy(csi.staging, now.listed.staging)
+	return pods, csi, false
+}
+
+// differ returns the keys whose fingerprints differ between a and b
+// (absent in one of them too).
+func differ(a, b map[string]uint64) map[string]bool {
+	out := map[string]bool{}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			out[k] = true
 		}
 	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			out[k] = true
+		}
+	}
+	return out
 }
 
 // relParts is the components of p below dir (none for dir itself).
@@ -207,20 +270,6 @@ func listedInCSI(rel []string) bool {
 	return false
 }
 
-// topMounts returns the ID of the topmost mount at each mount point at or
-// below dirs: the last in the table's order, which is the order they were
-// mounted in.
-func topMounts(table *mountscan.Table, dirs []string) map[string]int {
-	top := map[string]int{}
-	mounts := table.Mounts()
-	for i := range mounts {
-		if m := &mounts[i]; withinAny(m.MountPoint, dirs) {
-			top[m.MountPoint] = m.ID
-		}
-	}
-	return top
-}
-
 // keep keeps inv for the next scan.
 func (in *Incremental) keep(inv *podsdir.Inventory) {
 	if in != nil {
@@ -231,6 +280,13 @@ func (in *Incremental) keep(inv *podsdir.Inventory) {
 func (in *Incremental) forget() {
 	if in != nil {
 		in.prev, in.mounts, in.join = nil, nil, nil
+	}
+}
+
+// dropJoin lets go of what the last join made of each pod.
+func (in *Incremental) dropJoin() {
+	if in != nil && in.join != nil {
+		in.join.pods = nil
 	}
 }
 

@@ -73,11 +73,13 @@ func (j *joinMemo) begin(b *builder) {
 		return
 	}
 	j.next, j.kept, j.usable, j.podMounts = map[string]*podJoin{}, map[string]bool{}, false, nil
-	if !b.consistent {
-		return
+	if b.consistent {
+		j.nodeNow, j.podMounts = j.fingerprint(b)
+		j.usable = j.pods != nil && j.nodeNow == j.node
 	}
-	j.nodeNow, j.podMounts = j.fingerprint(b)
-	j.usable = j.pods != nil && j.nodeNow == j.node
+	if !j.usable {
+		j.pods = nil // nothing of it can be kept: let it go before this join grows
+	}
 }
 
 // fingerprint returns the node's fingerprint and that of each pod dir's
@@ -192,21 +194,24 @@ func (j *joinMemo) keep(p *podsdir.Pod) *podJoin {
 		return nil
 	}
 	pj := j.pods[p.Path]
+	delete(j.pods, p.Path) // kept or not, the last join's is let go as this one grows
 	if pj == nil || pj.volatile || pj.mounts != j.podMounts[podDirName(p.Path)] || !sameInventory(&pj.inv, p) {
 		return nil
 	}
 	return pj
 }
 
-// record keeps what the join made of the pod p for the next join.
-func (j *joinMemo) record(p *podsdir.Pod, pod Pod, volumes []Volume, findings []Finding, rec *recording) {
+// record keeps what the join made of the pod p for the next join: the
+// pod, its volumes and findings (at the end of the State) as they are
+// before the later steps change them. The memo shares what they point to
+// with the State (see Incremental: a State is read-only); its strings are
+// made its own with the State's, at detach.
+func (j *joinMemo) record(b *builder, p *podsdir.Pod, vols, finds int, rec *recording) {
 	if j == nil || j.podMounts == nil {
 		return
 	}
-	pj := &podJoin{inv: *p, mounts: j.podMounts[podDirName(p.Path)], volatile: rec.volatile,
-		pod: clonePod(pod), findings: slices.Clone(findings), published: rec.published, users: rec.users}
-	pj.volumes = cloneVolumes(volumes)
-	j.next[p.Path] = pj
+	j.next[p.Path] = &podJoin{inv: *p, mounts: j.podMounts[podDirName(p.Path)], volatile: rec.volatile, pod: b.st.Pods[len(b.st.Pods)-1],
+		volumes: slices.Clone(b.st.Volumes[vols:]), findings: slices.Clone(b.st.Findings[finds:]), published: rec.published, users: rec.users}
 }
 
 // finish makes this join's the memo of the next.
@@ -223,8 +228,8 @@ func (j *joinMemo) finish() {
 
 // replay adds what the last join made of a kept pod to this one's.
 func (b *builder) replay(pj *podJoin) {
-	b.st.Pods = append(b.st.Pods, clonePod(pj.pod))
-	b.st.Volumes = append(b.st.Volumes, cloneVolumes(pj.volumes)...)
+	b.st.Pods = append(b.st.Pods, pj.pod)
+	b.st.Volumes = append(b.st.Volumes, pj.volumes...)
 	b.st.Findings = append(b.st.Findings, pj.findings...)
 	for _, p := range pj.published {
 		b.published[p] = true
@@ -274,35 +279,6 @@ func sameArray[T any](a, b []T) bool {
 }
 
 func podDirName(p string) string { return p[strings.LastIndexByte(p, '/')+1:] }
-
-func clonePod(p Pod) Pod {
-	p.MountPoints = slices.Clone(p.MountPoints)
-	return p
-}
-
-// cloneVolumes copies vs with what they point to, in one array of each
-// kind: a State never shares a value another State (or the memo) holds.
-func cloneVolumes(vs []Volume) []Volume {
-	out := slices.Clone(vs)
-	refs, ids := make([]MountRef, 0, len(vs)), make([]CSIInfo, 0, len(vs)) // never grown: the pointers into them hold
-	for i := range out {
-		v := &out[i]
-		if v.Mount != nil {
-			refs = append(refs, *v.Mount)
-			v.Mount = &refs[len(refs)-1]
-		}
-		if v.CSI != nil {
-			c := *v.CSI
-			if c.SELinuxMountContext != nil {
-				s := *c.SELinuxMountContext
-				c.SELinuxMountContext = &s
-			}
-			ids = append(ids, c)
-			v.CSI = &ids[len(ids)-1]
-		}
-	}
-	return out
-}
 
 // mix adds the fingerprint sum to acc, in order.
 func mix(acc, sum uint64) uint64 { return (acc^sum)*0x100000001b3 + 0x9e3779b97f4a7c15 }

@@ -1,6 +1,7 @@
 package reconstruct
 
 import (
+	"context"
 	"hash/maphash"
 	"reflect"
 	"slices"
@@ -107,29 +108,52 @@ func leafVariants(typ reflect.Type, path string, skip []string) map[string]refle
 	return out
 }
 
-// TestKeptPodsShareNothing: a kept pod's values in a State are copies of
-// the memo's: a caller that changes its State changes no later scan's.
-func TestKeptPodsShareNothing(t *testing.T) {
-	sel := "system_u:object_r:container_file_t:s0"
-	v := Volume{Name: "v", Mount: &MountRef{Source: "/dev/sda"}, CSI: &CSIInfo{DriverName: "d", SELinuxMountContext: &sel}}
-	other := Volume{Name: "w", Mount: &MountRef{Source: "/dev/sdb"}, CSI: &CSIInfo{DriverName: "e"}}
-	pj := &podJoin{pod: Pod{UID: "u", MountPoints: []string{"/mp"}}, volumes: []Volume{v, {Name: "plain"}, other}}
-	b := &builder{st: &State{}, published: map[string]bool{}, memo: &joinMemo{kept: map[string]bool{}, next: map[string]*podJoin{}}}
-	b.replay(pj)
-	st := b.st
-	require.Equal(t, pj.volumes, st.Volumes, "the same values")
-	st.Volumes[0].Mount.Source = "changed"
-	st.Volumes[0].CSI.DriverName = "changed"
-	*st.Volumes[0].CSI.SELinuxMountContext = "changed"
-	st.Pods[0].MountPoints[0] = "changed"
-	assert.Equal(t, "/dev/sda", pj.volumes[0].Mount.Source)
-	assert.Equal(t, "d", pj.volumes[0].CSI.DriverName)
-	assert.Equal(t, sel, *pj.volumes[0].CSI.SELinuxMountContext)
-	assert.Equal(t, "/mp", pj.pod.MountPoints[0])
-	assert.True(t, b.memo.kept["u"])
-	assert.Equal(t, "/dev/sdb", st.Volumes[2].Mount.Source, "each volume its own")
-	assert.Equal(t, "e", st.Volumes[2].CSI.DriverName)
-	assert.Nil(t, st.Volumes[1].Mount)
+// TestJoinKeepsWhatIsAsItWas: joins of the same inventory and table with
+// a memo keep every pod and give the State a join without one gives; a pod
+// walked again (its inventory new) is built again; the memo's strings, as
+// the State's, are their own, not views of the table's text.
+func TestJoinKeepsWhatIsAsItWas(t *testing.T) {
+	opts, inv := generatedNode(t)
+	memo := newJoinMemo()
+	join := func(inv *podsdir.Inventory, memo *joinMemo) *State {
+		var table *mountscan.Table
+		st, err := build(t.Context(), opts, inv, func(ctx context.Context, s *mountscan.Scope) (*mountscan.Table, error) {
+			var err error
+			table, err = opts.MountTable.ReadScoped(ctx, s)
+			return table, err
+		}, false, memo)
+		require.NoError(t, err)
+		held := func(s string) { assert.False(t, table.Holds(s), "a string still views the table: %q", s) }
+		eachString(reflect.ValueOf(st).Elem(), held)
+		for _, pj := range memoPods(memo) {
+			for _, v := range []any{&pj.pod, &pj.volumes, &pj.findings, &pj.published, &pj.users} {
+				eachString(reflect.ValueOf(v).Elem(), held)
+			}
+		}
+		return st
+	}
+	fresh := join(inv, nil)
+	require.NotEmpty(t, fresh.Volumes)
+
+	assert.Equal(t, fresh, join(inv, memo), "the first join builds every pod")
+	assert.Empty(t, memo.kept)
+	assert.Len(t, memo.pods, len(inv.Pods))
+	assert.Equal(t, fresh, join(inv, memo), "the second keeps them")
+	assert.Len(t, memo.kept, len(inv.Pods))
+
+	walked := *inv // as an Incremental's walk takes it: one pod walked again, the others taken
+	walked.Pods = slices.Clone(inv.Pods)
+	walked.Pods[3].Volumes = slices.Clone(walked.Pods[3].Volumes)
+	assert.Equal(t, fresh, join(&walked, memo))
+	assert.Len(t, memo.kept, len(inv.Pods)-1)
+	assert.NotContains(t, memo.kept, walked.Pods[3].UID)
+}
+
+func memoPods(j *joinMemo) map[string]*podJoin {
+	if j == nil {
+		return nil
+	}
+	return j.pods
 }
 
 // TestPodDirNameIsTheLastComponent: the memo finds a pod's entries by its
@@ -137,4 +161,36 @@ func TestKeptPodsShareNothing(t *testing.T) {
 func TestPodDirNameIsTheLastComponent(t *testing.T) {
 	assert.Equal(t, "uid-1", podDirName("/var/lib/kubelet/pods/uid-1"))
 	assert.False(t, strings.Contains(podDirName("/a/b"), "/"))
+}
+
+// TestRecordDetaches: what the memo records of a pod (every string field
+// filled with views of the table's text) is detached with the State: the
+// memo lives from one scan to the next, and must not keep the table's
+// text alive.
+func TestRecordDetaches(t *testing.T) {
+	table, err := mountscan.FromLines("36 35 98:0 / /var/lib/kubelet/pods/uid-1/volumes/kubernetes.io~csi/pv-1/mount rw - ext4 /dev/sda1 rw")
+	require.NoError(t, err)
+	text := table.Mounts()[0].MountPoint
+	n := 0
+	next := func() string { n++; return text[:len(text)-n%3] }
+	st := &State{}
+	fillStrings(reflect.ValueOf(st).Elem(), next)
+	rec := &recording{published: []string{next()}, users: []string{next()}}
+	b := &builder{st: st, text: table.Text()}
+	j := &joinMemo{podMounts: map[string]uint64{}, next: map[string]*podJoin{}, kept: map[string]bool{}}
+	b.memo = j
+	p := &podsdir.Pod{UID: "uid-1", Path: "/var/lib/kubelet/pods/uid-1"}
+	j.record(b, p, 0, 0, rec)
+	j.finish()
+	b.detach()
+	pj := j.pods[p.Path]
+	require.NotNil(t, pj)
+	fields := 0
+	for _, v := range []any{&pj.pod, &pj.volumes, &pj.findings, &pj.published, &pj.users, &st.Pods[len(st.Pods)-1], &st.Volumes, &st.Findings} {
+		eachString(reflect.ValueOf(v).Elem(), func(s string) {
+			fields++
+			assert.False(t, table.Holds(s), "%T still views the table: %q", v, s)
+		})
+	}
+	assert.Greater(t, fields, 100, "every string was filled")
 }

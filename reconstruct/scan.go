@@ -41,9 +41,13 @@ func scan(ctx context.Context, opts Options, in *Incremental, changed Changed) (
 	ctx = WithHungPaths(ctx, opts.HungPaths)
 	table := opts.readMountTableDuring(ctx)
 	walk := opts.podsdirOptions()
-	var mounts map[string]int
-	walk.NotEntered, mounts = table.notToEnter(ctx, opts, in != nil) // read before the walk
-	walk.Reuse = in.reuse(ctx, walk.NotEntered, mounts, changed)
+	var early *mountscan.Table
+	var dirs []string
+	walk.NotEntered, early, dirs = table.notToEnter(ctx, opts) // read before the walk
+	walk.Reuse = in.reuse(ctx, walk.NotEntered, early, dirs, changed)
+	if walk.Reuse == nil {
+		in.dropJoin() // every pod is walked anew, so none can be kept: let the memo go before the walk
+	}
 	opts.Progress.Send(progress.Report{Step: "reading the kubelet root", Item: opts.RootDir})
 	inv, err := podsdir.Scan(ctx, walk)
 	if err != nil {
@@ -458,7 +462,7 @@ func (b *builder) buildPod(p *podsdir.Pod) {
 	for _, v := range p.Volumes {
 		b.st.Volumes = append(b.st.Volumes, b.volume(v))
 	}
-	b.memo.record(p, pod, b.st.Volumes[vols:], b.st.Findings[finds:], b.rec)
+	b.memo.record(b, p, vols, finds, b.rec)
 	b.rec = nil
 }
 

@@ -172,7 +172,9 @@ func VolumeStates() []VolumeState { return []VolumeState{Mounted, Unmounted, Unc
 func Severities() []Severity { return []Severity{SeverityInfo, SeverityWarning, SeverityCritical} }
 
 // State is the actual volume state of a node, rebuilt from the OS alone.
-// Every slice is sorted, so equal inputs give byte-equal JSON.
+// Every slice is sorted, so equal inputs give byte-equal JSON. It is
+// read-only: the States of an Incremental's scans share the values they
+// have in common (copy one before changing it).
 type State struct {
 	SchemaVersion   string `json:"schemaVersion"`
 	RootDir         string `json:"rootDir"`
