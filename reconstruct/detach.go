@@ -187,10 +187,13 @@ func (d *detacher) mountRef(m *MountRef) {
 	}
 }
 
-// optional is str of a string that may be absent (nil), in a copy of its own.
+// optional is str of a string that may be absent (nil): p itself when it
+// is absent or its own already, else a copy of its own. It never writes
+// through p, which the inventory, or a State a kept pod shares its values
+// with, may hold (and another goroutine be reading: /report's encoding).
 func (d *detacher) optional(p *string) *string {
-	if p == nil {
-		return nil
+	if p == nil || !d.text.Holds(*p) {
+		return p
 	}
 	s := *p
 	str(d, &s, false)
@@ -208,7 +211,9 @@ func (d *detacher) csi(c *CSIInfo, intern bool) {
 	for _, p := range []*string{&c.AttachmentID, &c.VolumeLifecycleMode} {
 		str(d, p, false)
 	}
-	c.SELinuxMountContext = d.optional(c.SELinuxMountContext)
+	if p := d.optional(c.SELinuxMountContext); p != c.SELinuxMountContext {
+		c.SELinuxMountContext = p // else no write: c may be a kept volume's, which a State being read shares
+	}
 }
 
 func (d *detacher) loopDevice(l *LoopDevice) {

@@ -2,7 +2,10 @@ package reconstruct
 
 import (
 	"context"
+	"encoding/json"
 	"hash/maphash"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -11,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/volrecon/volrecon/internal/nodegen"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 )
@@ -193,4 +197,88 @@ func TestRecordDetaches(t *testing.T) {
 		})
 	}
 	assert.Greater(t, fields, 100, "every string was filled")
+}
+
+// TestDetachWritesNothingOfAKeptVolume: what a kept volume points to is
+// shared with the State of an earlier scan, which /report may be encoding
+// meanwhile: detach writes none of it (the race detector would see a
+// write of the same value too), its strings being their own already.
+func TestDetachWritesNothingOfAKeptVolume(t *testing.T) {
+	table, err := mountscan.FromLines("36 35 98:0 / /var/lib/kubelet/pods/uid-1/volumes/kubernetes.io~csi/pv-1/mount rw - ext4 /dev/sda1 rw")
+	require.NoError(t, err)
+	label := strings.Clone("system_u:object_r:container_file_t:s0")
+	csi := &CSIInfo{DriverName: "d", VolumeHandle: "h", SELinuxMountContext: &label}
+	mount := &MountRef{Source: "/dev/sda1", FSType: "ext4"}
+	st := &State{Volumes: []Volume{{PodUID: "uid-1", Name: "pv-1", Mount: mount, CSI: csi}}}
+	before, beforeMount := *csi, *mount
+	b := &builder{st: st, text: table.Text(), memo: &joinMemo{kept: map[string]bool{"uid-1": true}}}
+	b.detach()
+	assert.Same(t, &label, st.Volumes[0].CSI.SELinuxMountContext, "the label's pointer is not written")
+	assert.Equal(t, before, *csi)
+	assert.Equal(t, beforeMount, *mount)
+}
+
+// TestScanWhileTheLastStateIsRead: serve encodes /report from the last
+// State while the next scan runs, and the States of an Incremental share
+// what their kept pods' volumes point to: under the race detector, a scan
+// that wrote any of it (a label's pointer, a string detached again) fails
+// here. Some volumes carry an SELinux label, the one pointer detach
+// handles apart.
+func TestScanWhileTheLastStateIsRead(t *testing.T) {
+	node, err := nodegen.Generate(t.TempDir(), nodegen.Config{Pods: 20, VolumesPerPod: 10, MountInfoLines: 2000})
+	require.NoError(t, err)
+	files, err := filepath.Glob(filepath.Join(node.HostRoot, node.RootDir, "pods/*/volumes/kubernetes.io~csi/*/vol_data.json"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files[:len(files)/2] {
+		var vd map[string]any
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(data, &vd))
+		vd["seLinuxMountContext"] = "system_u:object_r:container_file_t:s0:c1,c2"
+		data, err = json.Marshal(vd)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(f, data, 0o600))
+	}
+	opts := Options{Node: Node{HostRoot: node.HostRoot, RootDir: node.RootDir, MountTable: mountscan.Source{Path: node.MountInfoPath}}}
+	var in Incremental
+	last, err := in.Scan(t.Context(), opts, Changed{All: true})
+	require.NoError(t, err)
+	labelled := slices.ContainsFunc(last.Volumes, func(v Volume) bool { return v.CSI != nil && v.CSI.SELinuxMountContext != nil })
+	require.True(t, labelled, "some volumes carry a label")
+	nothing := Changed{Pod: func(string) bool { return false }}
+	for range 3 {
+		done, read := make(chan struct{}), make(chan int)
+		go func(st *State) { // plain reads until the scan is done: no library's lock orders them before its writes
+			n := 0
+			for {
+				for _, v := range st.Volumes {
+					if v.CSI != nil && v.CSI.SELinuxMountContext != nil {
+						n += len(*v.CSI.SELinuxMountContext) + len(v.CSI.DriverName)
+					}
+					if v.Mount != nil {
+						n += len(v.Mount.Source)
+					}
+				}
+				for _, p := range st.Pods {
+					for _, mp := range p.MountPoints {
+						n += len(mp)
+					}
+				}
+				select {
+				case <-done:
+					read <- n
+					return
+				default:
+				}
+			}
+		}(last)
+		next, err := in.Scan(t.Context(), opts, nothing)
+		close(done)
+		require.Positive(t, <-read)
+		require.NoError(t, err)
+		assert.Equal(t, last, next)
+		assert.Equal(t, len(node.PodUIDs), in.keptPods(), "every pod kept")
+		last = next
+	}
 }
