@@ -114,8 +114,10 @@ func leafVariants(typ reflect.Type, path string, skip []string) map[string]refle
 
 // TestJoinKeepsWhatIsAsItWas: joins of the same inventory and table with
 // a memo keep every pod and give the State a join without one gives; a pod
-// walked again (its inventory new) is built again; the memo's strings, as
-// the State's, are their own, not views of the table's text.
+// walked again (its inventory new) is built again, and so is one whose
+// mount was remounted with another label (what the walk does not see);
+// the memo's strings, as the State's, are their own, not views of the
+// table's text.
 func TestJoinKeepsWhatIsAsItWas(t *testing.T) {
 	opts, inv := generatedNode(t)
 	memo := newJoinMemo()
@@ -151,6 +153,32 @@ func TestJoinKeepsWhatIsAsItWas(t *testing.T) {
 	assert.Equal(t, fresh, join(&walked, memo))
 	assert.Len(t, memo.kept, len(inv.Pods)-1)
 	assert.NotContains(t, memo.kept, walked.Pods[3].UID)
+
+	// A mount of pod 5 remounted with an SELinux context: the same mount
+	// point and ID, the same inventory, nothing the walk sees; the entry's
+	// fingerprint tells, and the join builds that pod again.
+	relabel(t, opts.MountTable.Path, inv.Pods[5].Path)
+	relabelled := join(&walked, memo)
+	assert.Equal(t, join(&walked, nil), relabelled)
+	assert.NotEqual(t, fresh, relabelled, "the label shows in the State")
+	assert.Len(t, memo.kept, len(inv.Pods)-1)
+	assert.NotContains(t, memo.kept, inv.Pods[5].UID)
+}
+
+// relabel adds an SELinux context to the super options of the first
+// entry of the mount table file at path that lies below dir.
+func relabel(t *testing.T, path, dir string) {
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	lines := strings.Split(string(data), "\n")
+	for i, l := range lines {
+		if f := strings.Fields(l); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			lines[i] = l + `,context="system_u:object_r:container_file_t:s0"`
+			require.NoError(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o600))
+			return
+		}
+	}
+	t.Fatalf("no entry below %s in %s", dir, path)
 }
 
 func memoPods(j *joinMemo) map[string]*podJoin {
