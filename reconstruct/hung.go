@@ -215,8 +215,7 @@ func withinAny(p string, dirs []string) bool {
 // filesystem type. It costs a lookup per component, not a pass over the
 // table.
 func MountNotToEnter(table *mountscan.Table, path string, dirs ...string) (mountPoint, fstype string, ok bool) {
-	below := func(dir string) bool { return dir != "" && within(path, dir) }
-	if table == nil || !slices.ContainsFunc(dirs, below) {
+	if table == nil || !withinAny(path, dirs) {
 		return "", "", false
 	}
 	for p := path; p != "/" && p != "." && !slices.Contains(dirs, p); p = filepath.Dir(p) {

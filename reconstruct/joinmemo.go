@@ -90,8 +90,9 @@ func (j *joinMemo) fingerprint(b *builder) (uint64, map[string]uint64) {
 	h.SetSeed(j.seed)
 	node := j.nodeSettings(&h, b)
 	prefix := b.inv.PodsDir + "/"
-	for i := range b.table.Mounts() {
-		m := &b.table.Mounts()[i]
+	mounts := b.table.Mounts()
+	for i := range mounts {
+		m := &mounts[i]
 		sum := j.entry(&h, m)
 		if rest, ok := strings.CutPrefix(m.MountPoint, prefix); ok && rest != "" {
 			name, _, _ := strings.Cut(rest, "/")
@@ -207,12 +208,16 @@ func (j *joinMemo) keep(p *podsdir.Pod) *podJoin {
 // with the State (see Incremental: a State is read-only); its strings are
 // made its own with the State's, at detach.
 func (j *joinMemo) record(b *builder, p *podsdir.Pod, vols, finds int, rec *recording) {
-	if j == nil || j.podMounts == nil {
+	if !j.recording() {
 		return
 	}
 	j.next[p.Path] = &podJoin{inv: *p, mounts: j.podMounts[podDirName(p.Path)], volatile: rec.volatile, pod: b.st.Pods[len(b.st.Pods)-1],
 		volumes: slices.Clone(b.st.Volumes[vols:]), findings: slices.Clone(b.st.Findings[finds:]), published: rec.published, users: rec.users}
 }
+
+// recording says whether the join under way records its pods: in an
+// Incremental's scan whose table could be read.
+func (j *joinMemo) recording() bool { return j != nil && j.podMounts != nil }
 
 // finish makes this join's the memo of the next.
 func (j *joinMemo) finish() {

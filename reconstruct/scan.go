@@ -458,7 +458,9 @@ func (b *builder) buildPod(p *podsdir.Pod) {
 	}
 	b.st.Pods = append(b.st.Pods, pod)
 	vols, finds := len(b.st.Volumes), len(b.st.Findings)
-	b.rec = &recording{}
+	if b.memo.recording() { // else (Scan, Build, a table not read) nothing is recorded, nor allocated for it
+		b.rec = &recording{}
+	}
 	for _, v := range p.Volumes {
 		b.st.Volumes = append(b.st.Volumes, b.volume(v))
 	}
