@@ -1,6 +1,7 @@
 package fakenode_test
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -105,7 +106,7 @@ func TestEveryFixtureLoadsWithItsOptions(t *testing.T) {
 			n := f.NewNode(t)
 			st, err := reconstruct.Scan(n.Context(), n.ScanOptions())
 			got := fakenode.MarshalGolden(t, st)
-			if err != nil {
+			if err != nil && !(errors.Is(err, reconstruct.ErrMountTable) && st != nil) { // a table not read: the State says it
 				got = fakenode.MarshalGolden(t, map[string]string{"error": err.Error()})
 			}
 			f.CheckGolden(t, fakenode.SectionGolden, got, false)

@@ -277,11 +277,13 @@ type node struct {
 // openNode turns the flags into scan options. For --demo it materialises
 // the sample node in a temp dir; call cleanup when done.
 func (f *nodeFlags) openNode(stdin io.Reader) (*node, error) {
+	life := f.lifeChecker()
 	n := &node{cleanup: func() {}, opts: reconstruct.Options{
 		Node: reconstruct.Node{RootDir: f.rootDir, RootDirAliases: f.rootDirAliases, HostRoot: f.hostRoot,
 			MountTable: mountscan.Source{Path: f.mountInfo}},
 		AttachFreeDrivers: f.attachFreeDrivers, Probe: f.probe, ProbeTimeout: f.probeTimeout, FSTimeout: f.probeTimeout,
-		EmptyActivePodsAuthoritative: f.emptyActivePodsOK, LifeChecker: f.lifeChecker(),
+		EmptyActivePodsAuthoritative: f.emptyActivePodsOK, LifeChecker: life,
+		AssumeOrphansDead: life == nil, // --evidence-of-life=false says so, and the demo's pods run nowhere
 	}}
 	// A list from a file may be another node's; the API server's is this
 	// node's by its field selector, and names no pod dir here whenever
@@ -339,6 +341,7 @@ func (n *node) materialiseDemo() error {
 	demoOpts.AttachFreeDrivers = append(demoOpts.AttachFreeDrivers, n.opts.AttachFreeDrivers...)
 	demoOpts.ActivePods, demoOpts.EmptyActivePodsAuthoritative = n.opts.ActivePods, n.opts.EmptyActivePodsAuthoritative
 	demoOpts.ActivePodsMustBeHere = n.opts.ActivePodsMustBeHere
+	demoOpts.AssumeOrphansDead = true // the demo's pods are files: no process runs in them
 	n.opts = demoOpts
 	return nil
 }
@@ -373,6 +376,8 @@ func scanError(st *reconstruct.State, err error) (*reconstruct.State, error) {
 			"(in a pod: hostPID: true), or run on the host without --host-root", err)}
 	case errors.Is(err, reconstruct.ErrEmptyActivePods):
 		return nil, &exitError{code: exitUsage, err: fmt.Errorf("%w; pass --empty-active-pods-ok only if no pod at all should run on this node", err)}
+	case errors.Is(err, reconstruct.ErrMountTable) && st != nil:
+		return st, nil // printed, then said with its exit code (scanErrors)
 	case err != nil:
 		return nil, err
 	}
