@@ -162,6 +162,19 @@ func SometimesCriticalKinds() []FindingKind {
 	return []FindingKind{StaleVolumeData, MissingVolumeData, CorruptVolumeData}
 }
 
+// DesiredStateKinds returns the FindingKinds that only a known desired
+// state, a pod status for every pod dir (Options.ActivePods answered), can
+// give in full: the orphans' (only an Orphaned pod has one), and
+// LeakedLoopDevice, which a loop device on the map file of a volume still
+// mapped is only because its pod is orphaned. Without that (no pod source,
+// its answer failed or refused, a pod Unknown because a path of it hung),
+// no finding of these kinds says nothing: a check of them is unknown
+// (package verdict).
+func DesiredStateKinds() []FindingKind {
+	return []FindingKind{OrphanedPodMounted, OrphanedPodRemovable, OrphanedPodNeedsDriver, OrphanedPodKept, OrphanedPodRunning,
+		LeakedLoopDevice}
+}
+
 // PodStatuses returns every PodStatus.
 func PodStatuses() []PodStatus { return []PodStatus{PodActive, PodOrphaned, PodUnknown} }
 
