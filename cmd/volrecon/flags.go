@@ -93,7 +93,7 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.activePods, "active-pods", "", "the pods that should exist on this node: \"api\" to ask the API server (see --kubeconfig, --node-name),\n"+
 		"or a file (or - for stdin): one UID (or static pod config hash) per line, or the JSON of\n"+
 		"kubectl get pods -A --field-selector spec.nodeName=NODE -o json; read within 2m, at most 256 MiB,\n"+
-		"and by serve again whenever the file changed")
+		"and by serve again whenever the file changed; or \"keys:UID,UID,...\", the keys themselves (kubectl volrecon)")
 	f.kube.register(fs)
 	fs.BoolVar(&f.emptyActivePodsOK, "empty-active-pods-ok", false, "accept an empty --active-pods list, or one that names none of the pod dirs\n"+
 		"(by default refused: every pod is Unknown, exit 4): every pod dir is then orphaned")
@@ -289,16 +289,22 @@ func (f *nodeFlags) openNode(stdin io.Reader) (*node, error) {
 	// node's by its field selector, and names no pod dir here whenever
 	// every pod of the node is new (pending) while orphans remain.
 	n.opts.ActivePodsMustBeHere = f.activePods != activePodsAPI
-	switch f.activePods {
-	case "":
-	case activePodsAPI:
+	switch {
+	case f.activePods == "":
+	case f.activePods == activePodsAPI:
 		src, err := f.kube.apiPodSource()
 		if err != nil {
 			return nil, err
 		}
 		n.opts.ActivePods = src
 		n.opts.AttachFreeDrivers = append(n.opts.AttachFreeDrivers, f.kube.apiAttachFreeDrivers(withLogger(context.Background()))...)
-	case "-": // stdin is read once
+	case strings.HasPrefix(f.activePods, activePodsKeys):
+		keys, err := parseActivePodKeys(f.activePods)
+		if err != nil {
+			return nil, &exitError{code: exitUsage, err: err}
+		}
+		n.opts.ActivePods = keys
+	case f.activePods == "-": // stdin is read once
 		list, err := readActivePods(f.activePods, stdin, activePodsLimits(f.kube.nodeName))
 		if err != nil {
 			return nil, &exitError{code: exitUsage, err: err}
