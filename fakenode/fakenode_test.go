@@ -113,7 +113,7 @@ func TestEveryFixtureLoadsWithItsOptions(t *testing.T) {
 		})
 	}
 	for _, k := range []string{"root-dir", "root-dir-alias", "mountinfo-reads", "probe", "probe-error", "probe-hang", "block-device",
-		"active-pods", "active-pods-error", "plan-unmount", "attach-free-drivers"} {
+		"active-pods", "active-pods-error", "plan-unmount", "attach-free-drivers", "evidence-of-life"} {
 		assert.True(t, options[k], "no fixture uses option %s", k)
 	}
 }

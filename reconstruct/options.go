@@ -16,7 +16,9 @@ const (
 )
 
 // Options configure Scan. The zero value scans /var/lib/kubelet against
-// /proc/self/mountinfo without probing.
+// /proc/self/mountinfo without probing, every pod Unknown. Its defaults are
+// the safe ones: with ActivePods but no LifeChecker, an orphan's life is
+// unknown and it is kept (AssumeOrphansDead is the explicit opt-out).
 type Options struct {
 	// Node says where the node is read: its kubelet root and the root's
 	// aliases, the host-root prefix, and the mount table. A table from

@@ -57,7 +57,9 @@ const (
 	// (NodeUnpublish) or an unmount must come first.
 	OrphanedPodMounted FindingKind = "OrphanedPodMounted"
 	// OrphanedPodRemovable: an orphaned pod with nothing mounted at or below
-	// its dir and nothing in it the cleanup plan keeps: its dirs can go.
+	// its dir, no evidence of life (Options.LifeChecker found none, or, with
+	// none, Options.AssumeOrphansDead) and nothing in it the cleanup plan
+	// keeps: its dirs can go.
 	OrphanedPodRemovable FindingKind = "OrphanedPodRemovable"
 	// OrphanedPodNeedsDriver: an orphaned pod with nothing mounted at or
 	// below its dir whose dir the cleanup plan keeps for the CSI driver: a
@@ -73,8 +75,9 @@ const (
 	OrphanedPodKept FindingKind = "OrphanedPodKept"
 	// OrphanedPodRunning: an orphaned pod that still runs (a mount namespace
 	// holds a mount from its dir, or the container runtime lists it), or
-	// whose evidence of life could not be gathered: nothing of it may be
-	// removed or unmounted, it is only reported (Options.LifeChecker).
+	// whose evidence of life could not be gathered, or was not (no
+	// Options.LifeChecker, and no Options.AssumeOrphansDead): nothing of it
+	// may be removed or unmounted, it is only reported.
 	OrphanedPodRunning FindingKind = "OrphanedPodRunning"
 	// LeakedGlobalMount: a CSI staging mount that no pod mount uses (the
 	// kubelet restarted between NodeUnpublish and NodeUnstage).
