@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/volrecon/volrecon/podlist"
+	"github.com/volrecon/volrecon/podsdir"
 )
 
 // DefaultImage is the image of volrecon that the fleet's DaemonSet runs
@@ -330,7 +331,15 @@ func (k kubectl) nodePodKeys(ctx context.Context, stderr io.Writer, node string)
 		return nil, fmt.Errorf("list the pods of node %s (kubectl get pods --all-namespaces --field-selector=spec.nodeName=%s): %w; "+
 			"pass --active-pods= to scan without them (every pod Unknown, no orphan found)", node, node, readErr)
 	}
-	return append([]string{}, list.Keys...), nil
+	// A config hash annotation is anyone's to set on their pod: one that no
+	// pod dir can be named by is dropped, not passed to be refused.
+	keys := []string{}
+	for _, k := range list.Keys {
+		if podsdir.IsPodUID(k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
 }
 
 // waitStarted waits until the pod is no longer Pending (its image pulled).

@@ -151,6 +151,17 @@ func TestTheScanGetsTheNodesPods(t *testing.T) {
 		assert.Contains(t, stderr, "n2")
 		assert.Len(t, calls(t, log), 1, "no debug pod")
 	})
+	t.Run("a config hash no pod dir can have", func(t *testing.T) {
+		log := fake(t, false)
+		t.Setenv("FAKE_PODS", strings.Replace(nodePods, `"kubernetes.io/config.hash":"`+hash+`"`,
+			`"kubernetes.io/config.hash":"x,--demo"`, 1))
+		code, _, stderr := runPlugin(t, "node", "n1")
+		require.Equal(t, 0, code, stderr)
+		got := calls(t, log)
+		require.Len(t, got, 6)
+		assert.Contains(t, got[1], podKeys, "dropped: the pod's own keys and the mirror annotation's hash stay")
+		assert.NotContains(t, strings.Join(got[1], " "), "x,--demo")
+	})
 	t.Run("no pod on the node", func(t *testing.T) {
 		log := fake(t, false)
 		t.Setenv("FAKE_PODS", emptyList)
