@@ -11,12 +11,16 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volrecon/volrecon/cleanup"
+	"github.com/volrecon/volrecon/fakenode"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
 // Plan the cleanup of a pod that is no longer in the active pod list, and
-// apply it. Without Apply, Execute is a dry run.
+// apply it. Without Apply, Execute is a dry run. The scan asks for evidence
+// that the pod still runs (liveness.New on a node; here, where the pod is a
+// dir of a temp dir, the test kit's fakenode.Life, which finds none):
+// without a LifeChecker every orphan is kept.
 func ExamplePlan() {
 	hostRoot, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(hostRoot)
@@ -27,7 +31,8 @@ func ExamplePlan() {
 		return mountscan.FromLines("1 0 259:1 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p1 rw")
 	}}}
 
-	st, err := reconstruct.Scan(context.Background(), reconstruct.Options{Node: reconstruct.Node{HostRoot: hostRoot, MountTable: mountscan.Source{Read: node.MountTable.Read}}, ActivePods: reconstruct.PodList{"7f8e9d0c-1b2a-4c3d-8e5f-6a7b8c9d0e1f"}})
+	st, err := reconstruct.Scan(context.Background(), reconstruct.Options{Node: reconstruct.Node{HostRoot: hostRoot, MountTable: mountscan.Source{Read: node.MountTable.Read}},
+		ActivePods: reconstruct.PodList{"7f8e9d0c-1b2a-4c3d-8e5f-6a7b8c9d0e1f"}, LifeChecker: fakenode.Life{}})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -85,7 +90,8 @@ func ExampleDryRunError() {
 	node := reconstruct.Node{HostRoot: hostRoot, MountTable: mountscan.Source{Read: func(context.Context) (*mountscan.Table, error) {
 		return mountscan.FromLines("1 0 259:1 / / rw - ext4 /dev/nvme0n1p1 rw")
 	}}}
-	st, _ := reconstruct.Scan(context.Background(), reconstruct.Options{Node: node, ActivePods: reconstruct.PodList{"7f8e9d0c-1b2a-4c3d-8e5f-6a7b8c9d0e1f"}})
+	st, _ := reconstruct.Scan(context.Background(), reconstruct.Options{Node: node, ActivePods: reconstruct.PodList{"7f8e9d0c-1b2a-4c3d-8e5f-6a7b8c9d0e1f"},
+		LifeChecker: fakenode.Life{}})
 	plan := cleanup.Plan(context.Background(), st, cleanup.Options{Node: node})
 	_ = os.WriteFile(filepath.Join(hostRoot, pod, "containers/app/new.log"), []byte("written since"), 0o600)
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/cleanup"
+	"github.com/volrecon/volrecon/fakenode"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -52,7 +53,8 @@ func ExampleExecuted() {
 	node := reconstruct.Node{HostRoot: hostRoot, MountTable: mountscan.Source{Read: func(context.Context) (*mountscan.Table, error) {
 		return mountscan.FromLines("1 0 259:1 / / rw - ext4 /dev/nvme0n1p1 rw")
 	}}}
-	st, _ := reconstruct.Scan(context.Background(), reconstruct.Options{Node: node, ActivePods: reconstruct.PodList{"7f8e9d0c-1b2a-4c3d-8e5f-6a7b8c9d0e1f"}})
+	st, _ := reconstruct.Scan(context.Background(), reconstruct.Options{Node: node, ActivePods: reconstruct.PodList{"7f8e9d0c-1b2a-4c3d-8e5f-6a7b8c9d0e1f"},
+		LifeChecker: fakenode.Life{}})
 	plan := cleanup.Plan(context.Background(), st, cleanup.Options{Node: node})
 	executed := cleanup.Executed(plan, cleanup.Execute(context.Background(), plan, cleanup.ExecOptions{Node: node}))
 	for _, r := range executed.Actions {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/cleanup"
+	"github.com/volrecon/volrecon/fakenode"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -34,7 +35,7 @@ func planNode(t *testing.T) reconstruct.Node {
 
 func scanNode(t *testing.T, node reconstruct.Node, active reconstruct.PodSource) *reconstruct.State {
 	t.Helper()
-	st, err := reconstruct.Scan(t.Context(), reconstruct.Options{Node: reconstruct.Node{HostRoot: node.HostRoot, MountTable: mountscan.Source{Read: node.MountTable.Read}}, ActivePods: active})
+	st, err := reconstruct.Scan(t.Context(), reconstruct.Options{Node: reconstruct.Node{HostRoot: node.HostRoot, MountTable: mountscan.Source{Read: node.MountTable.Read}}, ActivePods: active, AssumeOrphansDead: true})
 	require.NoError(t, err)
 	return st
 }
@@ -102,4 +103,61 @@ func TestPlanKeepsOrphansOnARootlessTable(t *testing.T) {
 	require.Len(t, plan.Actions, 1)
 	assert.Equal(t, cleanup.Keep, plan.Actions[0].Action)
 	assert.Contains(t, plan.Actions[0].Reason, "no mount at /")
+}
+
+// A library caller that passes no LifeChecker gathered no evidence of
+// life: the orphan's life is unknown, so it is OrphanedPodRunning and the
+// plan, unmounting allowed, keeps it whole (one Keep, nothing removed,
+// unlinked or unmounted). Only a LifeChecker that finds none, or the
+// caller's explicit AssumeOrphansDead, lets the plan clean it; evidence of
+// life outweighs AssumeOrphansDead.
+func TestWithoutEvidenceOfLifeNoOrphanIsCleaned(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		life       reconstruct.LifeChecker
+		assumeDead bool
+		cleaned    bool
+		kind       reconstruct.FindingKind
+	}{
+		{name: "no LifeChecker", kind: reconstruct.OrphanedPodRunning},
+		{name: "no LifeChecker, AssumeOrphansDead", assumeDead: true, cleaned: true, kind: reconstruct.OrphanedPodMounted},
+		{name: "a LifeChecker that finds nothing", life: fakenode.Life{}, cleaned: true, kind: reconstruct.OrphanedPodMounted},
+		{name: "a LifeChecker that finds life, AssumeOrphansDead", life: fakenode.Life{fakenode.UID1: {Evidence: []string{"a container"}}},
+			assumeDead: true, kind: reconstruct.OrphanedPodRunning},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := fakenode.New(t)
+			pod := n.Pod(fakenode.UID1)
+			pod.Volume("kubernetes.io/empty-dir", "cache")
+			secret := pod.Volume("kubernetes.io/secret", "token")
+			n.Write(pod.Dir()+"/etc-hosts", "127.0.0.1 localhost\n")
+			n.Mount("200 1 0:70 / " + secret + " rw,relatime - tmpfs tmpfs rw")
+			n.Pod(fakenode.UID2)
+
+			st, err := reconstruct.Scan(n.Context(), reconstruct.Options{Node: n.Node(), ActivePods: reconstruct.PodList{fakenode.UID2},
+				LifeChecker: c.life, AssumeOrphansDead: c.assumeDead})
+			require.NoError(t, err)
+			found := fakenode.FindingsOf(st, c.kind)
+			require.Len(t, found, 1, "%+v", st.Findings)
+			assert.Equal(t, fakenode.UID1, found[0].PodUID)
+			if c.life == nil && !c.assumeDead {
+				assert.Contains(t, found[0].Message, "no evidence of life was gathered (Options.LifeChecker is nil)")
+			}
+
+			plan := cleanup.Plan(n.Context(), st, cleanup.Options{Node: n.Node(), Unmount: true})
+			var kinds []cleanup.ActionKind
+			for _, a := range plan.Actions {
+				require.Equal(t, fakenode.UID1, a.PodUID, "%s %s", a.Action, a.Path)
+				kinds = append(kinds, a.Action)
+			}
+			if !c.cleaned {
+				assert.Equal(t, []cleanup.ActionKind{cleanup.Keep}, kinds, "kept whole")
+				assert.Contains(t, plan.Actions[0].Reason, "OrphanedPodRunning")
+				return
+			}
+			for _, want := range []cleanup.ActionKind{cleanup.Unmount, cleanup.Unlink, cleanup.Rmdir} {
+				assert.Contains(t, kinds, want)
+			}
+		})
+	}
 }

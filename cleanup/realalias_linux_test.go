@@ -34,7 +34,7 @@ func TestRealCleanupKeepsAPodMountedUnderARootAlias(t *testing.T) {
 	data := n.Path("pods", realUID1, "volumes/kubernetes.io~empty-dir/cache/work.db")
 	n.Write(data, "the app's data")
 
-	st := n.Scan(reconstruct.Options{Node: reconstruct.Node{RootDirAliases: []string{alias}}, ActivePods: reconstruct.PodList{realUID2}})
+	st := n.Scan(reconstruct.Options{Node: reconstruct.Node{RootDirAliases: []string{alias}}, ActivePods: reconstruct.PodList{realUID2}, AssumeOrphansDead: true})
 	require.Len(t, st.Pods, 1)
 	assert.Equal(t, []string{aliasMount}, st.Pods[0].MountPoints, "the alias mount is the pod's mount point")
 	require.Len(t, fakenode.FindingsOf(st, reconstruct.OrphanedPodMounted), 1)

@@ -28,7 +28,7 @@ func leftoverVolData(t *testing.T, n *realNode) *reconstruct.State {
 		"driverName": boundedDriver, "volumeHandle": "vol-left", "specVolID": "pvc-left", "volumeLifecycleMode": "Persistent",
 	}))
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "mount"), 0o750))
-	return n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{}, EmptyActivePodsAuthoritative: true})
+	return n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{}, EmptyActivePodsAuthoritative: true, AssumeOrphansDead: true})
 }
 
 // planWithin plans in a goroutine and fails the test if the plan has not
@@ -140,7 +140,7 @@ func TestRealPlanStopsAnEndlessPodDir(t *testing.T) {
 	}
 	n := newRealNode(t)
 	n.Volume(realUID1, "kubernetes.io~empty-dir", "cache")
-	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{}, EmptyActivePodsAuthoritative: true})
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{}, EmptyActivePodsAuthoritative: true, AssumeOrphansDead: true})
 	podDir := n.Path("pods", realUID1)
 	srv := testmountns.ServeFUSEWith(t, podDir, testmountns.FUSEOptions{Endless: []string{""}})
 	plan := planWithin(t, 20*time.Second, st, cleanup.Options{Node: reconstruct.Node{MountTable: mountscan.Source{Read: withoutMountAt(podDir)}}})

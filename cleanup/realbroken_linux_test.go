@@ -106,7 +106,7 @@ func TestRealBrokenFUSEServerKilled(t *testing.T) {
 	cache := n.Volume(realUID1, "kubernetes.io~empty-dir", "cache")
 	n.Write(filepath.Join(cache, "scratch.bin"), "scratch")
 	activeToken := realTokenVolume(n, realUID2)
-	opts := reconstruct.Options{Probe: true, ProbeTimeout: 2 * time.Second, ActivePods: reconstruct.PodList{realUID2}}
+	opts := reconstruct.Options{Probe: true, ProbeTimeout: 2 * time.Second, ActivePods: reconstruct.PodList{realUID2}, AssumeOrphansDead: true}
 
 	st := n.Scan(opts)
 	v := volumeNamed(t, st, realUID1, "pvc-fuse")
@@ -211,7 +211,7 @@ func TestRealBrokenFUSEServerStopsAnswering(t *testing.T) {
 	realTokenVolume(n, realUID2)
 	srv.Stop()
 
-	opts := reconstruct.Options{Probe: true, ProbeTimeout: 500 * time.Millisecond, ActivePods: reconstruct.PodList{realUID2}}
+	opts := reconstruct.Options{Probe: true, ProbeTimeout: 500 * time.Millisecond, ActivePods: reconstruct.PodList{realUID2}, AssumeOrphansDead: true}
 	start := time.Now()
 	st := n.Scan(opts)
 	took := time.Since(start)
@@ -240,7 +240,7 @@ func TestRealBrokenFUSEServerStopsAnswering(t *testing.T) {
 	// The stat of the first scan is still blocked: the next scan reports the
 	// path as hung straight away instead of waiting on it again.
 	start = time.Now()
-	st = n.Scan(reconstruct.Options{Probe: true, ProbeTimeout: time.Hour, ActivePods: reconstruct.PodList{realUID2}})
+	st = n.Scan(reconstruct.Options{Probe: true, ProbeTimeout: time.Hour, ActivePods: reconstruct.PodList{realUID2}, AssumeOrphansDead: true})
 	assert.Less(t, time.Since(start), 5*time.Second)
 	assert.Equal(t, reconstruct.Uncertain, volumeNamed(t, st, realUID1, "pvc-hung").State)
 	assert.Equal(t, reconstruct.Mounted, volumeNamed(t, st, realUID2, "pvc-healthy").State)

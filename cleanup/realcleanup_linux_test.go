@@ -94,7 +94,7 @@ func (n *orphanNode) assertNoDataLost(t *testing.T) {
 
 func (n *orphanNode) cleanup(t *testing.T, unmount bool, read func(context.Context) (*mountscan.Table, error)) (*cleanup.ActionPlan, []cleanup.ActionResult) {
 	t.Helper()
-	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}})
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}, AssumeOrphansDead: true})
 	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: unmount})
 	results := cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Node: reconstruct.Node{MountTable: mountscan.Source{Read: read}}, Apply: true})
 	for _, r := range results {
@@ -230,7 +230,7 @@ func TestRealCleanupNeverFollowsASymlinkSwappedIn(t *testing.T) {
 	}
 	n := newOrphanNode(t)
 	n.unpublish(t)
-	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}})
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}, AssumeOrphansDead: true})
 	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: true})
 	scratch := n.Path("pods", realUID1, "volumes/kubernetes.io~empty-dir/cache/scratch")
 	decoy := filepath.Join(t.TempDir(), "decoy")

@@ -213,7 +213,7 @@ func TestRealConcurrencyMountChurnDuringCleanup(t *testing.T) {
 	}()
 	defer func() { cancel(); <-done }()
 
-	opts := reconstruct.Options{Node: reconstruct.Node{RootDir: n.RootDir()}, ActivePods: reconstruct.PodList{realUID3}}
+	opts := reconstruct.Options{Node: reconstruct.Node{RootDir: n.RootDir()}, ActivePods: reconstruct.PodList{realUID3}, AssumeOrphansDead: true}
 	tally := map[string]int{}
 	scans, inconsistent := 0, 0
 	for running := true; running; {

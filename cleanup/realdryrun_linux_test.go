@@ -101,7 +101,7 @@ func TestRealDryRunChecksEverythingAndChangesNothing(t *testing.T) {
 	}
 	n := newOrphanNode(t)
 	n.unpublish(t)
-	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}})
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}, AssumeOrphansDead: true})
 	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: true})
 	results := dryRun(t, n, plan)
 	would := wouldGive(t, results)
@@ -162,7 +162,7 @@ func TestRealDryRunCatchesWhatTheRunWouldRefuse(t *testing.T) {
 			}
 			n := newOrphanNode(t)
 			n.unpublish(t)
-			st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}})
+			st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}, AssumeOrphansDead: true})
 			plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: true})
 			path := c.change(t, n)
 

@@ -28,7 +28,7 @@ func TestRealMountExplosion(t *testing.T) {
 		testmountns.Mount(t, "tmpfs", n.Volume(uid, "kubernetes.io~empty-dir", "cache"), "tmpfs", 0, "size=1m")
 	}
 	orphan := n.Volume(realUID1, "kubernetes.io~empty-dir", "cache")
-	opts := reconstruct.Options{ActivePods: reconstruct.PodList{realUID3}}
+	opts := reconstruct.Options{ActivePods: reconstruct.PodList{realUID3}, AssumeOrphansDead: true}
 	before := stateWithoutEntries(t, n.Scan(opts))
 
 	sds := filepath.Join(t.TempDir(), "var/mnt/SDS")

@@ -45,7 +45,7 @@ func TestRealExecuteDoesNothingOnAPodsDirThatIsNotThePlannedOne(t *testing.T) {
 			for _, f := range files {
 				n.Write(n.Path("pods", realUID1, f), "x")
 			}
-			st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}})
+			st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}, AssumeOrphansDead: true})
 			plan := cleanup.Plan(t.Context(), st, cleanup.Options{})
 			require.Equal(t, cleanup.Rmdir, plan.Actions[len(plan.Actions)-1].Action, "the plan removes the pod dir")
 			data, err := json.Marshal(plan)

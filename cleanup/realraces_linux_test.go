@@ -80,7 +80,7 @@ func (n *raceNode) fingerprint() map[string]hostileEntry {
 }
 
 func (n *raceNode) plan(unmount bool) *cleanup.ActionPlan {
-	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID3}})
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID3}, AssumeOrphansDead: true})
 	return cleanup.Plan(n.TB().Context(), st, cleanup.Options{Unmount: unmount})
 }
 

@@ -29,7 +29,7 @@ func TestRealCleanupKeepsAFileSubpathThatHoldsDataAfterUnmount(t *testing.T) {
 	testmountns.Bind(t, source, withData)
 	testmountns.Bind(t, source, empty)
 
-	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}})
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}, AssumeOrphansDead: true})
 	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: true})
 	results := cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Apply: true})
 	unlinked := map[string]cleanup.ActionResult{}

@@ -173,7 +173,7 @@ func benchmarkExecute(b *testing.B, pods int) {
 		for i := range pods {
 			writePodTree(b, filepath.Join(root, "pods", raceUID(0, i)))
 		}
-		st, err := reconstruct.Scan(b.Context(), reconstruct.Options{Node: reconstruct.Node{RootDir: root}, ActivePods: reconstruct.PodList{realUID3}})
+		st, err := reconstruct.Scan(b.Context(), reconstruct.Options{Node: reconstruct.Node{RootDir: root}, ActivePods: reconstruct.PodList{realUID3}, AssumeOrphansDead: true})
 		require.NoError(b, err)
 		plan := cleanup.Plan(b.Context(), st, cleanup.Options{})
 		b.StartTimer()

@@ -97,7 +97,7 @@ func newUpgradeNode(t *testing.T) *upgradeNode {
 }
 
 func (n *upgradeNode) scanNode() *reconstruct.State {
-	return n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID3}})
+	return n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID3}, AssumeOrphansDead: true})
 }
 
 func realGlobalAt(t *testing.T, st *reconstruct.State, p string) reconstruct.GlobalMount {

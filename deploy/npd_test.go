@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,12 +21,18 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/volrecon/volrecon/fakenode"
 	"github.com/volrecon/volrecon/verdict"
 )
 
-const npdConfigFile = "npd/volrecon-plugin-monitor.json"
+const (
+	npdConfigFile = "npd/volrecon-plugin-monitor.json"
+	npdRBACFile   = "npd/rbac.yaml"
+)
 
 // ---- node-problem-detector's custom plugin monitor config ----
 //
@@ -181,6 +188,7 @@ func TestNPDConfig(t *testing.T) {
 	assert.Equal(t, "/opt/volrecon/volrecon", r.Path, "where the README mounts the binary")
 	assert.Equal(t, hostRootMount, checkFlag(t, r.Args, "host-root"))
 	assert.Equal(t, "/proc/1/mountinfo", checkFlag(t, r.Args, "mountinfo"), "the host's table: NPD's pod needs hostPID")
+	assert.Equal(t, "api", checkFlag(t, r.Args, "active-pods"), "the node's pods, from the API server: without them no orphan is judged")
 
 	timeout, err := time.ParseDuration(checkFlag(t, r.Args, "timeout"))
 	require.NoError(t, err)
@@ -191,6 +199,26 @@ func TestNPDConfig(t *testing.T) {
 	require.NoError(t, err, "every kind is one volrecon knows")
 	_, err = verdict.ParseSeverity(checkFlag(t, r.Args, "fail-on"))
 	require.NoError(t, err)
+}
+
+// NPD's ServiceAccount may list pods and CSIDrivers, what check
+// --active-pods=api asks, and nothing else.
+func TestNPDRBACIsReadOnly(t *testing.T) {
+	text := readFile(t, npdRBACFile)
+	m, err := decodeManifests(text)
+	require.NoError(t, err)
+	require.Nil(t, m.daemonSet)
+	require.Nil(t, m.serviceAccount, "NPD's own")
+	require.Len(t, m.roles, 1)
+	require.Len(t, m.bindings, 1)
+	assert.Equal(t, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csidrivers"}, Verbs: []string{"list"}},
+	}, m.roles[0].Rules)
+	assertBinds(t, m.bindings[0], m.roles[0], &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
+		Name: "node-problem-detector", Namespace: "kube-system"}})
+	_, err = decodeManifests(mutate(t, text, "verbs:", "verb:"))
+	require.Error(t, err, "strict: a misspelt field is an error, not a rule quietly dropped")
 }
 
 // checkFlag is the value of --name=value in args.
@@ -339,7 +367,9 @@ func TestMain(m *testing.M) {
 
 // fixtureRule is the sample config's rule pointed at a fixture node: the
 // built binary, the config's own arguments, then the flags that put the
-// node where the fixture is (later flags win), and extra.
+// node where the fixture is (later flags win), and extra. The API server's
+// answer to --active-pods=api is a file of pod UIDs given in extra
+// (podsFile).
 func fixtureRule(t *testing.T, m *monitor, name string, extra ...string) *npdRule {
 	t.Helper()
 	r := *m.config.Rules[0]
@@ -357,25 +387,73 @@ func fixtureRule(t *testing.T, m *monitor, name string, extra ...string) *npdRul
 	return &r
 }
 
+// podsFile is "--active-pods=FILE" of a file that lists uids: what the
+// API server would answer for the node.
+func podsFile(t *testing.T, uids ...string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "pods")
+	require.NoError(t, os.WriteFile(file, []byte(strings.Join(uids, "\n")+"\n"), 0o600))
+	return "--active-pods=" + file
+}
+
+// unreachableKubeconfig is a kubeconfig of an API server that refuses
+// every connection: a loopback port nothing listens on.
+func unreachableKubeconfig(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	file := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(file, []byte(`apiVersion: v1
+kind: Config
+clusters:
+- name: refused
+  cluster:
+    server: https://`+addr+`
+    insecure-skip-tls-verify: true
+users:
+- name: npd
+  user:
+    token: not-a-token
+contexts:
+- name: refused
+  context:
+    cluster: refused
+    user: npd
+current-context: refused
+`), 0o600))
+	return file
+}
+
 // volrecon check keeps NPD's plugin contract on fixture nodes, run exactly
-// as NPD runs the sample config's rule: a leaked staging mount is a
-// problem (exit 1), a clean node OK (0), a mount table that cannot be read
-// and a scan that does not finish in time unknown (2); each answer is one
-// line that NPD keeps whole, given before NPD's timeout.
+// as NPD runs the sample config's rule: a leaked staging mount and an
+// orphan still mounted are problems (exit 1), a clean node OK (0); a mount
+// table that cannot be read, a scan that does not finish in time, the
+// node's pods not given or not to be had (the orphan's mounts then say
+// nothing) are unknown (2); each answer is one line that NPD keeps whole,
+// given before NPD's timeout.
 func TestCheckKeepsNPDsPluginContract(t *testing.T) {
 	m := loadNPDConfig(t)
 	missing := filepath.Join(t.TempDir(), "no-such-mountinfo")
 	fifo := filepath.Join(t.TempDir(), "pods.fifo")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	demoPods := []string{"0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91", "2c4e6a8b-3d5f-4e7a-8b9c-0d1e2f3a4b5c", "7f8e9d0c-1b2a-4c3d-8e5f-6a7b8c9d0e1f"}
 	tests := []struct {
 		name, fixture string
 		extra         []string
 		status        int
 		prefix        string
 	}{
-		{"leaked staging mounts", "a7-leaked-staging", nil, 1, "3 findings: LeakedGlobalMount x3; first: plugins/kubernetes.io/csi/"},
-		{"a clean node", "ebs-current", nil, 0, "OK: no finding at warning or above (3 pods, "},
-		{"a mount table that cannot be read", "ebs-current", []string{"--mountinfo=" + missing}, 2, "unknown: the mount table /"},
+		{"leaked staging mounts", "a7-leaked-staging", []string{podsFile(t)}, 1, "3 findings: LeakedGlobalMount x3; first: plugins/kubernetes.io/csi/"},
+		{"a clean node", "ebs-current", []string{podsFile(t, demoPods...)}, 0, "OK: no finding at warning or above (3 pods, "},
+		{"an orphan still mounted", "ebs-current", []string{podsFile(t, demoPods[1:]...)}, 1,
+			"1 finding: OrphanedPodMounted; first: pods/" + demoPods[0]},
+		{"the node's pods not given", "ebs-current", []string{"--active-pods="}, 2,
+			"unknown: orphans cannot be judged without the node's pods (--active-pods=api)"},
+		{"the node's pods not to be had", "ebs-current", []string{"--node-name=" + fakenode.NodeName, "--kubeconfig=" + unreachableKubeconfig(t)}, 2,
+			"unknown: active pods: "},
+		{"a mount table that cannot be read", "ebs-current", []string{podsFile(t, demoPods...), "--mountinfo=" + missing}, 2, "unknown: the mount table /"},
 		{"a scan past its --timeout", "ebs-current", []string{"--active-pods=" + fifo, "--timeout=1s"}, 2,
 			"unknown: the scan did not finish within --timeout 1s"},
 	}

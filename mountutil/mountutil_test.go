@@ -122,7 +122,13 @@ func TestFakeMounterOfAnAgent(t *testing.T) {
 			node := n.Node()
 			node.MountTable = mountscan.Source{Read: mountutil.ReadMountTable(fake, c.opts...)}
 			st, err := reconstruct.Scan(n.Context(), reconstruct.Options{Node: node})
-			require.NoError(t, err)
+			if c.state == reconstruct.Uncertain { // said in the error, not only in the State
+				require.ErrorIs(t, err, reconstruct.ErrMountTable)
+				require.ErrorIs(t, err, mountscan.ErrNoRootMount)
+			} else {
+				require.NoError(t, err)
+			}
+			require.NotNil(t, st)
 			v := fakenode.VolumeNamed(t, st, fakenode.UID1, "pvc-1")
 			assert.Equal(t, c.state, v.State, v.Reason)
 			assert.Equal(t, c.recovered, v.CSI != nil && v.CSI.Recovered && v.CSI.VolumeHandle == "vol-0abc", "%+v", v.CSI)

@@ -55,7 +55,8 @@ func TestActivePods(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			st, err := scanPods(t, reconstruct.Options{ActivePods: tc.source, EmptyActivePodsAuthoritative: tc.authoritative})
+			st, err := scanPods(t, reconstruct.Options{ActivePods: tc.source, EmptyActivePodsAuthoritative: tc.authoritative,
+				AssumeOrphansDead: true}) // the pods are dirs: nothing runs in them
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, statuses(st))
 			var kinds []reconstruct.FindingKind
@@ -174,23 +175,35 @@ func (f fakeLife) CheckLife(context.Context, *mountscan.Table, []reconstruct.Pod
 }
 
 // An orphan with evidence of life, or whose evidence is unknown, is
-// OrphanedPodRunning, never removable.
+// OrphanedPodRunning, never removable. Without a LifeChecker no evidence
+// was gathered: unknown, unless the caller says orphans are dead; a
+// LifeChecker's answer outweighs that.
 func TestEvidenceOfLifeKeepsOrphans(t *testing.T) {
 	tests := []struct {
-		name    string
-		signs   fakeLife
-		want    reconstruct.FindingKind
-		message string
+		name       string
+		signs      fakeLife // nil: no LifeChecker
+		assumeDead bool
+		want       reconstruct.FindingKind
+		message    string
 	}{
-		{"no evidence", fakeLife{realUID1: {}}, reconstruct.OrphanedPodRemovable, "nothing mounted"},
-		{"evidence", fakeLife{realUID1: {Evidence: []string{"ready pod sandbox 0123"}}}, reconstruct.OrphanedPodRunning, "ready pod sandbox 0123"},
-		{"unknown", fakeLife{realUID1: {Unknown: "runtime timeout"}}, reconstruct.OrphanedPodRunning, "could not be gathered (runtime timeout)"},
-		{"no answer", fakeLife{}, reconstruct.OrphanedPodRunning, "gave no answer"},
+		{"no evidence", fakeLife{realUID1: {}}, false, reconstruct.OrphanedPodRemovable, "nothing mounted"},
+		{"evidence", fakeLife{realUID1: {Evidence: []string{"ready pod sandbox 0123"}}}, false, reconstruct.OrphanedPodRunning, "ready pod sandbox 0123"},
+		{"unknown", fakeLife{realUID1: {Unknown: "runtime timeout"}}, false, reconstruct.OrphanedPodRunning, "could not be gathered (runtime timeout)"},
+		{"no answer", fakeLife{}, false, reconstruct.OrphanedPodRunning, "gave no answer"},
+		{"no LifeChecker", nil, false, reconstruct.OrphanedPodRunning, "no evidence of life was gathered (Options.LifeChecker is nil)"},
+		{"no LifeChecker, orphans assumed dead", nil, true, reconstruct.OrphanedPodRemovable, "nothing mounted"},
+		{"evidence outweighs AssumeOrphansDead", fakeLife{realUID1: {Evidence: []string{"ready pod sandbox 0123"}}}, true,
+			reconstruct.OrphanedPodRunning, "ready pod sandbox 0123"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			st, err := scanPods(t, reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}, LifeChecker: tc.signs})
+			opts := reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}, AssumeOrphansDead: tc.assumeDead}
+			if tc.signs != nil {
+				opts.LifeChecker = tc.signs
+			}
+			st, err := scanPods(t, opts)
 			require.NoError(t, err)
+			assert.Equal(t, tc.signs != nil, st.EvidenceOfLife)
 			require.Len(t, st.Findings, 1)
 			assert.Equal(t, tc.want, st.Findings[0].Kind)
 			assert.Equal(t, realUID1, st.Findings[0].PodUID)
@@ -206,7 +219,9 @@ func TestRootlessMountTableIsInconsistent(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(opts.HostRoot, "/var/lib/kubelet/pods", realUID1, "volumes/kubernetes.io~csi/pv-1/mount"), 0o750))
 	opts.MountTable.Read = func(context.Context) (*mountscan.Table, error) { return mountscan.FromLines() }
 	st, err := reconstruct.Scan(t.Context(), opts)
-	require.NoError(t, err)
+	require.ErrorIs(t, err, reconstruct.ErrMountTable, "said in Scan's error, with the State")
+	require.ErrorIs(t, err, mountscan.ErrNoRootMount)
+	require.NotNil(t, st)
 	assert.False(t, st.MountTable.Consistent)
 	assert.Contains(t, st.MountTable.Error, "no mount at /")
 	require.Len(t, st.Volumes, 1)

@@ -17,7 +17,9 @@
 //     path checked, Unmounted only when the table was read consistently and
 //     has none, and Uncertain otherwise. A failed lookup is never "gone".
 //   - A pod is Orphaned only when the list of active pods was given, without
-//     error, and lacks it.
+//     error, and lacks it; it is removable only on evidence that it no longer
+//     runs (Options.LifeChecker), or on the caller's explicit word
+//     (Options.AssumeOrphansDead). No evidence gathered is unknown: kept.
 //   - No stat or readdir inside a possible mount point during the scan. The
 //     optional probe (Options.Probe) stats mounted paths in goroutines of
 //     their own, each with a timeout, so one hung NFS or FUSE mount never
@@ -28,7 +30,8 @@
 // What the scan could not read, though it went on (the mount table, the
 // pod source), is a typed error of the State (State.Err: ErrMountTable,
 // ErrActivePods; a list that names none of the pod dirs is refused so with
-// Options.ActivePodsMustBeHere: ErrNoActivePodHere). A mount table that is
+// Options.ActivePodsMustBeHere: ErrNoActivePodHere); a mount table not read
+// is Scan's error too, returned with the State. A mount table that is
 // not the host's when the host is read under a HostRoot (the container's
 // own /proc/self/mountinfo) is refused before anything is read
 // (Node.CheckMountTable, ErrNotHostMountTable). The paths whose filesystem calls hung are remembered in

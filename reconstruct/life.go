@@ -42,12 +42,19 @@ type LifeSigns struct {
 // Running: the pod runs, or whether it runs is unknown.
 func (l LifeSigns) Running() bool { return len(l.Evidence) > 0 || l.Unknown != "" }
 
+// lifeNotGathered is why the life of every orphan is unknown
+// when Scan has no Options.LifeChecker (and AssumeOrphansDead is unset).
+const lifeNotGathered = "no evidence of life was gathered (Options.LifeChecker is nil): " +
+	"pass one (liveness.New), or set Options.AssumeOrphansDead if no pod can run here"
+
 // lifeOfOrphans asks Options.LifeChecker about every orphan: those with
 // mounts on the host too, since every running pod has some (its service
 // account token's tmpfs), and a plan that may unmount them would then
-// remove its emptyDir data. A pod it does not answer for is unknown.
+// remove its emptyDir data. A pod it does not answer for is unknown, and
+// so is every pod when there is no LifeChecker, unless the caller assumes
+// orphans dead.
 func (b *builder) lifeOfOrphans() map[string]LifeSigns {
-	if b.opts.LifeChecker == nil || !b.consistent {
+	if !b.consistent {
 		return nil
 	}
 	var pods []PodRef
@@ -59,6 +66,9 @@ func (b *builder) lifeOfOrphans() map[string]LifeSigns {
 	if len(pods) == 0 {
 		return nil
 	}
+	if b.opts.LifeChecker == nil {
+		return b.noEvidenceOfLife(pods)
+	}
 	b.opts.Progress.Send(progress.Report{Step: "looking for evidence of life of the orphans", Total: len(pods)})
 	signs := b.opts.LifeChecker.CheckLife(b.ctx, b.table, pods)
 	out := make(map[string]LifeSigns, len(pods))
@@ -69,6 +79,21 @@ func (b *builder) lifeOfOrphans() map[string]LifeSigns {
 		}
 		out[p.UID] = s
 		b.log.V(4).Info("Evidence of life", "podUID", p.UID, "evidence", s.Evidence, "unknown", s.Unknown)
+	}
+	return out
+}
+
+// noEvidenceOfLife is the life of pods when no LifeChecker is given: unknown,
+// or, when the caller assumes orphans dead, not asked (nil).
+func (b *builder) noEvidenceOfLife(pods []PodRef) map[string]LifeSigns {
+	if b.opts.AssumeOrphansDead {
+		b.log.V(4).Info("No evidence of life gathered: orphans assumed dead (Options.AssumeOrphansDead)", "orphans", len(pods))
+		return nil
+	}
+	out := make(map[string]LifeSigns, len(pods))
+	for _, p := range pods {
+		out[p.UID] = LifeSigns{Unknown: lifeNotGathered}
+		b.log.V(4).Info("Evidence of life", "podUID", p.UID, "unknown", lifeNotGathered)
 	}
 	return out
 }

@@ -16,7 +16,9 @@ const (
 )
 
 // Options configure Scan. The zero value scans /var/lib/kubelet against
-// /proc/self/mountinfo without probing.
+// /proc/self/mountinfo without probing, every pod Unknown. Its defaults are
+// the safe ones: with ActivePods but no LifeChecker, an orphan's life is
+// unknown and it is kept (AssumeOrphansDead is the explicit opt-out).
 type Options struct {
 	// Node says where the node is read: its kubelet root and the root's
 	// aliases, the host-root prefix, and the mount table. A table from
@@ -28,12 +30,24 @@ type Options struct {
 	// the disk and the mount table are read, so a pod created meanwhile is
 	// listed rather than taken for an orphan.
 	ActivePods PodSource
-	// LifeChecker, if set, is asked for evidence of life of every orphaned
-	// pod (package liveness: mount namespaces and the container runtime). A
-	// pod with evidence, or whose evidence could not be gathered, is
-	// OrphanedPodRunning: not removable, nothing of it unmounted. Without it
-	// an orphan is removable on the active pod list alone.
+	// LifeChecker is asked for evidence of life of every orphaned pod
+	// (package liveness: mount namespaces, cgroups and the container
+	// runtime; liveness.New). A pod with evidence, or whose evidence could
+	// not be gathered, is OrphanedPodRunning: not removable, nothing of it
+	// unmounted. Without it no evidence of life is gathered, which is
+	// unknown, never dead: every orphan is OrphanedPodRunning, and
+	// cleanup.Plan keeps it whole, unless AssumeOrphansDead says otherwise.
 	LifeChecker LifeChecker
+	// AssumeOrphansDead, without a LifeChecker, takes a pod missing from
+	// ActivePods for dead on that list alone: its dir may be removed and,
+	// with cleanup.Options.Unmount, its mounts unmounted. DANGEROUS: a pod
+	// whose containers still run (one scheduled after the list was taken,
+	// or one the kubelet lost track of) loses the data of its emptyDirs and
+	// volumes. Set it only where no pod can run (a fixture, a node whose
+	// container runtime is known stopped) or where the caller has checked
+	// each orphan's life itself. It changes nothing when LifeChecker is
+	// set: evidence gathered always counts.
+	AssumeOrphansDead bool
 	// EmptyActivePodsAuthoritative accepts an empty answer from ActivePods
 	// while pod dirs exist (every pod then is an orphan). Without it Scan
 	// refuses with ErrEmptyActivePods.

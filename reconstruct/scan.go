@@ -18,15 +18,27 @@ import (
 
 // Scan rebuilds the node's volume state from the kubelet root dir and the
 // mount table. It needs no API server, no CSI driver and no plugin
-// registration. It returns an error only when the kubelet root cannot be
-// used (wrapping a *podsdir.RootError; the State is nil), the mount table
-// is not the host's (a *NotHostMountTableError, see Node.CheckMountTable;
-// the State is nil), or the pod source answered with an empty list
-// (ErrEmptyActivePods; the State is returned with it, every pod Unknown). A mount table that cannot be read
-// consistently, or a pod source that fails, is not an error of Scan:
-// every state becomes Uncertain, or every pod Unknown, the State says why,
-// and State.Err returns it as a typed error (ErrMountTable,
-// ErrActivePods).
+// registration. Its errors:
+//   - the kubelet root cannot be used (wrapping a *podsdir.RootError), or
+//     the mount table is not the host's (a *NotHostMountTableError, see
+//     Node.CheckMountTable): the State is nil;
+//   - the mount table could not be read consistently (a *MountTableError:
+//     errors.Is(err, ErrMountTable), naming the table and wrapping the
+//     cause: a *mountscan.ReadError, mountscan.ErrInconsistent,
+//     mountscan.ErrNoRootMount for a table without "/", such as a
+//     mount-utils FakeMounter's without mountutil.ForFakeMounter, the error
+//     of MountTable.Read): the State is returned with it, every volume
+//     Uncertain and held in use, nothing removable. An agent that only
+//     checks err must not take it for a clean node;
+//   - the pod source answered with an empty list (ErrEmptyActivePods): the
+//     State is returned with it, every pod Unknown.
+//
+// Both of the last two are joined when both. A pod source that fails is
+// not an error of Scan: every pod is Unknown, the State says why, and
+// State.Err returns it as a typed error (ErrActivePods), as it returns the
+// mount table's.
+//
+// Without Options.LifeChecker no orphan is removable (see Options).
 func Scan(ctx context.Context, opts Options) (*State, error) {
 	return scan(ctx, opts, nil, Changed{All: true})
 }
@@ -102,14 +114,20 @@ type scanErrors struct {
 // (mountscan.ErrInconsistent, a *podlist.Error, context.DeadlineExceeded);
 // of a State decoded from JSON only the text of the cause is known.
 func (st *State) Err() error {
-	var errs []error
-	if !st.MountTable.Consistent {
-		errs = append(errs, &MountTableError{Path: st.MountTable.Path, Err: cause(st.errs.mountTable, st.MountTable.Error, "no mount table")})
-	}
+	errs := []error{st.mountTableErr()}
 	if st.ActivePods != nil && st.ActivePods.Error != "" {
 		errs = append(errs, &PodSourceError{Err: cause(st.errs.activePods, st.ActivePods.Error, "")})
 	}
 	return errors.Join(errs...)
+}
+
+// mountTableErr is the *MountTableError of a State whose mount table could
+// not be read consistently, else nil.
+func (st *State) mountTableErr() error {
+	if st.MountTable.Consistent {
+		return nil
+	}
+	return &MountTableError{Path: st.MountTable.Path, Err: cause(st.errs.mountTable, st.MountTable.Error, "no mount table")}
 }
 
 // cause is err, else an error of text (or of alt when text is empty).
@@ -127,8 +145,9 @@ func cause(err error, text, alt string) error {
 // now (through opts.MountTable.Read when set: an agent that holds a table
 // passes it there), then asks opts.ActivePods. The table is read after the
 // inventory on purpose: the kubelet creates a dir before it mounts on it,
-// so every mount made before the read has its dir listed. Its only error
-// is ErrEmptyActivePods. Scan calls it; agents that gather the inventory
+// so every mount made before the read has its dir listed. Its errors are
+// Scan's that come with a State (ErrMountTable, ErrEmptyActivePods). Scan
+// calls it; agents that gather the inventory
 // themselves may too.
 func Build(ctx context.Context, opts Options, inv *podsdir.Inventory) (*State, error) {
 	opts = opts.withDefaults()
@@ -174,7 +193,7 @@ func build(ctx context.Context, opts Options, inv *podsdir.Inventory, readTable 
 			return nil, err
 		}
 	}
-	return b.st, b.refused
+	return b.st, errors.Join(b.refused, b.st.mountTableErr())
 }
 
 // buildSteps are the steps of Build, in order: each uses what the ones

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -45,7 +48,17 @@ func TestStateErrSaysWhatCouldNotBeRead(t *testing.T) {
 				opts.MountTable.Read = c.read
 			}
 			st, err := reconstruct.Scan(n.Context(), opts)
-			require.NoError(t, err, "neither is an error of Scan")
+			require.NotNil(t, st)
+			assert.NotErrorIs(t, err, reconstruct.ErrActivePods, "a pod source that failed is no error of Scan")
+			if slices.Contains(c.is, reconstruct.ErrMountTable) {
+				require.ErrorIs(t, err, reconstruct.ErrMountTable, "the table that could not be read is Scan's error too")
+				require.ErrorIs(t, err, mountscan.ErrInconsistent)
+				var tableErr *reconstruct.MountTableError
+				require.ErrorAs(t, err, &tableErr)
+				assert.Equal(t, fakenode.MountTablePath, tableErr.Path)
+			} else {
+				require.NoError(t, err)
+			}
 			if len(c.is) == 0 {
 				assert.NoError(t, st.Err())
 				return
@@ -98,4 +111,61 @@ func TestEmptyActivePodsComeWithTheState(t *testing.T) {
 	assert.ErrorIs(t, st.Err(), reconstruct.ErrActivePods)
 	assert.ErrorIs(t, st.Err(), reconstruct.ErrEmptyActivePods)
 	assert.Empty(t, fakenode.FindingsOf(st, reconstruct.OrphanedPodRemovable), "no pod is taken for an orphan")
+}
+
+// A mount table that could not be read is Scan's error, typed, naming the
+// table, with the State: every volume Uncertain and in use, no orphan
+// removable. An agent that checks only err does not take the node for a
+// clean one: a file that is no mount table, a torn read that never
+// settles, a table without "/" (a mount-utils FakeMounter's without
+// mountutil.ForFakeMounter), a read that fails.
+func TestScanSaysATableNotReadInItsError(t *testing.T) {
+	notATable := filepath.Join(t.TempDir(), "hostname")
+	require.NoError(t, os.WriteFile(notATable, []byte("node-1\n"), 0o600))
+	for name, c := range map[string]struct {
+		source mountscan.Source
+		path   string
+		cause  error
+	}{
+		"a file that is no mount table": {source: mountscan.Source{Path: notATable}, path: notATable},
+		"a torn read": {source: mountscan.Source{Path: "/proc/self/mountinfo", Read: func(context.Context) (*mountscan.Table, error) {
+			return nil, fmt.Errorf("read 3 times: %w", mountscan.ErrInconsistent)
+		}}, path: "/proc/self/mountinfo", cause: mountscan.ErrInconsistent},
+		"a table without /": {source: mountscan.Source{Read: func(context.Context) (*mountscan.Table, error) {
+			return mountscan.FromLines("300 1 259:3 / /var/lib/kubelet/pods/" + fakenode.UID1 + "/volumes/kubernetes.io~csi/pvc-1/mount rw - ext4 /dev/nvme1n1 rw")
+		}}, path: mountscan.DefaultPath, cause: mountscan.ErrNoRootMount},
+		"a read that fails": {source: mountscan.Source{Read: func(context.Context) (*mountscan.Table, error) {
+			return nil, os.ErrPermission
+		}}, path: mountscan.DefaultPath, cause: os.ErrPermission},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := fakenode.New(t)
+			n.Pod(fakenode.UID1).CSIVolume("pvc-1", "ebs.csi.aws.com", "vol-0abc")
+			n.Pod(fakenode.UID2)
+			opts := reconstruct.Options{Node: n.Node(), ActivePods: reconstruct.PodList{fakenode.UID2}}
+			opts.MountTable = c.source
+
+			st, err := reconstruct.Scan(n.Context(), opts)
+			require.ErrorIs(t, err, reconstruct.ErrMountTable)
+			var tableErr *reconstruct.MountTableError
+			require.ErrorAs(t, err, &tableErr)
+			assert.Equal(t, c.path, tableErr.Path)
+			assert.Contains(t, err.Error(), c.path)
+			if c.cause != nil {
+				assert.ErrorIs(t, err, c.cause)
+			} else {
+				var readErr *mountscan.ReadError
+				assert.ErrorAs(t, err, &readErr, "the file's cause reached")
+			}
+			require.NotNil(t, st, "the State comes with the error")
+			assert.False(t, st.MountTable.Consistent)
+			assert.EqualError(t, st.Err(), tableErr.Error())
+			require.NotEmpty(t, st.Volumes)
+			for _, v := range st.Volumes {
+				assert.Equal(t, reconstruct.Uncertain, v.State, v.Name)
+			}
+			assert.Equal(t, []string{"kubernetes.io/csi/ebs.csi.aws.com^vol-0abc"}, st.VolumesInUse)
+			assert.Empty(t, fakenode.FindingsOf(st, reconstruct.OrphanedPodRemovable))
+		})
+	}
 }

@@ -57,7 +57,9 @@ const (
 	// (NodeUnpublish) or an unmount must come first.
 	OrphanedPodMounted FindingKind = "OrphanedPodMounted"
 	// OrphanedPodRemovable: an orphaned pod with nothing mounted at or below
-	// its dir and nothing in it the cleanup plan keeps: its dirs can go.
+	// its dir, no evidence of life (Options.LifeChecker found none, or, with
+	// none, Options.AssumeOrphansDead) and nothing in it the cleanup plan
+	// keeps: its dirs can go.
 	OrphanedPodRemovable FindingKind = "OrphanedPodRemovable"
 	// OrphanedPodNeedsDriver: an orphaned pod with nothing mounted at or
 	// below its dir whose dir the cleanup plan keeps for the CSI driver: a
@@ -73,8 +75,9 @@ const (
 	OrphanedPodKept FindingKind = "OrphanedPodKept"
 	// OrphanedPodRunning: an orphaned pod that still runs (a mount namespace
 	// holds a mount from its dir, or the container runtime lists it), or
-	// whose evidence of life could not be gathered: nothing of it may be
-	// removed or unmounted, it is only reported (Options.LifeChecker).
+	// whose evidence of life could not be gathered, or was not (no
+	// Options.LifeChecker, and no Options.AssumeOrphansDead): nothing of it
+	// may be removed or unmounted, it is only reported.
 	OrphanedPodRunning FindingKind = "OrphanedPodRunning"
 	// LeakedGlobalMount: a CSI staging mount that no pod mount uses (the
 	// kubelet restarted between NodeUnpublish and NodeUnstage).
@@ -160,6 +163,19 @@ func FindingKinds() []FindingKind {
 // warning otherwise. Every finding of another kind has one severity.
 func SometimesCriticalKinds() []FindingKind {
 	return []FindingKind{StaleVolumeData, MissingVolumeData, CorruptVolumeData}
+}
+
+// DesiredStateKinds returns the FindingKinds that only a known desired
+// state, a pod status for every pod dir (Options.ActivePods answered), can
+// give in full: the orphans' (only an Orphaned pod has one), and
+// LeakedLoopDevice, which a loop device on the map file of a volume still
+// mapped is only because its pod is orphaned. Without that (no pod source,
+// its answer failed or refused, a pod Unknown because a path of it hung),
+// no finding of these kinds says nothing: a check of them is unknown
+// (package verdict).
+func DesiredStateKinds() []FindingKind {
+	return []FindingKind{OrphanedPodMounted, OrphanedPodRemovable, OrphanedPodNeedsDriver, OrphanedPodKept, OrphanedPodRunning,
+		LeakedLoopDevice}
 }
 
 // PodStatuses returns every PodStatus.

@@ -9,9 +9,12 @@
 // What counts as a problem is a finding at or above Options.FailOn
 // (warning by default) of one of Options.Kinds (every kind by default).
 // What is not known is never OK: a scan that failed, a mount table that
-// could not be read consistently (every volume Uncertain), and active
-// pods that are unknown when the orphan kinds are checked give Unknown,
-// unless a problem is known anyway.
+// could not be read consistently (every volume Uncertain), and, when a
+// kind that only a known desired state gives is checked
+// (reconstruct.DesiredStateKinds: the orphans', LeakedLoopDevice), active
+// pods that were not asked for (not asked is not known), could not be had,
+// or a pod of unknown status give Unknown, unless a problem is known
+// anyway.
 //
 // Every string from the node (a path a pod names, an error that quotes
 // one) is escaped to printable ASCII (a newline is \n, an escape \x1b, a

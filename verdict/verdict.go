@@ -123,13 +123,6 @@ func joinOf[T ~string](items []T) string {
 	return strings.Join(s, ", ")
 }
 
-// orphanKinds are the kinds only a known active pod list can give: when
-// it is unknown and one of them is checked, no finding is not OK.
-var orphanKinds = []reconstruct.FindingKind{
-	reconstruct.OrphanedPodMounted, reconstruct.OrphanedPodRemovable, reconstruct.OrphanedPodNeedsDriver,
-	reconstruct.OrphanedPodKept, reconstruct.OrphanedPodRunning,
-}
-
 // Of gives the verdict on a scan: st and err as reconstruct.Scan (or a
 // caller's own scan) returned them; st may be nil when err is not.
 func Of(st *reconstruct.State, err error, opts Options) Verdict {
@@ -146,10 +139,10 @@ func Of(st *reconstruct.State, err error, opts Options) Verdict {
 	if err != nil {
 		return unknown(err, opts)
 	}
-	if why := report.ActivePodsUnknown(st); why != "" && checksOrphans(opts) {
+	if why, cause := desiredStateUnknown(st); why != "" && needsDesiredState(opts) {
 		var l line
-		l.literal("unknown: active pods: ")
-		l.node(why)
+		l.literal("unknown: " + why)
+		l.node(cause)
 		return Verdict{Status: Unknown, Message: l.cut(opts.MaxLength)}
 	}
 	var l line
@@ -157,8 +150,34 @@ func Of(st *reconstruct.State, err error, opts Options) Verdict {
 	return Verdict{Status: OK, Message: l.cut(opts.MaxLength)}
 }
 
-func checksOrphans(opts Options) bool {
-	return len(opts.Kinds) == 0 || slices.ContainsFunc(opts.Kinds, func(k reconstruct.FindingKind) bool { return slices.Contains(orphanKinds, k) })
+// needsDesiredState: a kind checked is one that only a known desired state
+// gives in full (reconstruct.DesiredStateKinds).
+func needsDesiredState(opts Options) bool {
+	needs := reconstruct.DesiredStateKinds()
+	return len(opts.Kinds) == 0 || slices.ContainsFunc(opts.Kinds, func(k reconstruct.FindingKind) bool { return slices.Contains(needs, k) })
+}
+
+// desiredStateUnknown says why some pod's status is unknown, in our words
+// and then in the node's (cause), or "": no pod source was given (not asked
+// is not known), its answer could not be used, or a pod's dir could not be
+// read.
+func desiredStateUnknown(st *reconstruct.State) (why, cause string) {
+	switch {
+	case st.ActivePods == nil:
+		return "orphans cannot be judged without the node's pods (--active-pods=api)", ""
+	case st.ActivePods.Error != "":
+		return "active pods: ", report.ActivePodsUnknown(st)
+	}
+	n := 0
+	for _, p := range st.Pods {
+		if p.Status == reconstruct.PodUnknown {
+			n++
+		}
+	}
+	if n > 0 {
+		return plural(n, "pod") + " of unknown status (a path hung): orphans cannot be judged", ""
+	}
+	return "", ""
 }
 
 func unknown(err error, opts Options) Verdict {

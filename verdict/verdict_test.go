@@ -14,9 +14,26 @@ import (
 
 const root = "/var/lib/kubelet"
 
+// state is a State of two Active pods: the active pods were asked.
 func state(findings ...reconstruct.Finding) *reconstruct.State {
 	return &reconstruct.State{RootDir: root, MountTable: reconstruct.MountTableInfo{Path: "/proc/self/mountinfo", Consistent: true},
-		Pods: []reconstruct.Pod{{UID: "u1"}, {UID: "u2"}}, Findings: findings}
+		ActivePods: &reconstruct.ActivePodsInfo{Count: 2},
+		Pods:       []reconstruct.Pod{{UID: "u1", Status: reconstruct.PodActive}, {UID: "u2", Status: reconstruct.PodActive}}, Findings: findings}
+}
+
+// notAsked is st scanned without a pod source: every pod Unknown.
+func notAsked(st *reconstruct.State) *reconstruct.State {
+	st.ActivePods = nil
+	for i := range st.Pods {
+		st.Pods[i].Status = reconstruct.PodUnknown
+	}
+	return st
+}
+
+// hungPod is st with its first pod Unknown, a path of it hung.
+func hungPod(st *reconstruct.State) *reconstruct.State {
+	st.Pods[0].Status = reconstruct.PodUnknown
+	return st
 }
 
 func finding(kind reconstruct.FindingKind, sev reconstruct.Severity, path string) reconstruct.Finding {
@@ -71,6 +88,17 @@ func TestOf(t *testing.T) {
 			Options{Kinds: []reconstruct.FindingKind{reconstruct.LeakedGlobalMount}}, OK, "OK: no finding at warning or above (2 pods, 0 volumes)"},
 		{"active pods unknown, but a leak is known", withActivePodsError(state(leaked), "connection refused"), nil, Options{}, Problem,
 			"1 finding: LeakedGlobalMount; first: plugins/kubernetes.io/csi/ebs.csi.aws.co..."},
+		{"active pods not asked, orphans checked", notAsked(state()), nil, Options{}, Unknown,
+			"unknown: orphans cannot be judged without the node's pods (--active-pods=api)"},
+		{"active pods not asked, a kind that needs them", notAsked(state()), nil, Options{Kinds: []reconstruct.FindingKind{reconstruct.LeakedLoopDevice}},
+			Unknown, "unknown: orphans cannot be judged without the node's pods (--active-pods=api)"},
+		{"active pods not asked, no kind that needs them", notAsked(state()), nil,
+			Options{Kinds: []reconstruct.FindingKind{reconstruct.LeakedGlobalMount, reconstruct.HungMount}}, OK,
+			"OK: no finding at warning or above (2 pods, 0 volumes)"},
+		{"active pods not asked, but a leak is known", notAsked(state(leaked)), nil, Options{}, Problem,
+			"1 finding: LeakedGlobalMount; first: plugins/kubernetes.io/csi/ebs.csi.aws.co..."},
+		{"a pod of unknown status, orphans checked", hungPod(state()), nil, Options{Kinds: []reconstruct.FindingKind{reconstruct.OrphanedPodMounted}},
+			Unknown, "unknown: 1 pod of unknown status (a path hung): orphans cannot be judged"},
 		{"refused with the State", state(), errors.New("the active pod list is empty but pod dirs exist"), Options{}, Unknown,
 			"unknown: the active pod list is empty but pod dirs exist"},
 		{"longer output allowed", state(leaked, leaked), nil, Options{MaxLength: 200}, Problem,

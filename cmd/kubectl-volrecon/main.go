@@ -14,6 +14,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/volrecon/volrecon/podlist"
+	"github.com/volrecon/volrecon/podsdir"
 )
 
 // DefaultImage is the image of volrecon that the fleet's DaemonSet runs
@@ -33,11 +36,15 @@ const usage = `kubectl volrecon: volrecon's scan of a node's volume state, throu
 Usage:
   kubectl volrecon node NAME [flags] [scan flags] [-- scan flags]
 
-It runs "volrecon scan --host-root=/host --mountinfo=/proc/1/mountinfo [scan flags]"
-in a pod that "kubectl debug node/NAME --profile=sysadmin --image=IMAGE" starts
-on the node (privileged, in the host's namespaces, the node's / at /host),
-prints its output, exits with its exit code, and deletes the pod. It never
-cleans anything. The namespace must admit privileged pods.
+It lists the node's pods with your kubectl ("kubectl get pods --all-namespaces
+--field-selector=spec.nodeName=NAME --output=json"), then runs
+"volrecon scan --host-root=/host --mountinfo=/proc/1/mountinfo
+--active-pods=keys:UID,... [scan flags]" in a pod that "kubectl debug node/NAME
+--profile=sysadmin --image=IMAGE" starts on the node (privileged, in the host's
+namespaces, the node's / at /host), prints its output, exits with its exit
+code, and deletes the pod. The pods' keys tell the scan which pod dirs are
+orphaned; without them no orphan is found. It never cleans anything. The
+namespace must admit privileged pods.
 
 Flags:
   --image IMAGE        the image with volrecon on its PATH (default ` + DefaultImage + `)
@@ -48,7 +55,9 @@ Flags:
 
 Scan flags are volrecon scan's: -o wide, -o json, --problems, --pod, --root-dir,
 --probe and the others (volrecon scan --help); not --host-root, --mountinfo
-or --demo, which this plugin sets or which make no sense on a node.
+or --demo, which this plugin sets or which make no sense on a node. An
+--active-pods of your own is passed as it is, and the pods are not listed:
+--active-pods= (empty) scans without them (every pod Unknown).
 
 kubectl is $KUBECTL, else kubectl on PATH.
 `
@@ -173,11 +182,23 @@ func cmpOr(a, b string) string {
 }
 
 // debugArgs is the kubectl debug command line that starts the scan (the
-// global flags come first).
-func (o options) debugArgs() []string {
+// global flags come first), with the node's pod keys when they were listed
+// (nil: the scan's own --active-pods, if any).
+func (o options) debugArgs(podKeys []string) []string {
 	args := append([]string{}, "debug", "node/"+o.node, "--profile=sysadmin", "--image="+o.image,
 		"--", "volrecon", "scan", "--host-root="+hostRoot, "--mountinfo="+mountInfo)
+	if podKeys != nil {
+		args = append(args, "--active-pods=keys:"+strings.Join(podKeys, ","))
+	}
 	return append(args, o.scanArgs...)
+}
+
+// ownActivePods: the scan flags give --active-pods themselves.
+func (o options) ownActivePods() bool {
+	return slices.ContainsFunc(o.scanArgs, func(arg string) bool {
+		name, _, _ := splitFlag(arg)
+		return name == "active-pods"
+	})
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -246,7 +267,14 @@ func (k kubectl) scanNode(ctx context.Context, o options, stdout, stderr io.Writ
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	k.global = o.kubectlArgs
-	debugOut, err := k.output(ctx, stderr, o.debugArgs()...)
+	var keys []string
+	if !o.ownActivePods() {
+		var err error
+		if keys, err = k.nodePodKeys(ctx, stderr, o.node); err != nil {
+			return 0, err
+		}
+	}
+	debugOut, err := k.output(ctx, stderr, o.debugArgs(keys)...)
 	m := createdPod.FindStringSubmatch(debugOut)
 	if m == nil {
 		if err == nil {
@@ -271,6 +299,47 @@ func (k kubectl) scanNode(ctx context.Context, o options, stdout, stderr io.Writ
 		return 0, fmt.Errorf("kubectl logs of pod %s: %w", pod, err)
 	}
 	return k.exitCode(ctx, stderr, pod)
+}
+
+// nodePodKeys lists the pods bound to node with the user's kubectl, and
+// returns their keys (UIDs, and static pods' config hashes: package
+// podlist reads kubectl's JSON, bounded in bytes and time, and refuses a
+// pod of another node). The debug pod's own ServiceAccount may not list
+// pods; the user's kubectl may. A list that fails stops the plugin: a scan
+// without it would find no orphan.
+func (k kubectl) nodePodKeys(ctx context.Context, stderr io.Writer, node string) ([]string, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	args := append(slices.Clone(k.global), "get", "pods", "--all-namespaces", "--field-selector=spec.nodeName="+node, "--output=json")
+	cmd := exec.CommandContext(ctx, k.path, args...)
+	cmd.Stderr = stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("kubectl get pods: %w", err)
+	}
+	list, readErr := podlist.ReadList(ctx, "kubectl get pods", out, podlist.Limits{Node: node})
+	if readErr != nil {
+		cancel() // a kubectl whose output was refused is killed
+	}
+	if waitErr := cmd.Wait(); readErr == nil && waitErr != nil {
+		readErr = waitErr
+	}
+	if readErr != nil {
+		return nil, fmt.Errorf("list the pods of node %s (kubectl get pods --all-namespaces --field-selector=spec.nodeName=%s): %w; "+
+			"pass --active-pods= to scan without them (every pod Unknown, no orphan found)", node, node, readErr)
+	}
+	// A config hash annotation is anyone's to set on their pod: one that no
+	// pod dir can be named by is dropped, not passed to be refused.
+	keys := []string{}
+	for _, k := range list.Keys {
+		if podsdir.IsPodUID(k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
 }
 
 // waitStarted waits until the pod is no longer Pending (its image pulled).

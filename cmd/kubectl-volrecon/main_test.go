@@ -16,13 +16,17 @@ import (
 
 // The real debug flow needs an image pull and a pod network; here a fake
 // kubectl on PATH records each call's argv (one JSON array a line) and
-// answers as kubectl does: debug names the pod it created, get tells the
-// phase and the exit code, logs prints the scan's output.
+// answers as kubectl does: get pods lists the node's pods ($FAKE_PODS),
+// debug names the pod it created, get tells the phase and the exit code,
+// logs prints the scan's output.
 const fakeKubectl = `#!/bin/sh
 for a in "$@"; do printf '%s\n' "$a" >> "$FAKE_KUBECTL_LOG"; done
 printf '%s\n' "$callEnd" >> "$FAKE_KUBECTL_LOG"
 for a in "$@"; do
   case "$a" in
+  --output=json)
+    [ -n "$FAKE_GET_FAILS" ] && { echo "$FAKE_GET_FAILS" >&2; exit 1; }
+    printf '%s' "$FAKE_PODS"; exit 0;;
   debug)
     [ -n "$FAKE_DEBUG_FAILS" ] && { echo "error: nodes \"$FAKE_DEBUG_FAILS\" not found" >&2; exit 1; }
     echo "Creating debugging pod node-debugger-n1-x7k2q with container debugger on node n1."; exit 0;;
@@ -55,8 +59,23 @@ func fake(t *testing.T, asKubectlEnv bool) string {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755))
 	log := filepath.Join(t.TempDir(), "calls")
 	t.Setenv("FAKE_KUBECTL_LOG", log)
+	t.Setenv("FAKE_PODS", nodePods)
 	return log
 }
+
+// The pods bound to node n1 as kubectl get pods -o json shows them: a pod,
+// and the mirror pod of a static pod, whose dir is named by its config hash.
+const (
+	podUID    = "0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91"
+	mirrorUID = "2c4e6a8b-3d5f-4e7a-8b9c-0d1e2f3a4b5c"
+	hash      = "6e3e5b3f0d8c4a1b9f2e7d6c5b4a3928"
+	nodePods  = `{"apiVersion":"v1","kind":"List","items":[` +
+		`{"metadata":{"name":"web-0","namespace":"shop","uid":"` + podUID + `"},"spec":{"nodeName":"n1"}},` +
+		`{"metadata":{"name":"etcd-n1","namespace":"kube-system","uid":"` + mirrorUID + `",` +
+		`"annotations":{"kubernetes.io/config.hash":"` + hash + `","kubernetes.io/config.mirror":"` + hash + `"}},"spec":{"nodeName":"n1"}}]}`
+	podKeys   = "--active-pods=keys:" + podUID + "," + mirrorUID + "," + hash
+	emptyList = `{"apiVersion":"v1","kind":"List","items":[]}`
+)
 
 func calls(t *testing.T, log string) [][]string {
 	data, err := os.ReadFile(log)
@@ -93,27 +112,99 @@ func TestScanANodeThroughKubectlDebug(t *testing.T) {
 
 	global := []string{"--namespace=volrecon", "--context=prod"}
 	got := calls(t, log)
-	require.Len(t, got, 5, "%q", got)
+	require.Len(t, got, 6, "%q", got)
+	assert.Equal(t, append(global, "get", "pods", "--all-namespaces", "--field-selector=spec.nodeName=n1", "--output=json"), got[0],
+		"the node's pods, listed with the user's kubectl")
 	assert.Equal(t, append(global, "debug", "node/n1", "--profile=sysadmin", "--image="+DefaultImage,
-		"--", "volrecon", "scan", "--host-root=/host", "--mountinfo=/proc/1/mountinfo",
-		"--problems", "-o", "wide", "--pod", "shop/web-0", "--root-dir", "/var/lib/k0s/kubelet"), got[0])
-	assert.Equal(t, append(global, "get", "pod/node-debugger-n1-x7k2q", "--output=jsonpath={.status.phase}"), got[1])
-	assert.Equal(t, append(global, "logs", "--follow", "pod/node-debugger-n1-x7k2q", "--container=debugger"), got[2])
+		"--", "volrecon", "scan", "--host-root=/host", "--mountinfo=/proc/1/mountinfo", podKeys,
+		"--problems", "-o", "wide", "--pod", "shop/web-0", "--root-dir", "/var/lib/k0s/kubelet"), got[1],
+		"their keys (the static pod's config hash too) in the scan's command line")
+	assert.Equal(t, append(global, "get", "pod/node-debugger-n1-x7k2q", "--output=jsonpath={.status.phase}"), got[2])
+	assert.Equal(t, append(global, "logs", "--follow", "pod/node-debugger-n1-x7k2q", "--container=debugger"), got[3])
 	assert.Equal(t, append(global, "get", "pod/node-debugger-n1-x7k2q",
-		"--output=jsonpath={.status.containerStatuses[0].state.terminated.exitCode}"), got[3])
-	assert.Equal(t, append(global, "delete", "pod/node-debugger-n1-x7k2q", "--wait=false", "--ignore-not-found"), got[4],
+		"--output=jsonpath={.status.containerStatuses[0].state.terminated.exitCode}"), got[4])
+	assert.Equal(t, append(global, "delete", "pod/node-debugger-n1-x7k2q", "--wait=false", "--ignore-not-found"), got[5],
 		"kubectl debug leaves its pod: the plugin deletes it")
+}
+
+// The node's pods that cannot be listed (RBAC, an API server down), or a
+// list that holds a pod of another node, stop the plugin before any pod is
+// made: a scan without them finds no orphan. An --active-pods of the
+// user's own is theirs: no list, and the scan gets it as it is.
+func TestTheScanGetsTheNodesPods(t *testing.T) {
+	t.Run("the list fails", func(t *testing.T) {
+		log := fake(t, false)
+		t.Setenv("FAKE_GET_FAILS", `Error from server (Forbidden): pods is forbidden: User "dev" cannot list resource "pods"`)
+		code, stdout, stderr := runPlugin(t, "node", "n1")
+		assert.Equal(t, exitFailed, code)
+		assert.Empty(t, stdout)
+		assert.Contains(t, stderr, "cannot list resource")
+		assert.Contains(t, stderr, "list the pods of node n1")
+		assert.Contains(t, stderr, "pass --active-pods= to scan without them")
+		assert.Len(t, calls(t, log), 1, "no debug pod")
+	})
+	t.Run("a pod of another node", func(t *testing.T) {
+		log := fake(t, false)
+		t.Setenv("FAKE_PODS", strings.Replace(nodePods, `"nodeName":"n1"`, `"nodeName":"n2"`, 1))
+		code, _, stderr := runPlugin(t, "node", "n1")
+		assert.Equal(t, exitFailed, code)
+		assert.Contains(t, stderr, "n2")
+		assert.Len(t, calls(t, log), 1, "no debug pod")
+	})
+	t.Run("a config hash no pod dir can have", func(t *testing.T) {
+		log := fake(t, false)
+		t.Setenv("FAKE_PODS", strings.Replace(nodePods, `"kubernetes.io/config.hash":"`+hash+`"`,
+			`"kubernetes.io/config.hash":"x,--demo"`, 1))
+		code, _, stderr := runPlugin(t, "node", "n1")
+		require.Equal(t, 0, code, stderr)
+		got := calls(t, log)
+		require.Len(t, got, 6)
+		assert.Contains(t, got[1], podKeys, "dropped: the pod's own keys and the mirror annotation's hash stay")
+		assert.NotContains(t, strings.Join(got[1], " "), "x,--demo")
+	})
+	t.Run("no pod on the node", func(t *testing.T) {
+		log := fake(t, false)
+		t.Setenv("FAKE_PODS", emptyList)
+		code, _, stderr := runPlugin(t, "node", "n1")
+		require.Equal(t, 0, code, stderr)
+		got := calls(t, log)
+		require.Len(t, got, 6)
+		assert.Contains(t, got[1], "--active-pods=keys:", "an empty list is an answer: the scan refuses it where pod dirs exist")
+	})
+	for _, own := range [][]string{{"--active-pods="}, {"--active-pods", "api"}, {"--", "-active-pods=keys:" + podUID}} {
+		t.Run(strings.Join(own, " "), func(t *testing.T) {
+			log := fake(t, false)
+			code, _, stderr := runPlugin(t, append([]string{"node", "n1"}, own...)...)
+			require.Equal(t, 0, code, stderr)
+			got := calls(t, log)
+			require.Len(t, got, 5, "no list: %q", got)
+			assert.Equal(t, append([]string{"debug", "node/n1", "--profile=sysadmin", "--image=" + DefaultImage,
+				"--", "volrecon", "scan", "--host-root=/host", "--mountinfo=/proc/1/mountinfo"}, own[len(own)-len(ownScanArgs(own)):]...), got[0])
+		})
+	}
+}
+
+// ownScanArgs are the scan flags of own (what follows "--", or all).
+func ownScanArgs(own []string) []string {
+	if own[0] == "--" {
+		return own[1:]
+	}
+	return own
 }
 
 func TestImageKeepAndKubectlFromTheEnvironment(t *testing.T) {
 	log := fake(t, true)
+	t.Setenv("FAKE_PODS", emptyList)
 	code, _, stderr := runPlugin(t, "node", "ip-10-0-1-7.ec2.internal", "--image", "registry.local/volrecon@sha256:0123", "--keep",
 		"--kubeconfig", "/etc/k.conf", "--timeout=30s")
 	require.Equal(t, 0, code, stderr)
 	got := calls(t, log)
-	require.Len(t, got, 4, "no delete with --keep: %q", got)
+	require.Len(t, got, 5, "no delete with --keep: %q", got)
+	assert.Equal(t, []string{"--kubeconfig=/etc/k.conf", "get", "pods", "--all-namespaces",
+		"--field-selector=spec.nodeName=ip-10-0-1-7.ec2.internal", "--output=json"}, got[0])
 	assert.Equal(t, []string{"--kubeconfig=/etc/k.conf", "debug", "node/ip-10-0-1-7.ec2.internal", "--profile=sysadmin",
-		"--image=registry.local/volrecon@sha256:0123", "--", "volrecon", "scan", "--host-root=/host", "--mountinfo=/proc/1/mountinfo"}, got[0])
+		"--image=registry.local/volrecon@sha256:0123", "--", "volrecon", "scan", "--host-root=/host", "--mountinfo=/proc/1/mountinfo",
+		"--active-pods=keys:"}, got[1])
 }
 
 func TestBadUsageCallsNoKubectl(t *testing.T) {
@@ -165,11 +256,12 @@ func TestKubectlMissing(t *testing.T) {
 func TestKubectlDebugFails(t *testing.T) {
 	log := fake(t, false)
 	t.Setenv("FAKE_DEBUG_FAILS", "n9")
+	t.Setenv("FAKE_PODS", emptyList)
 	code, stdout, stderr := runPlugin(t, "node", "n9")
 	assert.Equal(t, exitFailed, code)
 	assert.Empty(t, stdout)
 	assert.Contains(t, stderr, `error: nodes "n9" not found`)
-	assert.Len(t, calls(t, log), 1)
+	assert.Len(t, calls(t, log), 2, "the list, then debug")
 }
 
 func TestHelp(t *testing.T) {
@@ -200,5 +292,5 @@ func TestBinary(t *testing.T) {
 	require.ErrorAs(t, err, &exit)
 	assert.Equal(t, 1, exit.ExitCode(), "the scan's exit code 1")
 	assert.Contains(t, stdout.String(), "shop/web-0")
-	assert.Len(t, calls(t, log), 5)
+	assert.Len(t, calls(t, log), 6)
 }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/volrecon/volrecon/podlist"
+	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -72,4 +74,26 @@ func (f *activePodsFile) status(now time.Time) string {
 		s += "; the last read failed (every pod is Unknown): " + activePodsError(st.Err).Error()
 	}
 	return s
+}
+
+// activePodsKeys starts an --active-pods value that gives the pod keys
+// themselves, comma-separated: what a caller that cannot hand volrecon a
+// file (kubectl volrecon, whose debug pod has no file of the user's and no
+// stdin that ends) writes into the command line.
+const activePodsKeys = "keys:"
+
+// parseActivePodKeys parses the keys of --active-pods=keys:K1,K2,… (each a
+// pod UID or a static pod's config hash); "keys:" alone is an empty list.
+func parseActivePodKeys(value string) (reconstruct.PodList, error) {
+	keys := reconstruct.PodList{}
+	for _, k := range strings.Split(strings.TrimPrefix(value, activePodsKeys), ",") {
+		if k = strings.TrimSpace(k); k == "" {
+			continue
+		}
+		if !podsdir.IsPodUID(k) {
+			return nil, fmt.Errorf("--active-pods %s%q is not a pod key (a pod UID or a static pod's config hash)", activePodsKeys, k)
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
 }

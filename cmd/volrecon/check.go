@@ -16,8 +16,9 @@ at most --max-output-length bytes of printable ASCII (names from the node
 escaped, cut between escapes), and exits as NPD's plugin contract says:
 0 OK, 1 a problem (a finding of --kinds at or above --fail-on), 2 unknown
 (the scan failed or did not finish within --timeout, the mount table could
-not be read consistently, the active pods are unknown while orphan kinds
-are checked, bad usage). It changes nothing. Details go to stderr, which
+not be read consistently, the node's pods were not given (--active-pods) or
+could not be had while a kind that needs them is checked (the orphans',
+LeakedLoopDevice), bad usage). It changes nothing. Details go to stderr, which
 NPD logs; run volrecon scan --problems on the node for the whole story.`
 
 // defaultCheckTimeout is below node-problem-detector's default plugin

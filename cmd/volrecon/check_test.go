@@ -24,8 +24,15 @@ func TestCheckExitCodes(t *testing.T) {
 		code        int
 		line        string
 	}{
-		{"clean", "", nil, 0, "OK: no finding at warning or above (3 pods, 12 volumes)"},
+		{"clean", orphanOfDemo + "\n" + siblings, []string{"--active-pods=-"}, 0, "OK: no finding at warning or above (3 pods, 12 volumes)"},
 		{"an orphan still mounted", siblings, []string{"--active-pods=-"}, 1, "1 finding: OrphanedPodMounted; first: pods/" + orphanOfDemo},
+		{"the pods given as keys", "", []string{"--active-pods=keys:" + strings.ReplaceAll(strings.TrimSpace(siblings), "\n", ",")}, 1,
+			"1 finding: OrphanedPodMounted; first: pods/" + orphanOfDemo},
+		{"no pods given: orphans not judged", "", nil, 2, "unknown: orphans cannot be judged without the node's pods (--active-pods=api)"},
+		{"no pods given, an orphan kind asked", "", []string{"--kinds=OrphanedPodMounted"}, 2,
+			"unknown: orphans cannot be judged without the node's pods (--active-pods=api)"},
+		{"no pods given, no kind that needs them", "", []string{"--kinds=LeakedGlobalMount,HungMount"}, 0,
+			"OK: no finding at warning or above (3 pods, 12 volumes)"},
 		{"not of the kinds asked", siblings, []string{"--active-pods=-", "--kinds=LeakedGlobalMount,HungMount"}, 0,
 			"OK: no finding at warning or above (3 pods, 12 volumes)"},
 		{"below --fail-on", siblings, []string{"--active-pods=-", "--fail-on=critical"}, 0, "OK: no finding at critical or above (3 pods, 12 volumes)"},

@@ -93,7 +93,7 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.activePods, "active-pods", "", "the pods that should exist on this node: \"api\" to ask the API server (see --kubeconfig, --node-name),\n"+
 		"or a file (or - for stdin): one UID (or static pod config hash) per line, or the JSON of\n"+
 		"kubectl get pods -A --field-selector spec.nodeName=NODE -o json; read within 2m, at most 256 MiB,\n"+
-		"and by serve again whenever the file changed")
+		"and by serve again whenever the file changed; or \"keys:UID,UID,...\", the keys themselves (kubectl volrecon)")
 	f.kube.register(fs)
 	fs.BoolVar(&f.emptyActivePodsOK, "empty-active-pods-ok", false, "accept an empty --active-pods list, or one that names none of the pod dirs\n"+
 		"(by default refused: every pod is Unknown, exit 4): every pod dir is then orphaned")
@@ -277,26 +277,34 @@ type node struct {
 // openNode turns the flags into scan options. For --demo it materialises
 // the sample node in a temp dir; call cleanup when done.
 func (f *nodeFlags) openNode(stdin io.Reader) (*node, error) {
+	life := f.lifeChecker()
 	n := &node{cleanup: func() {}, opts: reconstruct.Options{
 		Node: reconstruct.Node{RootDir: f.rootDir, RootDirAliases: f.rootDirAliases, HostRoot: f.hostRoot,
 			MountTable: mountscan.Source{Path: f.mountInfo}},
 		AttachFreeDrivers: f.attachFreeDrivers, Probe: f.probe, ProbeTimeout: f.probeTimeout, FSTimeout: f.probeTimeout,
-		EmptyActivePodsAuthoritative: f.emptyActivePodsOK, LifeChecker: f.lifeChecker(),
+		EmptyActivePodsAuthoritative: f.emptyActivePodsOK, LifeChecker: life,
+		AssumeOrphansDead: life == nil, // --evidence-of-life=false says so, and the demo's pods run nowhere
 	}}
 	// A list from a file may be another node's; the API server's is this
 	// node's by its field selector, and names no pod dir here whenever
 	// every pod of the node is new (pending) while orphans remain.
 	n.opts.ActivePodsMustBeHere = f.activePods != activePodsAPI
-	switch f.activePods {
-	case "":
-	case activePodsAPI:
+	switch {
+	case f.activePods == "":
+	case f.activePods == activePodsAPI:
 		src, err := f.kube.apiPodSource()
 		if err != nil {
 			return nil, err
 		}
 		n.opts.ActivePods = src
 		n.opts.AttachFreeDrivers = append(n.opts.AttachFreeDrivers, f.kube.apiAttachFreeDrivers(withLogger(context.Background()))...)
-	case "-": // stdin is read once
+	case strings.HasPrefix(f.activePods, activePodsKeys):
+		keys, err := parseActivePodKeys(f.activePods)
+		if err != nil {
+			return nil, &exitError{code: exitUsage, err: err}
+		}
+		n.opts.ActivePods = keys
+	case f.activePods == "-": // stdin is read once
 		list, err := readActivePods(f.activePods, stdin, activePodsLimits(f.kube.nodeName))
 		if err != nil {
 			return nil, &exitError{code: exitUsage, err: err}
@@ -339,6 +347,7 @@ func (n *node) materialiseDemo() error {
 	demoOpts.AttachFreeDrivers = append(demoOpts.AttachFreeDrivers, n.opts.AttachFreeDrivers...)
 	demoOpts.ActivePods, demoOpts.EmptyActivePodsAuthoritative = n.opts.ActivePods, n.opts.EmptyActivePodsAuthoritative
 	demoOpts.ActivePodsMustBeHere = n.opts.ActivePodsMustBeHere
+	demoOpts.AssumeOrphansDead = true // the demo's pods are files: no process runs in them
 	n.opts = demoOpts
 	return nil
 }
@@ -373,6 +382,8 @@ func scanError(st *reconstruct.State, err error) (*reconstruct.State, error) {
 			"(in a pod: hostPID: true), or run on the host without --host-root", err)}
 	case errors.Is(err, reconstruct.ErrEmptyActivePods):
 		return nil, &exitError{code: exitUsage, err: fmt.Errorf("%w; pass --empty-active-pods-ok only if no pod at all should run on this node", err)}
+	case errors.Is(err, reconstruct.ErrMountTable) && st != nil:
+		return st, nil // printed, then said with its exit code (scanErrors)
 	case err != nil:
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/volrecon/volrecon/reconstruct"
@@ -36,18 +37,35 @@ type ActualState struct {
 	LeakedStaging []string
 	// Orphans are the pod dirs of pods that should not exist.
 	Orphans []string
+	// RunningOrphans are the orphans that may still run: evidence of life
+	// was found, or none could be gathered (no LifeChecker). The agent
+	// never cleans them up.
+	RunningOrphans []string
 }
 
 // Rebuild scans the node and sorts what it finds. opts says where the node
-// is and which pods should exist (reconstruct.Options.ActivePods); a scan
-// that cannot be done at all (no kubelet root) is an error, and a mount
+// is, which pods should exist (reconstruct.Options.ActivePods) and how to
+// tell whether an orphan still runs (Options.LifeChecker: liveness.New on
+// a node, fakenode.Life in a test; without it every orphan may run). A
+// scan that cannot be done at all (no kubelet root) is an error. A mount
 // table that could not be read makes every volume Uncertain, never
-// Unmounted.
+// Unmounted: Rebuild returns that ActualState with the error
+// (errors.Is(err, reconstruct.ErrMountTable)), and the agent looks again
+// later before it mounts or unmounts anything.
 func Rebuild(ctx context.Context, opts reconstruct.Options) (*ActualState, error) {
 	st, err := reconstruct.Scan(ctx, opts)
-	if err != nil {
+	if err != nil && (st == nil || !errors.Is(err, reconstruct.ErrMountTable)) {
 		return nil, fmt.Errorf("agent: rebuild the actual state: %w", err)
 	}
+	as := sortState(st)
+	if err != nil {
+		return as, fmt.Errorf("agent: rebuild the actual state: every volume is uncertain: %w", err)
+	}
+	return as, nil
+}
+
+// sortState sorts a State into what the agent does with each part.
+func sortState(st *reconstruct.State) *ActualState {
 	as := &ActualState{InUse: st.VolumesInUse}
 	for _, v := range st.Volumes {
 		vol := Volume{PodUID: v.PodUID, Name: v.Name, UniqueName: v.UniqueName, DeviceMountPath: v.DeviceMountPath, Why: v.Reason}
@@ -59,8 +77,11 @@ func Rebuild(ctx context.Context, opts reconstruct.Options) (*ActualState, error
 		}
 	}
 	for _, f := range st.Findings {
-		if f.Kind == reconstruct.LeakedGlobalMount {
+		switch f.Kind {
+		case reconstruct.LeakedGlobalMount:
 			as.LeakedStaging = append(as.LeakedStaging, f.Path)
+		case reconstruct.OrphanedPodRunning:
+			as.RunningOrphans = append(as.RunningOrphans, f.PodUID)
 		}
 	}
 	for _, p := range st.Pods {
@@ -68,5 +89,5 @@ func Rebuild(ctx context.Context, opts reconstruct.Options) (*ActualState, error
 			as.Orphans = append(as.Orphans, p.UID)
 		}
 	}
-	return as, nil
+	return as
 }

@@ -50,11 +50,36 @@ func TestRebuildFindsAStagingMountNobodyUses(t *testing.T) {
 
 	opts := n.ScanOptions()
 	opts.ActivePods = reconstruct.PodList{fakenode.UID2}
+	opts.LifeChecker = fakenode.Life{} // on a node: liveness.New
 	as, err := agent.Rebuild(n.Context(), opts)
 	require.NoError(t, err)
 	assert.Equal(t, []string{vol.Staging}, as.LeakedStaging)
 	assert.Equal(t, []string{fakenode.UID1}, as.Orphans)
+	assert.Empty(t, as.RunningOrphans)
 	assert.Contains(t, as.InUse, "kubernetes.io/csi/"+driver+"^vol-0abc", "staged: not to be detached")
+}
+
+// An orphan may still run: its containers were started after the pod list
+// was taken, or the API server lost it. Whether it runs is asked of the
+// LifeChecker; one that finds a container keeps it, and without one
+// nothing was asked, so every orphan may run.
+func TestRebuildKeepsOrphansThatMayRun(t *testing.T) {
+	n := fakenode.New(t)
+	n.Pod(fakenode.UID1).Volume("kubernetes.io/empty-dir", "cache")
+	n.Pod(fakenode.UID2).Volume("kubernetes.io/empty-dir", "cache")
+	opts := n.ScanOptions()
+	opts.ActivePods = reconstruct.PodList{fakenode.UID3}
+
+	opts.LifeChecker = fakenode.Life{fakenode.UID2: {Evidence: []string{"container app of the pod runs"}}}
+	as, err := agent.Rebuild(n.Context(), opts)
+	require.NoError(t, err)
+	assert.Equal(t, []string{fakenode.UID1, fakenode.UID2}, as.Orphans)
+	assert.Equal(t, []string{fakenode.UID2}, as.RunningOrphans)
+
+	opts.LifeChecker = nil
+	as, err = agent.Rebuild(n.Context(), opts)
+	require.NoError(t, err)
+	assert.Equal(t, []string{fakenode.UID1, fakenode.UID2}, as.RunningOrphans, "nothing asked: every orphan may run")
 }
 
 // The agent's own tests hold a mount-utils FakeMounter, with no "/" and a
@@ -78,10 +103,12 @@ func TestRebuildOnTheAgentsFakeMounter(t *testing.T) {
 	assert.Equal(t, "kubernetes.io/csi/"+driver+"^vol-0abc", as.Mounted[0].UniqueName)
 	assert.Empty(t, as.LeakedStaging)
 
-	// Without it, the fake's table is no node's: nothing is certain.
+	// Without it, the fake's table is no node's: nothing is certain, and
+	// the error says so.
 	opts.MountTable = mountscan.Source{Read: mountutil.ReadMountTable(fake)}
 	as, err = agent.Rebuild(n.Context(), opts)
-	require.NoError(t, err)
+	require.ErrorIs(t, err, reconstruct.ErrMountTable)
+	require.ErrorIs(t, err, mountscan.ErrNoRootMount)
 	assert.Empty(t, as.Mounted)
 	assert.Len(t, as.Uncertain, 1)
 }
@@ -102,11 +129,13 @@ func TestRebuildOnAHungNFSServer(t *testing.T) {
 }
 
 // A torn read of the mount table that never settles: every volume is
-// Uncertain, none Unmounted, and all are kept in use.
+// Uncertain, none Unmounted, and all are kept in use; the error says so.
 func TestRebuildOnATableThatNeverSettles(t *testing.T) {
 	n := fakenode.FixtureNode(t, fakenode.Fixtures(), "a10-torn-read.txtar")
 	as, err := agent.Rebuild(n.Context(), n.ScanOptions())
-	require.NoError(t, err)
+	require.ErrorIs(t, err, reconstruct.ErrMountTable)
+	require.ErrorIs(t, err, mountscan.ErrInconsistent)
+	require.NotNil(t, as, "the State comes with the error")
 	assert.Empty(t, as.Mounted)
 	assert.NotEmpty(t, as.Uncertain)
 }
