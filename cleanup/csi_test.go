@@ -82,7 +82,8 @@ func (n *csiNode) mount(p string) {
 	n.mounts[p] = "259:3 /"
 }
 
-// mountFrom puts an entry of another filesystem ("dev root") at p.
+// mountFrom puts an entry of another filesystem ("dev root", then its
+// optional fields, if any: "0:55 / shared:7") at p.
 func (n *csiNode) mountFrom(p, devRoot string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -123,15 +124,30 @@ func (n *csiNode) namespace(pid int, id string, lines ...string) {
 func (n *csiNode) lines() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	lines := []string{"1 0 259:1 / / rw - ext4 /dev/sda1 rw"}
-	for i, mp := range slices.Sorted(func(yield func(string) bool) {
+	lines := []string{"1 0 259:1 / / rw shared:1 - ext4 /dev/sda1 rw"}
+	sorted := slices.Sorted(func(yield func(string) bool) {
 		for mp := range n.mounts {
 			if !yield(mp) {
 				return
 			}
 		}
-	}) {
-		lines = append(lines, strconv.Itoa(100+i)+" 1 "+n.mounts[mp]+" "+mp+" rw - ext4 /dev/nvme1n1 rw")
+	})
+	for i, mp := range sorted {
+		// Its parent is the mount of the longest path above it, as the
+		// kernel's would be: mounts are made parents first here.
+		parent := "1"
+		for j := i - 1; j >= 0; j-- {
+			if strings.HasPrefix(mp, sorted[j]+"/") {
+				parent = strconv.Itoa(100 + j)
+				break
+			}
+		}
+		dev, root, _ := strings.Cut(n.mounts[mp], " ")
+		root, fields, _ := strings.Cut(root, " ")
+		if fields != "" {
+			fields = " " + fields
+		}
+		lines = append(lines, strconv.Itoa(100+i)+" "+parent+" "+dev+" "+root+" "+mp+" rw"+fields+" - ext4 /dev/nvme1n1 rw")
 	}
 	return lines
 }
@@ -386,6 +402,7 @@ func TestLeakedStagingIsUnstagedOnlyAfterTwoScans(t *testing.T) {
 	for name, c := range map[string]struct {
 		since  map[string]time.Duration // staging -> age
 		extra  string                   // another mount of the volume
+		shared bool                     // the staging mount and extra are peers, on peers
 		want   cleanup.ActionKind
 		whyNot string
 	}{
@@ -394,7 +411,9 @@ func TestLeakedStagingIsUnstagedOnlyAfterTwoScans(t *testing.T) {
 		"seen too recently":    {since: map[string]time.Duration{"staging": time.Minute}, want: cleanup.NeedsDriver, whyNot: "two scans"},
 		"seen long enough ago": {since: map[string]time.Duration{"staging": 10 * time.Minute}, want: cleanup.NodeUnstage},
 		"a propagated copy is no user": {since: map[string]time.Duration{"staging": 10 * time.Minute},
-			extra: "/host" + "STAGING", want: cleanup.NodeUnstage},
+			extra: "/host" + "STAGING", shared: true, want: cleanup.NodeUnstage},
+		"a private entry where a copy would be": {since: map[string]time.Duration{"staging": 10 * time.Minute},
+			extra: "/host" + "STAGING", want: cleanup.NeedsDriver, whyNot: "/host/var/lib/kubelet/plugins"},
 		"another mount of it": {since: map[string]time.Duration{"staging": 10 * time.Minute},
 			extra: "/mnt/elsewhere", want: cleanup.NeedsDriver, whyNot: "no other mount namespace on the node uses it"},
 	} {
@@ -405,6 +424,11 @@ func TestLeakedStagingIsUnstagedOnlyAfterTwoScans(t *testing.T) {
 			require.Equal(t, reconstruct.LeakedGlobalMount, st.Findings[0].Kind)
 			if c.extra != "" {
 				n.mount(filepath.Clean(replaceStaging(c.extra, n.staging)))
+			}
+			if c.shared { // /host is a peer of /, so the staging mount's copy there is its peer
+				n.mountFrom("/host", "259:1 / shared:1")
+				n.mountFrom(n.staging, "259:3 / shared:2")
+				n.mountFrom(filepath.Clean(replaceStaging(c.extra, n.staging)), "259:3 / shared:2")
 			}
 			td := n.teardown()
 			store := &memStore{since: map[string]time.Time{}}
@@ -871,7 +895,7 @@ func TestAnotherVolumeOnTheSameShareIsNoUser(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			n := newCSINode(t)
 			dev, same, _ := strings.Cut(c.dev, " ")
-			n.mountFrom(n.staging, dev+" /")
+			n.mountFrom(n.staging, dev+" / shared:2")
 			other := filepath.Join(csiRoot, "plugins/kubernetes.io/csi", csiDriver, podsdir.StagingHash("vol-0002"), "globalmount")
 			n.write(filepath.Join(filepath.Dir(other), "vol_data.json"), `{"driverName":"`+csiDriver+`","volumeHandle":"vol-0002"}`)
 			n.mkdir(other)
@@ -879,8 +903,9 @@ func TestAnotherVolumeOnTheSameShareIsNoUser(t *testing.T) {
 			if same != "" {
 				otherRoot = " /" // the same root: which volume a user has is unknown
 			}
-			n.mountFrom(other, dev+otherRoot)
-			n.mountFrom("/host/var/lib/kubelet"+other, dev+otherRoot) // a copy of the other one
+			n.mountFrom(other, dev+otherRoot+" shared:3")
+			n.mountFrom("/host", "259:1 / shared:1")
+			n.mountFrom("/host"+other, dev+otherRoot+" shared:3") // a copy of the other one: /host is a peer of /
 			st := n.scan()
 			leaked := slices.DeleteFunc(slices.Clone(st.Findings), func(f reconstruct.Finding) bool { return f.Kind != reconstruct.LeakedGlobalMount })
 			require.Len(t, leaked, 2)

@@ -140,13 +140,44 @@ func (e *executor) checkCSI(a Action, table mountView) error {
 		}
 	}
 	if a.Action == NodeUnstage {
-		users := slices.DeleteFunc(subtreeUsers(table.Table, root, a.Path, mountscan.SubtreeOf(stack[0])),
-			func(m mountscan.Mount) bool { return table.gone[m.MountPoint] })
-		if len(users) > 0 {
-			return fmt.Errorf("%w: %s still mounts the staging mount's filesystem subtree", ErrNodeChanged, users[0].MountPoint)
-		}
+		return e.stillNoUser(a, table, stack[0])
 	}
 	return nil
+}
+
+// stillNoUser checks, right before a NodeUnstage, that nothing uses the
+// staging mount x in the table read now (usersIn): every mount of its
+// filesystem subtree is a user but x, the copies propagation proves, the
+// other volumes the plan proved (CSICall.OtherVolumes) and, in a dry run,
+// the mounts the actions before would have unmounted and their copies.
+// Where the scoped table cannot tell a copy (its parent, or what is
+// mounted on it, lies outside the scope), the table is read whole.
+func (e *executor) stillNoUser(a Action, table mountView, x mountscan.Mount) error {
+	users := e.stagingUsersIn(a, table.Table, x)
+	if len(users) > 0 && table.Skipped() > 0 {
+		whole, err := e.opts.MountTable.ReadScoped(e.ctx, nil)
+		if err != nil {
+			return fmt.Errorf("%w: the mount table could not be read whole to tell the copies of %s from its users: %w", ErrNodeChanged, a.Path, err)
+		}
+		wx, ok := entryOf(whole, a.Path, a.CSI.Source)
+		if !ok {
+			return fmt.Errorf("%w: %s no longer mounts %s", ErrNodeChanged, a.Path, a.CSI.Source)
+		}
+		users = e.stagingUsersIn(a, whole, wx)
+	}
+	if len(users) > 0 {
+		return fmt.Errorf("%w: %s still mounts the staging mount's filesystem subtree (%s): %s",
+			ErrNodeChanged, users[0].m.MountPoint, entryText(users[0].m), users[0].why)
+	}
+	return nil
+}
+
+func (e *executor) stagingUsersIn(a Action, table *mountscan.Table, x mountscan.Mount) []user {
+	exempt := otherVolumeEntries(table, filepath.Dir(e.plan.PodsDir), x, a.CSI.OtherVolumes)
+	for p := range e.gone {
+		exempt = append(exempt, table.At(p)...)
+	}
+	return usersIn(table, x, exempt)
 }
 
 // stillUnused asks CSIExec.ActiveVolumes, before a NodeUnstage, whether a

@@ -166,7 +166,7 @@ func (u Unmount) claimWhy(t *Table, c Mount, parentProp *Propagation) string {
 	}
 	parent, ok := t.ByID(c.ParentID)
 	switch {
-	case sameEntry(c, u.x):
+	case SameEntry(c, u.x):
 		return "it is the mount itself"
 	case c.Dev != u.x.Dev || !isAtOrBelow(c.Root, u.x.Root):
 		return "it mounts another filesystem subtree"
@@ -250,10 +250,11 @@ func dentryOf(parent, m Mount) (string, bool) {
 
 func isCleanAbs(p string) bool { return filepath.IsAbs(p) && filepath.Clean(p) == p }
 
-// sameEntry: a and b are the same entry of a table: the same mount ID,
-// parent, filesystem subtree and mount point. Mount IDs are the kernel's,
-// unique among the mounts of every namespace at a time.
-func sameEntry(a, b Mount) bool {
+// SameEntry reports whether a and b are the same entry of a table: the same
+// mount ID, parent, filesystem subtree and mount point. Mount IDs are the
+// kernel's, unique among the mounts of every namespace at a time: an entry
+// of one namespace's table is never the same entry as one of another's.
+func SameEntry(a, b Mount) bool {
 	return a.ID == b.ID && a.ParentID == b.ParentID && a.Dev == b.Dev && a.Root == b.Root && a.Deleted == b.Deleted &&
 		a.MountPoint == b.MountPoint
 }

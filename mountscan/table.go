@@ -258,7 +258,7 @@ func (t *Table) ByID(id int) (Mount, bool) {
 // mounted.
 func (t *Table) HasEntry(m Mount) bool {
 	e, ok := t.ByID(m.ID)
-	return ok && sameEntry(e, m)
+	return ok && SameEntry(e, m)
 }
 
 func (t *Table) indexIDs() {

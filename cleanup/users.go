@@ -1,0 +1,154 @@
+package cleanup
+
+import (
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/podsdir"
+	"github.com/volrecon/volrecon/reconstruct"
+)
+
+// Who uses a staging mount, or a pod's mount, is the kernel's to say: an
+// entry of the same filesystem subtree, in any mount namespace, is a copy
+// that goes with the unmount only where propagation proves it
+// (mountscan.Unmount, CopyClaim, PropagationGraph). Its path proves
+// nothing: a private namespace's entry at the very same path, a private
+// bind under a container's rootfs, a plain bind at a path that ends in the
+// kubelet's, are all users.
+
+// user is an entry that uses a staging mount's filesystem subtree, and why
+// it is no copy of it.
+type user struct {
+	m   mountscan.Mount
+	why string
+}
+
+// usersIn returns the entries of table, one namespace's, that use the
+// filesystem subtree of x, an entry of table: every entry of that subtree
+// but x itself, the copies of x that propagation proves, and exempt (other
+// volumes' staging mounts on a share, entries of table) and the copies
+// propagation proves of them. Only table's peer groups are known.
+func usersIn(table *mountscan.Table, x mountscan.Mount, exempt []mountscan.Mount) []user {
+	graph := mountscan.NewPropagationGraph()
+	graph.Add(table)
+	u := table.Unmount(x)
+	exemptions := make([]mountscan.Unmount, 0, len(exempt))
+	for _, o := range exempt {
+		exemptions = append(exemptions, table.Unmount(o))
+	}
+	sub := mountscan.SubtreeOf(x)
+	var users []user
+	for _, m := range table.Mounts() {
+		if !sub.Contains(m) || mountscan.SameEntry(m, x) {
+			continue
+		}
+		copied, why := graph.IsCopy(u, table, m)
+		if copied || isOrCopies(graph, table, m, exemptions) {
+			continue
+		}
+		users = append(users, user{m: m, why: why})
+	}
+	return users
+}
+
+// isOrCopies: m, an entry of table, is one of the unmounts' mounts, or a
+// copy propagation proves of one.
+func isOrCopies(graph *mountscan.PropagationGraph, table *mountscan.Table, m mountscan.Mount, of []mountscan.Unmount) bool {
+	for _, o := range of {
+		if mountscan.SameEntry(m, o.Mount()) {
+			return true
+		}
+		if ok, _ := graph.IsCopy(o, table, m); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// entryText names an entry of a mount table in evidence: its mount point,
+// mount ID and optional fields.
+func entryText(m mountscan.Mount) string {
+	fields := "no optional fields: private"
+	if len(m.OptionalFields) > 0 {
+		fields = strings.Join(m.OptionalFields, " ")
+	}
+	return m.MountPoint + " (mount ID " + strconv.Itoa(m.ID) + ", " + fields + ")"
+}
+
+// stagingEntry returns the one entry of table at g's path with g's device
+// and root.
+func stagingEntry(table *mountscan.Table, g reconstruct.GlobalMount) (mountscan.Mount, bool) {
+	if g.Mount == nil {
+		return mountscan.Mount{}, false
+	}
+	return entryOf(table, g.Path, g.Mount.MajorMinor+":"+g.Mount.Root)
+}
+
+// entryOf returns the one entry of table at path, when it mounts source
+// ("major:minor:root", devKey).
+func entryOf(table *mountscan.Table, path, source string) (mountscan.Mount, bool) {
+	at := table.At(path)
+	if len(at) != 1 || devKey(at[0]) != source {
+		return mountscan.Mount{}, false
+	}
+	return at[0], true
+}
+
+// OtherVolume is another volume's staging mount on the share a NodeUnstage
+// unstages (a device of no disk: NFS, CephFS, SMB…), of another root,
+// which the plan proved is no user of the one unstaged: a staging mount
+// the scan knows, in the host's table under the kubelet root, of another
+// known volume. The executor counts it, and the copies propagation proves
+// of it, out only while the entry at Path still mounts Source.
+type OtherVolume struct {
+	Path   string `json:"path"`
+	Source string `json:"source"`
+}
+
+// otherVolumes returns the staging mounts of other volumes that the
+// unstage of g, whose entry in the host's table is x, leaves alone: on a
+// share (major 0), the staging mounts of the State in the host's table
+// under the kubelet root, mounted, of another known volume handle, of
+// another root of the same filesystem within x's subtree (a root elsewhere
+// is no part of it anyway). On a disk a driver's NodeUnstage may detach
+// the device itself: every other mount of it stays a user.
+func otherVolumes(st *reconstruct.State, host *mountscan.Table, g reconstruct.GlobalMount, x mountscan.Mount) []OtherVolume {
+	if x.Dev.Major != 0 || g.UniqueName == "" {
+		return nil
+	}
+	csiDir := filepath.Join(filepath.Dir(st.PodsDir), "plugins", "kubernetes.io", "csi") + "/"
+	sub := mountscan.SubtreeOf(x)
+	var out []OtherVolume
+	for _, o := range st.GlobalMounts {
+		switch {
+		case o.Path == g.Path || !strings.HasPrefix(o.Path, csiDir) || filepath.Clean(o.Path) != o.Path:
+		case o.Mode != podsdir.Filesystem || o.State != reconstruct.Mounted || o.VolumeHandle == "" || o.UniqueName == "" || o.UniqueName == g.UniqueName:
+		default:
+			if e, ok := stagingEntry(host, o); ok && sub.Contains(e) && e.Root != x.Root {
+				out = append(out, OtherVolume{Path: o.Path, Source: devKey(e)})
+			}
+		}
+	}
+	return out
+}
+
+// otherVolumeEntries returns the entries of table of the other volumes a
+// NodeUnstage of x was planned with, each still the one planned: at a
+// staging path under the kubelet root, the one entry there, mounting the
+// source planned, on the same share as x, of another root.
+func otherVolumeEntries(table *mountscan.Table, root string, x mountscan.Mount, others []OtherVolume) []mountscan.Mount {
+	if x.Dev.Major != 0 {
+		return nil
+	}
+	csiDir := filepath.Join(root, "plugins", "kubernetes.io", "csi") + "/"
+	var out []mountscan.Mount
+	for _, o := range others {
+		e, ok := entryOf(table, o.Path, o.Source)
+		if ok && strings.HasPrefix(o.Path, csiDir) && filepath.Clean(o.Path) == o.Path && e.Dev == x.Dev && e.Root != x.Root {
+			out = append(out, e)
+		}
+	}
+	return out
+}
