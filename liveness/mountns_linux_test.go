@@ -198,7 +198,7 @@ func TestOnlyACopyPropagationProvesIsTheKubeletsSubpath(t *testing.T) {
 		propagation, script string
 		running             bool
 	}{
-		"a private namespace made after the bind":        {propagation: "private", running: true},
+		"a private namespace made after the bind":         {propagation: "private", running: true},
 		"a container's private rbind of the kubelet root": {propagation: "private", script: `mkdir -p "$1" && mount --rbind "$0" "$1"`, running: true},
 		"HostToContainer, a slave":                        {propagation: "slave", script: `mkdir -p "$1" && mount --rbind "$0" "$1"`},
 		"Bidirectional, a peer":                           {propagation: "unchanged", script: `mkdir -p "$1" && mount --rbind "$0" "$1"`},
