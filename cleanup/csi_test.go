@@ -924,3 +924,77 @@ func TestAnotherVolumeOnTheSameShareIsNoUser(t *testing.T) {
 		})
 	}
 }
+
+// The executor tells a copy from a user by propagation too, in the table it
+// reads right before NodeUnstage: an entry that appeared since the plan at
+// a path where a copy would be is a user unless its optional fields and
+// its parent's prove the unmount reaches it.
+func TestTheExecutorTellsACopyFromAUserByPropagation(t *testing.T) {
+	now := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
+	for name, c := range map[string]struct {
+		fields string // of the entry that appears
+		want   cleanup.ActionKind
+	}{
+		"a copy propagation made":               {fields: " shared:2", want: cleanup.NodeUnstage},
+		"a private entry where a copy would be": {fields: "", want: cleanup.Keep},
+		"a slave of another peer group":         {fields: " master:9", want: cleanup.Keep},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := newCSINode(t)
+			n.mountFrom("/host", "259:1 / shared:1") // a peer of /
+			n.mountFrom(n.staging, "259:3 / shared:2")
+			td := n.teardown()
+			td.Now, td.MinLeakAge = now, 5*time.Minute
+			td.Store = &memStore{since: map[string]time.Time{n.staging: now.Add(-time.Hour)}}
+			plan := cleanup.Plan(t.Context(), n.scan(), cleanup.Options{Node: n.node(), CSITeardown: td})
+			require.Equal(t, cleanup.NodeUnstage, csiKindAt(plan, n.staging))
+			n.mountFrom("/host"+n.staging, "259:3 /"+c.fields)
+
+			r := csiResultAt(n.apply(plan), n.staging)
+			assert.Equal(t, c.want, r.Action.Action, r.Reason)
+			if c.want == cleanup.Keep {
+				assert.Contains(t, r.Reason, "/host"+n.staging+" still mounts the staging mount's filesystem subtree")
+				assert.True(t, n.mounted(n.staging))
+				return
+			}
+			assert.Equal(t, cleanup.Done, r.Result, r.Error)
+		})
+	}
+}
+
+// A copy whose proof needs a chain of peer groups shown only by another
+// namespace's table (a container whose mount of the kubelet root is a
+// shared slave, and one nested below it) is proven once every table was
+// read, whichever namespace comes first; without the middle table the
+// chain is unknown, and the entry is a user.
+func TestACopyThroughAChainOfPeerGroupsOfOtherNamespaces(t *testing.T) {
+	now := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
+	for name, withMiddle := range map[string]bool{"the chain shown": true, "the middle table missing": false} {
+		t.Run(name, func(t *testing.T) {
+			n := newCSINode(t)
+			n.mountFrom(n.staging, "259:3 / shared:2")
+			rel := strings.TrimPrefix(n.staging, csiRoot)
+			// Read first: the nested container, a slave of peer group 500,
+			// its copy a slave of 701.
+			n.namespace(2, "mnt:[4026532002]",
+				"1201 1 259:1 "+csiRoot+" /k rw master:500 - ext4 /dev/sda1 rw",
+				"1202 1201 259:3 / /k"+rel+" rw master:701 - ext4 /dev/nvme1n1 rw")
+			if withMiddle {
+				n.namespace(3, "mnt:[4026532003]",
+					"1101 1 259:1 "+csiRoot+" "+csiRoot+" rw shared:500 master:1 - ext4 /dev/sda1 rw",
+					"1102 1101 259:3 / "+n.staging+" rw shared:701 master:2 - ext4 /dev/nvme1n1 rw")
+			}
+			td := n.teardown()
+			td.Now, td.MinLeakAge = now, 5*time.Minute
+			td.Store = &memStore{since: map[string]time.Time{n.staging: now.Add(-time.Hour)}}
+			a, _ := csiActionAt(cleanup.Plan(t.Context(), n.scan(), cleanup.Options{Node: n.node(), CSITeardown: td}), n.staging)
+			if withMiddle {
+				require.Equal(t, cleanup.NodeUnstage, a.Action, a.Reason)
+				assert.Contains(t, strings.Join(a.Evidence, "\n"), "2 propagated copies")
+				return
+			}
+			assert.Equal(t, cleanup.NeedsDriver, a.Action)
+			assert.Contains(t, a.Reason, "/k"+rel+" (mount ID 1202, master:701): no copy of "+n.staging)
+		})
+	}
+}
