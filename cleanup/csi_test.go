@@ -917,6 +917,7 @@ func TestAnotherVolumeOnTheSameShareIsNoUser(t *testing.T) {
 			require.True(t, ok)
 			assert.Equal(t, c.want, a.Action, a.Reason)
 			if c.want == cleanup.NodeUnstage {
+				assert.Equal(t, []cleanup.OtherVolume{{Path: other, Source: dev + ":/b"}}, a.CSI.OtherVolumes, "the executor holds it to them")
 				results := n.apply(plan)
 				assert.Equal(t, cleanup.Done, csiResultAt(results, n.staging).Result, csiResultAt(results, n.staging).Error)
 				assert.True(t, n.mounted(other), "the other volume's staging mount stays")
