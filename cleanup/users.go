@@ -110,9 +110,10 @@ type OtherVolume struct {
 // otherVolumes returns the staging mounts of other volumes that the
 // unstage of g, whose entry in the host's table is x, leaves alone: on a
 // share (major 0), the staging mounts of the State in the host's table
-// under the kubelet root, mounted, of another known volume handle, of
-// another root of the same filesystem within x's subtree (a root elsewhere
-// is no part of it anyway). On a disk a driver's NodeUnstage may detach
+// under the kubelet root, mounted, of another known volume handle (its dir
+// named by the sha256 of it, as the kubelet names it), of another root of
+// the same filesystem within x's subtree (a root elsewhere is no part of
+// it anyway). On a disk a driver's NodeUnstage may detach
 // the device itself: every other mount of it stays a user.
 func otherVolumes(st *reconstruct.State, host *mountscan.Table, g reconstruct.GlobalMount, x mountscan.Mount) []OtherVolume {
 	if x.Dev.Major != 0 || g.UniqueName == "" {
@@ -125,6 +126,9 @@ func otherVolumes(st *reconstruct.State, host *mountscan.Table, g reconstruct.Gl
 		switch {
 		case o.Path == g.Path || !strings.HasPrefix(o.Path, csiDir) || filepath.Clean(o.Path) != o.Path:
 		case o.Mode != podsdir.Filesystem || o.State != reconstruct.Mounted || o.VolumeHandle == "" || o.UniqueName == "" || o.UniqueName == g.UniqueName:
+		case o.Layout != podsdir.LayoutCurrent || filepath.Base(filepath.Dir(o.Path)) != sha256Hex(o.VolumeHandle) ||
+			hasFindingAt(st, reconstruct.StagingHashMismatch, o.Path):
+			// not named as the kubelet names the staging dir of its volume
 		default:
 			if e, ok := stagingEntry(host, o); ok && sub.Contains(e) && e.Root != x.Root {
 				out = append(out, OtherVolume{Path: o.Path, Source: devKey(e)})
