@@ -259,3 +259,30 @@ func TestRealOnAShareOnlyAKnownStagingMountIsAnotherVolume(t *testing.T) {
 		})
 	}
 }
+
+// The executor looks again, right before NodeUnstage, in every mount
+// namespace: a process that entered a private namespace of its own after
+// the plan (a container started meanwhile) holds the staging mount, and
+// nothing is sent. Before, only the host's table was read again.
+func TestRealANamespaceMadeAfterThePlanKeepsTheStagingMount(t *testing.T) {
+	if !testmountns.Enter(t) {
+		return
+	}
+	testmountns.ShareAll(t)
+	n := newRealCSIOn(t, shortRealNode(t))
+	now := time.Now()
+	store := &memStore{since: map[string]time.Time{n.staging: now.Add(-2 * time.Hour)}}
+	td := &cleanup.CSITeardown{AssumeNoNewPods: true, MinLeakAge: time.Minute, Now: now, Store: store}
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID3}, LifeChecker: lifeSigns{}})
+	plan := cleanup.Plan(t.Context(), st, cleanup.Options{CSITeardown: td})
+	require.Equal(t, cleanup.NodeUnstage, csiKindAt(plan, n.staging))
+	pid := testmountns.Hold(t, "private", "")
+
+	results := cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Apply: true, CSI: cleanup.CSIExec{Driver: csinode.Connector{Timeout: 10 * time.Second}}})
+	r := csiResultAt(results, n.staging)
+	assert.Equal(t, cleanup.Keep, r.Action.Action, r.Reason)
+	assert.Contains(t, r.Reason, "(pid "+strconv.Itoa(pid)+")")
+	assert.Contains(t, r.Reason, n.staging+" (mount ID ")
+	assert.Empty(t, n.driver.Calls(), "no NodeUnstageVolume")
+	assert.True(t, realMountTable(t).IsMountPoint(n.staging))
+}

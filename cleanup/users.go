@@ -1,10 +1,13 @@
 package cleanup
 
 import (
+	"context"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/volrecon/volrecon/internal/mountnamespaces"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
@@ -155,4 +158,86 @@ func otherVolumeEntries(table *mountscan.Table, root string, x mountscan.Mount, 
 		}
 	}
 	return out
+}
+
+// namespaceUser reads every mount namespace of the node (procDir: the
+// host's /proc) and returns a user of the staging mount x, an entry of
+// host, found in any of them, with its namespace, a task of it and the
+// entry: an entry of x's filesystem subtree that is neither x nor exempt
+// (entries of host), nor a copy propagation proves of one of them, the
+// peer groups of every table read known. "" when there is none; an error
+// when a namespace could not be listed or read: then the use is unknown.
+func namespaceUser(ctx context.Context, procDir string, host *mountscan.Table, x mountscan.Mount, exempt []mountscan.Mount) (string, error) {
+	anchors := []mountscan.Unmount{host.Unmount(x)}
+	for _, o := range exempt {
+		anchors = append(anchors, host.Unmount(o))
+	}
+	graph := mountscan.NewPropagationGraph()
+	graph.Add(host)
+	nss, err := mountnamespaces.List(ctx, procDir, mountnamespaces.Options{})
+	if err != nil {
+		return "", err
+	}
+	type pending struct {
+		what   string
+		claims []mountscan.CopyClaim
+	}
+	var undecided []pending
+	sub := mountscan.SubtreeOf(x)
+	for _, ns := range nss {
+		table, _, err := ns.ReadTable(ctx, procDir, mountnamespaces.Options{})
+		if err != nil {
+			return "", err
+		}
+		if table == nil {
+			continue // every task of it left: nothing runs in it
+		}
+		graph.Add(table)
+		for _, m := range table.Mounts() {
+			if !sub.Contains(m) {
+				continue
+			}
+			claims, why, reached := reachedBy(host, table, m, anchors)
+			switch {
+			case reached:
+			case len(claims) == 0:
+				return ns.String() + " mounts " + entryText(m) + ": " + why, nil
+			default:
+				undecided = append(undecided, pending{what: ns.String() + " mounts " + entryText(m) + ": " + why, claims: claims})
+			}
+		}
+	}
+	for _, u := range undecided {
+		if !slices.ContainsFunc(u.claims, func(c mountscan.CopyClaim) bool { ok, _ := graph.Proves(c); return ok }) {
+			return u.what, nil
+		}
+	}
+	return "", nil
+}
+
+// reachedBy says whether m, an entry of table, is one of the anchors'
+// mounts (an entry of host) or a copy its own table proves of one; if
+// not, the claims the chains of peer groups must decide, and why it is no
+// copy of the first anchor.
+func reachedBy(host, table *mountscan.Table, m mountscan.Mount, anchors []mountscan.Unmount) ([]mountscan.CopyClaim, string, bool) {
+	own := host.HasEntry(m)
+	var claims []mountscan.CopyClaim
+	why := ""
+	for _, a := range anchors {
+		if own && m.ID == a.Mount().ID {
+			return nil, "", true
+		}
+		c := a.Claim(table, m)
+		ok, w := (*mountscan.PropagationGraph)(nil).Proves(c)
+		if ok {
+			return nil, "", true
+		}
+		if c.Why() == "" {
+			claims = append(claims, c)
+		}
+		if why == "" {
+			why = "no copy of " + a.Mount().MountPoint + ": " + w
+		}
+	}
+	return claims, why, false
 }
