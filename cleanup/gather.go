@@ -98,7 +98,7 @@ func newGatherer(st *reconstruct.State, host *mountscan.Table, ev *evidence) *ga
 	g.addPods()
 	devs := map[mountscan.DevID]bool{}
 	for _, gm := range st.GlobalMounts {
-		if x, ok := stagingEntry(host, gm); ok && gm.State == reconstruct.Mounted && gm.Mode == podsdir.Filesystem {
+		if x, ok := stagingEntry(host, gm); ok && gm.State == reconstruct.Mounted && gm.Mode == podsdir.Filesystem && inCSIDir(st, gm.Path) {
 			devs[x.Dev] = true
 			g.staging = append(g.staging, &stagingUsersSeen{g: gm, x: g.addAnchor(anchor{u: host.Unmount(x), staging: gm.Path}), sub: mountscan.SubtreeOf(x)})
 		}
@@ -110,6 +110,9 @@ func newGatherer(st *reconstruct.State, host *mountscan.Table, ev *evidence) *ga
 		}
 	}
 	for _, pod := range st.Pods {
+		if !podsdir.IsPodUID(pod.UID) || pod.Path != filepath.Join(st.PodsDir, pod.UID) {
+			continue // a State from JSON: only a pod dir of the pods dir holds the kubelet's mounts
+		}
 		for _, m := range host.AtOrBelow(pod.Path) {
 			if devs[m.Dev] {
 				g.addAnchor(anchor{u: host.Unmount(m), pod: pod.UID})

@@ -122,12 +122,11 @@ func otherVolumes(st *reconstruct.State, host *mountscan.Table, g reconstruct.Gl
 	if x.Dev.Major != 0 || g.UniqueName == "" {
 		return nil
 	}
-	csiDir := filepath.Join(filepath.Dir(st.PodsDir), "plugins", "kubernetes.io", "csi") + "/"
 	sub := mountscan.SubtreeOf(x)
 	var out []OtherVolume
 	for _, o := range st.GlobalMounts {
 		switch {
-		case o.Path == g.Path || !strings.HasPrefix(o.Path, csiDir) || filepath.Clean(o.Path) != o.Path:
+		case o.Path == g.Path || !inCSIDir(st, o.Path):
 		case o.Mode != podsdir.Filesystem || o.State != reconstruct.Mounted || o.VolumeHandle == "" || o.UniqueName == "" || o.UniqueName == g.UniqueName:
 		case o.Layout != podsdir.LayoutCurrent || filepath.Base(filepath.Dir(o.Path)) != sha256Hex(o.VolumeHandle) ||
 			hasFindingAt(st, reconstruct.StagingHashMismatch, o.Path):
@@ -139,6 +138,13 @@ func otherVolumes(st *reconstruct.State, host *mountscan.Table, g reconstruct.Gl
 		}
 	}
 	return out
+}
+
+// inCSIDir: path is a clean path below the CSI dir of the State's kubelet
+// root, where the kubelet stages volumes.
+func inCSIDir(st *reconstruct.State, path string) bool {
+	return st.PodsDir != "" && filepath.Clean(path) == path &&
+		strings.HasPrefix(path, filepath.Join(filepath.Dir(st.PodsDir), "plugins", "kubernetes.io", "csi")+"/")
 }
 
 // otherVolumeEntries returns the entries of table of the other volumes a
