@@ -83,9 +83,13 @@ type stagingUsersSeen struct {
 	x      int // its anchor
 	sub    mountscan.Subtree
 	others []int // the anchors of other volumes' staging mounts on its share
-	// users are the entries that are no copy and no other volume: users,
-	// unless they are a dead pod's mounts or a copy the chains prove.
-	users []undecided
+	// users are the entries that are no copy and no other volume, and may
+	// still be a dead pod's mount or a copy the chains prove; shownUsers
+	// name the first few that are users whatever the rest of the node
+	// shows, userCount counts them all.
+	users      []undecided
+	shownUsers []string
+	userCount  int
 	// copies name the first few copies propagation proves of it, copyCount
 	// counts them all; otherCount counts the mounts of other volumes.
 	copies     []string
@@ -297,9 +301,19 @@ func (g *gatherer) lookForStagingUsers(s *stagingUsersSeen, ns *mountnamespaces.
 			s.noteCopy(u.what)
 		case slices.ContainsFunc(u.is, func(i int) bool { return slices.Contains(s.others, i) }):
 			s.otherCount++
+		case len(u.is) == 0 && len(u.pending) == 0:
+			s.noteUser(u.what + ": " + u.why)
 		default:
-			s.users = append(s.users, u)
+			s.users = append(s.users, u) // a dead pod's mount, or a copy the chains may prove
 		}
+	}
+}
+
+// noteUser counts a user of the staging mount, naming the first few.
+func (s *stagingUsersSeen) noteUser(what string) {
+	s.userCount++
+	if len(s.shownUsers) < maxCopiesShown {
+		s.shownUsers = append(s.shownUsers, what)
 	}
 }
 
@@ -438,7 +452,6 @@ func (g *gatherer) conclude(ctx context.Context) {
 }
 
 func (g *gatherer) concludeStaging(ctx context.Context, s *stagingUsersSeen, n string) {
-	var users []string
 	for _, u := range s.users {
 		is := g.resolve(u)
 		switch {
@@ -449,16 +462,15 @@ func (g *gatherer) concludeStaging(ctx context.Context, s *stagingUsersSeen, n s
 		case slices.ContainsFunc(is, func(i int) bool { return len(g.ev.deadPods[g.anchors[i].pod]) > 0 }):
 			// a dead pod's mount: the plan unpublishes it first
 		default:
-			users = append(users, u.what+": "+u.why)
+			s.noteUser(u.what + ": " + u.why)
 		}
 	}
-	if len(users) > 0 {
-		shown := users[:min(len(users), maxCopiesShown)]
-		g.ev.stagingUsed[s.g.Path] = strings.Join(shown, "; ")
-		if more := len(users) - len(shown); more > 0 {
+	if s.userCount > 0 {
+		g.ev.stagingUsed[s.g.Path] = strings.Join(s.shownUsers, "; ")
+		if more := s.userCount - len(s.shownUsers); more > 0 {
 			g.ev.stagingUsed[s.g.Path] += "; and " + plural(more, "other user", "other users")
 		}
-		klog.FromContext(ctx).V(4).Info("A staging mount is used", "path", s.g.Path, "user", users[0], "users", len(users))
+		klog.FromContext(ctx).V(4).Info("A staging mount is used", "path", s.g.Path, "user", s.shownUsers[0], "users", s.userCount)
 		return
 	}
 	g.ev.stagingUnused[s.g.Path] = append([]string{"no mount namespace of the " + n + " on the node mounts its filesystem subtree elsewhere"},
