@@ -190,6 +190,15 @@ func (n *csiNode) teardown() *cleanup.CSITeardown {
 	return &cleanup.CSITeardown{AssumeNoNewPods: true}
 }
 
+// leakedTeardown is teardown with a Store that saw the staging mount
+// unused an hour before now, long enough.
+func (n *csiNode) leakedTeardown(now time.Time) *cleanup.CSITeardown {
+	td := n.teardown()
+	td.Now, td.MinLeakAge = now, 5*time.Minute
+	td.Store = &memStore{since: map[string]time.Time{n.staging: now.Add(-time.Hour)}}
+	return td
+}
+
 // lifeSigns is a scan's evidence of life: what it holds by pod UID, and
 // no evidence for every other pod.
 type lifeSigns map[string]reconstruct.LifeSigns
@@ -909,9 +918,7 @@ func TestAnotherVolumeOnTheSameShareIsNoUser(t *testing.T) {
 			st := n.scan()
 			leaked := slices.DeleteFunc(slices.Clone(st.Findings), func(f reconstruct.Finding) bool { return f.Kind != reconstruct.LeakedGlobalMount })
 			require.Len(t, leaked, 2)
-			td := n.teardown()
-			td.Now, td.MinLeakAge = now, 5*time.Minute
-			td.Store = &memStore{since: map[string]time.Time{n.staging: now.Add(-time.Hour)}}
+			td := n.leakedTeardown(now)
 			plan := cleanup.Plan(t.Context(), st, cleanup.Options{Node: n.node(), CSITeardown: td})
 			a, ok := csiActionAt(plan, n.staging)
 			require.True(t, ok)
@@ -944,9 +951,7 @@ func TestTheExecutorTellsACopyFromAUserByPropagation(t *testing.T) {
 			n := newCSINode(t)
 			n.mountFrom("/host", "259:1 / shared:1") // a peer of /
 			n.mountFrom(n.staging, "259:3 / shared:2")
-			td := n.teardown()
-			td.Now, td.MinLeakAge = now, 5*time.Minute
-			td.Store = &memStore{since: map[string]time.Time{n.staging: now.Add(-time.Hour)}}
+			td := n.leakedTeardown(now)
 			plan := cleanup.Plan(t.Context(), n.scan(), cleanup.Options{Node: n.node(), CSITeardown: td})
 			require.Equal(t, cleanup.NodeUnstage, csiKindAt(plan, n.staging))
 			n.mountFrom("/host"+n.staging, "259:3 /"+c.fields)
@@ -985,9 +990,7 @@ func TestACopyThroughAChainOfPeerGroupsOfOtherNamespaces(t *testing.T) {
 					"1101 1 259:1 "+csiRoot+" "+csiRoot+" rw shared:500 master:1 - ext4 /dev/sda1 rw",
 					"1102 1101 259:3 / "+n.staging+" rw shared:701 master:2 - ext4 /dev/nvme1n1 rw")
 			}
-			td := n.teardown()
-			td.Now, td.MinLeakAge = now, 5*time.Minute
-			td.Store = &memStore{since: map[string]time.Time{n.staging: now.Add(-time.Hour)}}
+			td := n.leakedTeardown(now)
 			a, _ := csiActionAt(cleanup.Plan(t.Context(), n.scan(), cleanup.Options{Node: n.node(), CSITeardown: td}), n.staging)
 			if withMiddle {
 				require.Equal(t, cleanup.NodeUnstage, a.Action, a.Reason)

@@ -52,20 +52,24 @@ type anchor struct {
 	pod     string // the UID of the pod whose dir holds it, for a pod's mount
 }
 
-// pendingCopy is a claim that an entry is a copy of an anchor, which the
-// chains of peer groups decide.
-type pendingCopy struct {
-	anchor int
-	claim  mountscan.CopyClaim
-}
-
 // undecided is an entry seen that uses what the teardown looks at unless
 // it is one of the anchors it may be a copy of.
 type undecided struct {
-	what    string // the namespace, a task of it and the entry, for evidence
-	why     string // why it is no copy of the mount it uses
-	is      []int  // the anchors it is, or is a proven copy of
-	pending []pendingCopy
+	what  string          // the namespace, a task of it and the entry, for evidence
+	why   string          // why it is no copy of the mount it uses
+	of    []int           // the anchors it was held to
+	reach mountscan.Reach // what it is of them: indexes into of
+}
+
+// is returns the anchors its own table proves it is, or is a copy of.
+func (u undecided) is() []int { return u.indexes(u.reach.Is) }
+
+func (u undecided) indexes(is []int) []int {
+	out := make([]int, 0, len(is))
+	for _, i := range is {
+		out = append(out, u.of[i])
+	}
+	return out
 }
 
 type podSubtrees struct {
@@ -267,9 +271,9 @@ func (g *gatherer) lookForPod(p *podSubtrees, ns *mountnamespaces.Namespace, tab
 		}
 		u := g.reach(ns, table, m, anchors)
 		switch {
-		case len(u.is) > 0:
+		case len(u.reach.Is) > 0:
 		case volume && g.activePodsUse(ns, p.pod.UID, m):
-		case len(u.pending) > 0:
+		case len(u.reach.Pending) > 0:
 			p.undecided = append(p.undecided, u)
 		default:
 			p.usedBy = u.what + ": " + u.why
@@ -296,12 +300,12 @@ func (g *gatherer) lookForStagingUsers(s *stagingUsersSeen, ns *mountnamespaces.
 			continue
 		}
 		u := g.reach(ns, table, m, candidates)
-		switch {
-		case slices.Contains(u.is, s.x):
+		switch is := u.is(); {
+		case slices.Contains(is, s.x):
 			s.noteCopy(u.what)
-		case slices.ContainsFunc(u.is, func(i int) bool { return slices.Contains(s.others, i) }):
+		case slices.ContainsFunc(is, func(i int) bool { return slices.Contains(s.others, i) }):
 			s.otherCount++
-		case len(u.is) == 0 && len(u.pending) == 0:
+		case len(is) == 0 && len(u.reach.Pending) == 0:
 			s.noteUser(u.what + ": " + u.why)
 		default:
 			s.users = append(s.users, u) // a dead pod's mount, or a copy the chains may prove
@@ -321,49 +325,22 @@ func (g *gatherer) isCandidate(uid string) bool {
 	return slices.ContainsFunc(g.pods, func(p *podSubtrees) bool { return p.pod.UID == uid })
 }
 
-// reach returns what m, an entry of ns's table, is of the anchors given:
-// those it is (the host's entry itself) or a copy of that its own table
-// proves, and those a copy of which the chains of peer groups decide.
-// why is why it is no copy of the first anchor.
+// reach returns what m, an entry of ns's table, is of the anchors given
+// (mountscan.Reached): those it is (the host's entry itself) or a copy of
+// that its own table proves, and those a copy of which the chains of peer
+// groups decide once every table was read.
 func (g *gatherer) reach(ns *mountnamespaces.Namespace, table *mountscan.Table, m mountscan.Mount, anchors []int) undecided {
-	u := undecided{what: ns.String() + " mounts " + entryText(m)}
-	own := g.host.HasEntry(m)
-	for _, i := range anchors {
-		a := g.anchors[i].u
-		if own && m.ID == a.Mount().ID {
-			u.is = append(u.is, i)
-			continue
-		}
-		claim := a.Claim(table, m)
-		switch ok, why := (*mountscan.PropagationGraph)(nil).Proves(claim); {
-		case ok:
-			u.is = append(u.is, i)
-		case claim.Why() == "":
-			u.pending = append(u.pending, pendingCopy{anchor: i, claim: claim})
-			fallthrough
-		default:
-			if u.why == "" {
-				u.why = "no copy of " + a.Mount().MountPoint + ": " + why
-			}
-		}
+	of := make([]mountscan.Unmount, len(anchors))
+	for i, a := range anchors {
+		of[i] = g.anchors[a].u
 	}
-	if u.why == "" && len(u.is) == 0 {
-		u.why = "no mount of the kubelet's has it as a copy"
-	}
-	return u
+	r := mountscan.Reached(g.host, table, m, of)
+	return undecided{what: ns.String() + " mounts " + entryText(m), why: r.Why, of: anchors, reach: r}
 }
 
 // resolve returns the anchors u is, or is a copy of that the peer groups
 // of every table read prove.
-func (g *gatherer) resolve(u undecided) []int {
-	is := slices.Clone(u.is)
-	for _, p := range u.pending {
-		if ok, _ := g.graph.Proves(p.claim); ok {
-			is = append(is, p.anchor)
-		}
-	}
-	return is
-}
+func (g *gatherer) resolve(u undecided) []int { return u.indexes(g.graph.Resolve(u.reach)) }
 
 // noteCopy counts a copy that propagation proves of the staging mount.
 func (s *stagingUsersSeen) noteCopy(what string) {

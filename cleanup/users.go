@@ -3,7 +3,6 @@ package cleanup
 import (
 	"context"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -36,38 +35,21 @@ type user struct {
 func usersIn(table *mountscan.Table, x mountscan.Mount, exempt []mountscan.Mount) []user {
 	graph := mountscan.NewPropagationGraph()
 	graph.Add(table)
-	u := table.Unmount(x)
-	exemptions := make([]mountscan.Unmount, 0, len(exempt))
+	of := []mountscan.Unmount{table.Unmount(x)}
 	for _, o := range exempt {
-		exemptions = append(exemptions, table.Unmount(o))
+		of = append(of, table.Unmount(o))
 	}
 	sub := mountscan.SubtreeOf(x)
 	var users []user
 	for _, m := range table.Mounts() {
-		if !sub.Contains(m) || mountscan.SameEntry(m, x) {
+		if !sub.Contains(m) {
 			continue
 		}
-		copied, why := graph.IsCopy(u, table, m)
-		if copied || isOrCopies(graph, table, m, exemptions) {
-			continue
+		if r := mountscan.Reached(table, table, m, of); len(graph.Resolve(r)) == 0 {
+			users = append(users, user{m: m, why: r.Why})
 		}
-		users = append(users, user{m: m, why: why})
 	}
 	return users
-}
-
-// isOrCopies: m, an entry of table, is one of the unmounts' mounts, or a
-// copy propagation proves of one.
-func isOrCopies(graph *mountscan.PropagationGraph, table *mountscan.Table, m mountscan.Mount, of []mountscan.Unmount) bool {
-	for _, o := range of {
-		if mountscan.SameEntry(m, o.Mount()) {
-			return true
-		}
-		if ok, _ := graph.IsCopy(o, table, m); ok {
-			return true
-		}
-	}
-	return false
 }
 
 // entryText names an entry of a mount table in evidence: its mount point,
@@ -174,9 +156,9 @@ func otherVolumeEntries(table *mountscan.Table, root string, x mountscan.Mount, 
 // peer groups of every table read known. "" when there is none; an error
 // when a namespace could not be listed or read: then the use is unknown.
 func namespaceUser(ctx context.Context, procDir string, host *mountscan.Table, x mountscan.Mount, exempt []mountscan.Mount) (string, error) {
-	anchors := []mountscan.Unmount{host.Unmount(x)}
+	of := []mountscan.Unmount{host.Unmount(x)}
 	for _, o := range exempt {
-		anchors = append(anchors, host.Unmount(o))
+		of = append(of, host.Unmount(o))
 	}
 	graph := mountscan.NewPropagationGraph()
 	graph.Add(host)
@@ -185,8 +167,8 @@ func namespaceUser(ctx context.Context, procDir string, host *mountscan.Table, x
 		return "", err
 	}
 	type pending struct {
-		what   string
-		claims []mountscan.CopyClaim
+		what  string
+		reach mountscan.Reach
 	}
 	var undecided []pending
 	sub := mountscan.SubtreeOf(x)
@@ -203,47 +185,21 @@ func namespaceUser(ctx context.Context, procDir string, host *mountscan.Table, x
 			if !sub.Contains(m) {
 				continue
 			}
-			claims, why, reached := reachedBy(host, table, m, anchors)
+			r := mountscan.Reached(host, table, m, of)
+			what := ns.String() + " mounts " + entryText(m) + ": " + r.Why
 			switch {
-			case reached:
-			case len(claims) == 0:
-				return ns.String() + " mounts " + entryText(m) + ": " + why, nil
+			case len(r.Is) > 0:
+			case len(r.Pending) == 0:
+				return what, nil
 			default:
-				undecided = append(undecided, pending{what: ns.String() + " mounts " + entryText(m) + ": " + why, claims: claims})
+				undecided = append(undecided, pending{what: what, reach: r})
 			}
 		}
 	}
 	for _, u := range undecided {
-		if !slices.ContainsFunc(u.claims, func(c mountscan.CopyClaim) bool { ok, _ := graph.Proves(c); return ok }) {
+		if len(graph.Resolve(u.reach)) == 0 {
 			return u.what, nil
 		}
 	}
 	return "", nil
-}
-
-// reachedBy says whether m, an entry of table, is one of the anchors'
-// mounts (an entry of host) or a copy its own table proves of one; if
-// not, the claims the chains of peer groups must decide, and why it is no
-// copy of the first anchor.
-func reachedBy(host, table *mountscan.Table, m mountscan.Mount, anchors []mountscan.Unmount) ([]mountscan.CopyClaim, string, bool) {
-	own := host.HasEntry(m)
-	var claims []mountscan.CopyClaim
-	why := ""
-	for _, a := range anchors {
-		if own && m.ID == a.Mount().ID {
-			return nil, "", true
-		}
-		c := a.Claim(table, m)
-		ok, w := (*mountscan.PropagationGraph)(nil).Proves(c)
-		if ok {
-			return nil, "", true
-		}
-		if c.Why() == "" {
-			claims = append(claims, c)
-		}
-		if why == "" {
-			why = "no copy of " + a.Mount().MountPoint + ": " + w
-		}
-	}
-	return claims, why, false
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"k8s.io/klog/v2"
@@ -28,7 +27,7 @@ type podOnDisk struct {
 // chains of peer groups prove it a copy of the kubelet's own mount.
 type pendingLife struct {
 	uid, evidence string
-	claims        []mountscan.CopyClaim
+	reach         mountscan.Reach
 }
 
 // holds says whether m, an entry of some namespace's table, holds something
@@ -36,27 +35,15 @@ type pendingLife struct {
 // host's table at or below the pod dir, nor a copy of one that
 // propagation proves (the kubelet's subpath bind propagated into a CSI
 // driver's container, say). Its path proves nothing: a private
-// namespace's entry at the very path of the kubelet's is a user. claims
-// are the copies the chains of peer groups of every table must decide.
-func (d podOnDisk) holds(host, table *mountscan.Table, m mountscan.Mount) (bool, []mountscan.CopyClaim) {
+// namespace's entry at the very path of the kubelet's is a user. Where
+// reach has Pending copies, the chains of peer groups of every table
+// decide.
+func (d podOnDisk) holds(host, table *mountscan.Table, m mountscan.Mount) (bool, mountscan.Reach) {
 	if !d.sub.Contains(m) {
-		return false, nil
+		return false, mountscan.Reach{}
 	}
-	own := host.HasEntry(m)
-	var claims []mountscan.CopyClaim
-	for _, u := range d.kubelet {
-		if own && m.ID == u.Mount().ID {
-			return false, nil
-		}
-		c := u.Claim(table, m)
-		if ok, _ := (*mountscan.PropagationGraph)(nil).Proves(c); ok {
-			return false, nil
-		}
-		if c.Why() == "" {
-			claims = append(claims, c)
-		}
-	}
-	return true, claims
+	r := mountscan.Reached(host, table, m, d.kubelet)
+	return len(r.Is) == 0, r
 }
 
 // checkMountNamespaces reads each distinct mount namespace's table once and
@@ -109,15 +96,15 @@ func (c *Checker) checkMountNamespaces(ctx context.Context, host *mountscan.Tabl
 		graph.Add(table)
 		for _, m := range table.Mounts() {
 			for _, d := range onDisk {
-				holds, claims := d.holds(host, table, m)
+				holds, reach := d.holds(host, table, m)
 				if !holds {
 					continue
 				}
 				log.V(4).Info("Mount from a pod dir in a mount namespace", "podUID", d.uid, "namespace", ns.ID, "task", from.String(), "mountPoint", m.MountPoint)
-				evidence := fmt.Sprintf("%s has %s mounted from %s (mount ID %d, %s), no copy of the kubelet's own mounts that propagation proves",
-					ns, m.MountPoint, m.Root, m.ID, optionalFields(m))
-				if len(claims) > 0 {
-					pending = append(pending, pendingLife{uid: d.uid, evidence: evidence, claims: claims})
+				evidence := fmt.Sprintf("%s has %s mounted from %s (mount ID %d, %s): %s",
+					ns, m.MountPoint, m.Root, m.ID, optionalFields(m), reach.Why)
+				if len(reach.Pending) > 0 {
+					pending = append(pending, pendingLife{uid: d.uid, evidence: evidence, reach: reach})
 				} else {
 					add(d.uid, evidence)
 				}
@@ -126,7 +113,7 @@ func (c *Checker) checkMountNamespaces(ctx context.Context, host *mountscan.Tabl
 	}
 	// The peer groups of every table read are known now.
 	for _, p := range pending {
-		if !slices.ContainsFunc(p.claims, func(c mountscan.CopyClaim) bool { ok, _ := graph.Proves(c); return ok }) {
+		if len(graph.Resolve(p.reach)) == 0 {
 			add(p.uid, p.evidence)
 		}
 	}

@@ -2,6 +2,7 @@ package mountscan
 
 import (
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -257,4 +258,68 @@ func isCleanAbs(p string) bool { return filepath.IsAbs(p) && filepath.Clean(p) =
 func SameEntry(a, b Mount) bool {
 	return a.ID == b.ID && a.ParentID == b.ParentID && a.Dev == b.Dev && a.Root == b.Root && a.Deleted == b.Deleted &&
 		a.MountPoint == b.MountPoint
+}
+
+// Reach is what an entry of some namespace's table is of the unmounts of
+// entries of the host's table (Reached).
+type Reach struct {
+	// Is are the indexes of the unmounts whose entry it is (an entry of the
+	// host's table), or a copy of which its own table proves.
+	Is []int
+	// Pending are the copies only the chains of peer groups can prove,
+	// once every table was added to the graph (PropagationGraph.Resolve).
+	Pending []PendingCopy
+	// Why says why it is no copy of the first unmount's mount, when it is
+	// none of them.
+	Why string
+}
+
+// PendingCopy is a claim that an entry is a copy of the unmount Of.
+type PendingCopy struct {
+	Of    int
+	Claim CopyClaim
+}
+
+// Reached returns what m, an entry of table (of any namespace), is of of,
+// unmounts of entries of host: the very entry (the kernel's mount IDs are
+// unique among the mounts of every namespace), or a copy its own table
+// proves, or a copy the chains of peer groups of other tables may prove.
+func Reached(host, table *Table, m Mount, of []Unmount) Reach {
+	var r Reach
+	own := host.HasEntry(m)
+	for i, u := range of {
+		if own && m.ID == u.x.ID {
+			r.Is = append(r.Is, i)
+			continue
+		}
+		c := u.Claim(table, m)
+		ok, why := (*PropagationGraph)(nil).Proves(c)
+		switch {
+		case ok:
+			r.Is = append(r.Is, i)
+			continue
+		case c.why == "":
+			r.Pending = append(r.Pending, PendingCopy{Of: i, Claim: c})
+		}
+		if r.Why == "" {
+			r.Why = "no copy of " + u.x.MountPoint + ": " + why
+		}
+	}
+	if len(r.Is) > 0 {
+		r.Why = ""
+	} else if r.Why == "" {
+		r.Why = "it could be a copy of none of them"
+	}
+	return r
+}
+
+// Resolve returns r.Is with the unmounts of r.Pending whose copy g proves.
+func (g *PropagationGraph) Resolve(r Reach) []int {
+	is := r.Is
+	for _, p := range r.Pending {
+		if ok, _ := g.Proves(p.Claim); ok {
+			is = append(slices.Clip(is), p.Of)
+		}
+	}
+	return is
 }

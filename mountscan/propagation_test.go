@@ -226,3 +226,33 @@ func TestHasEntryIsTheVeryEntry(t *testing.T) {
 	_, ok := dup.ByID(1)
 	assert.False(t, ok, "an ID of two entries names neither")
 }
+
+// Reached tells the host's entry itself, a copy its own table proves, and
+// one whose chain only another table shows, which Resolve proves once that
+// table is in the graph.
+func TestReachedAndResolve(t *testing.T) {
+	host := hostTable()
+	of := []mountscan.Unmount{unmountOfX(t, host)}
+	r := mountscan.Reached(host, host, host.At(stagingPath)[0], of)
+	assert.Equal(t, []int{0}, r.Is, "the entry itself")
+	r = mountscan.Reached(host, host, host.At("/host-iscsi" + stagingPath)[0], of)
+	assert.Equal(t, []int{0}, r.Is, "a copy its table proves")
+
+	nested := nestedTable()
+	r = mountscan.Reached(host, nested, nested.At("/k" + strings.TrimPrefix(stagingPath, "/var/lib/kubelet"))[0], of)
+	assert.Empty(t, r.Is)
+	require.Len(t, r.Pending, 1)
+	g := mountscan.NewPropagationGraph()
+	g.Add(host)
+	g.Add(nested)
+	assert.Empty(t, g.Resolve(r), "the chain is not known yet")
+	g.Add(middleTable())
+	assert.Equal(t, []int{0}, g.Resolve(r))
+
+	private := containerTable("1001 1000 253:1 / /h rw - ext4 /dev/vda1 rw",
+		"1002 1001 0:75 /volumes/test1 /h"+stagingPath+" rw - ceph 10.0.0.1:/volumes rw")
+	r = mountscan.Reached(host, private, private.At("/h" + stagingPath)[0], of)
+	assert.Empty(t, r.Is)
+	assert.Empty(t, r.Pending)
+	assert.Contains(t, r.Why, "no copy of "+stagingPath+": its table shows no propagation")
+}
