@@ -47,9 +47,8 @@ type gatherer struct {
 // unmount: the entry itself and the copies propagation proves of it, in
 // any namespace, are the kubelet's, not a user's.
 type anchor struct {
-	u       mountscan.Unmount
-	staging string // the staging path, for a staging mount
-	pod     string // the UID of the pod whose dir holds it, for a pod's mount
+	u   mountscan.Unmount
+	pod string // the UID of the pod whose dir holds it; "" for a staging mount
 }
 
 // undecided is an entry seen that uses what the teardown looks at unless
@@ -108,7 +107,7 @@ func newGatherer(st *reconstruct.State, host *mountscan.Table, ev *evidence) *ga
 	for _, gm := range st.GlobalMounts {
 		if x, ok := stagingEntry(host, gm); ok && gm.State == reconstruct.Mounted && gm.Mode == podsdir.Filesystem && inCSIDir(st, gm.Path) {
 			devs[x.Dev] = true
-			g.staging = append(g.staging, &stagingUsersSeen{g: gm, x: g.addAnchor(anchor{u: host.Unmount(x), staging: gm.Path}), sub: mountscan.SubtreeOf(x)})
+			g.staging = append(g.staging, &stagingUsersSeen{g: gm, x: g.addAnchor(anchor{u: host.Unmount(x)}), sub: mountscan.SubtreeOf(x)})
 		}
 	}
 	for _, p := range g.pods {
@@ -130,7 +129,7 @@ func newGatherer(st *reconstruct.State, host *mountscan.Table, ev *evidence) *ga
 	for _, s := range g.staging {
 		for _, o := range otherVolumes(st, host, s.g, g.anchors[s.x].u.Mount()) {
 			if e, ok := entryOf(host, o.Path, o.Source); ok {
-				s.others = append(s.others, g.addAnchor(anchor{u: host.Unmount(e), staging: o.Path}))
+				s.others = append(s.others, g.addAnchor(anchor{u: host.Unmount(e)}))
 				g.ev.otherVolumes[s.g.Path] = append(g.ev.otherVolumes[s.g.Path], o)
 			}
 		}
