@@ -106,7 +106,8 @@ func ForPods(plan *ActionPlan, uids []string) *ActionPlan {
 // without the pods dir's identity, keeps every action. What runs carries
 // the conditions of both (MustBeUnmounted, MustBeEmpty,
 // RecheckActiveVolumes; of OtherVolumes, those both name), and Execute
-// checks every one of them as it checks any plan. Reports (Keep, NeedsDriver) are fresh's.
+// checks every one of them as it checks any plan. Reports (Keep,
+// NeedsDriver) are fresh's.
 func Reviewed(reviewed, fresh *ActionPlan) *ActionPlan {
 	out := &ActionPlan{SchemaVersion: fresh.SchemaVersion, PodsDir: fresh.PodsDir, PodsDirIdentity: fresh.PodsDirIdentity,
 		Notes: slices.Clone(fresh.Notes), Actions: make([]Action, 0, len(fresh.Actions))}
