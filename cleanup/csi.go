@@ -1,6 +1,7 @@
 package cleanup
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"path/filepath"
@@ -31,6 +32,12 @@ type CSICall struct {
 	// before the call (CSIExec.ActiveVolumes), and keeps the staging mount
 	// when it cannot.
 	RecheckActiveVolumes bool `json:"recheckActiveVolumes,omitempty"`
+	// OtherVolumes (NodeUnstage) are the staging mounts of other volumes
+	// on the same share that the plan proved are no users of this one
+	// (OtherVolume); every other mount of its filesystem subtree, in the
+	// table the executor reads right before the call, is a user unless
+	// propagation proves it a copy.
+	OtherVolumes []OtherVolume `json:"otherVolumes,omitempty"`
 }
 
 // CSICallResult is one call made to a driver while executing an action.
@@ -196,7 +203,7 @@ func globalMountAt(st *reconstruct.State, path string) (reconstruct.GlobalMount,
 // planLeakedStaging plans a staging mount that no pod mount uses: NodeUnstage
 // when every condition holds, else the NeedsDriver report it always had,
 // with what is missing.
-func (o Options) planLeakedStaging(st *reconstruct.State, snap *snapshot, ev *evidence, f reconstruct.Finding) Action {
+func (o Options) planLeakedStaging(ctx context.Context, st *reconstruct.State, snap *snapshot, ev *evidence, f reconstruct.Finding) Action {
 	report := Action{Action: NeedsDriver, Path: f.Path, Reason: leakedReason(st, f.Path), Evidence: []string{f.Message}}
 	if o.CSITeardown == nil {
 		return report
@@ -211,8 +218,8 @@ func (o Options) planLeakedStaging(st *reconstruct.State, snap *snapshot, ev *ev
 	}
 	a := o.CSITeardown.unstage(st, ev, g, "", true, f.Message)
 	if a.Action == NodeUnstage {
-		if users := stagingUsers(snap.table, filepath.Dir(st.PodsDir), g); len(users) > 0 {
-			report.Reason += "; not unstaged: " + users[0].MountPoint + " mounts the same filesystem subtree"
+		if u, ok := snap.stagingUser(ctx, st, g); ok {
+			report.Reason += "; not unstaged: " + u
 			return report
 		}
 		return a
@@ -237,6 +244,8 @@ func (t *CSITeardown) unstage(st *reconstruct.State, ev *evidence, g reconstruct
 		return no("its identity is unknown (no readable vol_data.json in the staging dir)")
 	case filepath.Base(filepath.Dir(g.Path)) != sha256Hex(g.VolumeHandle) || hasFindingAt(st, reconstruct.StagingHashMismatch, g.Path):
 		return no("the staging dir is not named by the sha256 of the handle its vol_data.json names (StagingHashMismatch): never act on it")
+	case ev.stagingUsed[g.Path] != "":
+		return no("no evidence that no other mount namespace on the node uses it: " + ev.stagingUsed[g.Path])
 	case len(ev.stagingUnused[g.Path]) == 0:
 		return no("no evidence that no other mount namespace on the node uses it")
 	}
@@ -269,7 +278,7 @@ func (t *CSITeardown) unstage(st *reconstruct.State, ev *evidence, g reconstruct
 		Reason:   "NodeUnstageVolume through " + g.DriverName + ": no pod uses this staging mount, and the kubelet never unstages it",
 		Evidence: evidence,
 		CSI: &CSICall{Driver: g.DriverName, VolumeID: g.VolumeHandle, Source: g.Mount.MajorMinor + ":" + g.Mount.Root,
-			RecheckActiveVolumes: recheck}}
+			RecheckActiveVolumes: recheck, OtherVolumes: ev.otherVolumes[g.Path]}}
 }
 
 func (ev *evidence) whyVolumesUnknown() string {
@@ -299,98 +308,54 @@ func sha256Hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// subtreeUsers returns the mounts of table that use the filesystem
-// subtree t mounted at path: those of t or a part of it, other than path
-// itself, its copies (isCopy) and, on a share, the staging mounts of other
-// volumes (otherShareVolume). Callers pass each mount namespace's table in
-// turn.
-func subtreeUsers(table *mountscan.Table, rootDir, path string, t mountscan.Subtree) []mountscan.Mount {
-	return subtreeUse(table, rootDir, path, t, nil)
-}
-
-// subtreeUse is subtreeUsers that also hands each copy it leaves out to
-// copied, when set.
-func subtreeUse(table *mountscan.Table, rootDir, path string, t mountscan.Subtree, copied func(mountscan.Mount)) []mountscan.Mount {
-	rel := kubeletRel(rootDir, path)
-	var users []mountscan.Mount
-	for _, m := range table.Mounts() {
-		switch {
-		case !t.Contains(m), m.MountPoint == path:
-		case isCopy(m, t, path, rel):
-			if copied != nil {
-				copied(m)
+// stagingUsers returns the users of the staging mount g in table, the
+// host's (usersIn): the entry at g's path that mounts g's device and root
+// is the staging mount, the staging mounts of other volumes of the State
+// on a share (otherVolumes) are no users. Without that entry, every other
+// mount of g's subtree is a user.
+func stagingUsers(st *reconstruct.State, table *mountscan.Table, g reconstruct.GlobalMount) []user {
+	x, ok := stagingEntry(table, g)
+	if !ok {
+		t, ok := refSubtree(g.Mount)
+		if !ok {
+			return nil
+		}
+		var users []user
+		for _, m := range table.Mounts() {
+			if t.Contains(m) {
+				users = append(users, user{m: m, why: "the staging mount is not the one entry at its path"})
 			}
-		case otherShareVolume(m, t, rel):
-		default:
-			users = append(users, m)
+		}
+		return users
+	}
+	var others []mountscan.Mount
+	for _, o := range otherVolumes(st, table, g, x) {
+		if e, ok := entryOf(table, o.Path, o.Source); ok {
+			others = append(others, e)
 		}
 	}
-	return users
+	return usersIn(table, x, others)
 }
 
-// kubeletRel is path below the kubelet root rootDir, with its leading
-// slash; "" for a path outside it.
-func kubeletRel(rootDir, path string) string {
-	rel, ok := strings.CutPrefix(path, strings.TrimSuffix(rootDir, "/"))
-	if !ok || !strings.HasPrefix(rel, "/") || rel == path {
-		return ""
+// stagingUser says who uses the staging mount g in the plan's table, if
+// anyone (stagingUsers): the namespace's entry and why it is no copy. The
+// plan's table is read within the kubelet's dirs and the staging mounts'
+// subtrees: where it holds a mount of the subtree whose parent, or what is
+// mounted on it, lies outside that scope, the table is read whole (once a
+// plan) and judged again.
+func (s *snapshot) stagingUser(ctx context.Context, st *reconstruct.State, g reconstruct.GlobalMount) (string, bool) {
+	users := stagingUsers(st, s.table, g)
+	if len(users) > 0 && s.table.Skipped() > 0 {
+		if s.whole == nil && s.wholeErr == nil {
+			s.whole, s.wholeErr = s.MountTable.ReadScoped(ctx, nil)
+		}
+		if s.wholeErr != nil {
+			return "the mount table could not be read whole to tell the copies of it from its users: " + s.wholeErr.Error(), true
+		}
+		users = stagingUsers(st, s.whole, g)
 	}
-	return rel
-}
-
-// isCopy: m is a copy of the mount of t at path, which propagation made
-// (kubernetes#105323): the same device and root, at a path that ends in
-// path's kubelet-relative path rel, under an alias of the root
-// (/mnt/vda1/var/lib/kubelet/…), a CSI driver container's host mount
-// (/host-iscsi/var/lib/kubelet/…) or a container's rootfs. It goes when
-// the mount at path goes, so it is no user of it.
-func isCopy(m mountscan.Mount, t mountscan.Subtree, path, rel string) bool {
-	return rel != "" && m.Dev == t.Dev && m.Root == t.Root && m.MountPoint != path && strings.HasSuffix(m.MountPoint, rel)
-}
-
-// otherShareVolume: m is the staging mount of another volume (a CSI
-// staging path other than rel's, or a copy of one) on a share: a device
-// of no disk (major 0: NFS, CephFS, SMB…), where another PV of the same
-// share mounts another root (static PVs of one share). Unstaging this
-// volume unmounts its own staging mount only, never that one. On a disk
-// (major ≠ 0), a driver's NodeUnstage may detach the device itself, so
-// another staging mount of it stays a user.
-func otherShareVolume(m mountscan.Mount, t mountscan.Subtree, rel string) bool {
-	other, ok := stagingRel(m.MountPoint)
-	return ok && m.Dev.Major == 0 && m.Root != t.Root && other != rel
-}
-
-// stagingRel returns the part of mp from /plugins/kubernetes.io/csi/ on
-// when mp is a filesystem staging path there (<driver>/<sha>/globalmount,
-// pv/<pv>/globalmount), under the kubelet root or a copy of it.
-func stagingRel(mp string) (string, bool) {
-	const csiDir = "/plugins/kubernetes.io/csi/"
-	i := strings.LastIndex(mp, csiDir)
-	if i < 0 {
+	if len(users) == 0 {
 		return "", false
 	}
-	parts := strings.Split(mp[i+len(csiDir):], "/")
-	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[0] == "volumeDevices" || parts[2] != "globalmount" {
-		return "", false
-	}
-	return mp[i:], true
-}
-
-// stagingUsers is subtreeUsers of the staging mount g.
-func stagingUsers(table *mountscan.Table, rootDir string, g reconstruct.GlobalMount) []mountscan.Mount {
-	if g.Mount == nil {
-		return nil
-	}
-	for _, m := range table.At(g.Path) {
-		if m.Dev.String() == g.Mount.MajorMinor {
-			return subtreeUsers(table, rootDir, g.Path, mountscan.Subtree{Dev: m.Dev, Root: g.Mount.Root})
-		}
-	}
-	// Not mounted there now: users of that device and root all the same.
-	for _, m := range table.Mounts() {
-		if m.Dev.String() == g.Mount.MajorMinor {
-			return subtreeUsers(table, rootDir, g.Path, mountscan.Subtree{Dev: m.Dev, Root: g.Mount.Root})
-		}
-	}
-	return nil
+	return users[0].m.MountPoint + " mounts the same filesystem subtree (" + entryText(users[0].m) + "): " + users[0].why, true
 }

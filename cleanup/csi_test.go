@@ -82,7 +82,8 @@ func (n *csiNode) mount(p string) {
 	n.mounts[p] = "259:3 /"
 }
 
-// mountFrom puts an entry of another filesystem ("dev root") at p.
+// mountFrom puts an entry of another filesystem ("dev root", then its
+// optional fields, if any: "0:55 / shared:7") at p.
 func (n *csiNode) mountFrom(p, devRoot string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -123,15 +124,30 @@ func (n *csiNode) namespace(pid int, id string, lines ...string) {
 func (n *csiNode) lines() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	lines := []string{"1 0 259:1 / / rw - ext4 /dev/sda1 rw"}
-	for i, mp := range slices.Sorted(func(yield func(string) bool) {
+	lines := []string{"1 0 259:1 / / rw shared:1 - ext4 /dev/sda1 rw"}
+	sorted := slices.Sorted(func(yield func(string) bool) {
 		for mp := range n.mounts {
 			if !yield(mp) {
 				return
 			}
 		}
-	}) {
-		lines = append(lines, strconv.Itoa(100+i)+" 1 "+n.mounts[mp]+" "+mp+" rw - ext4 /dev/nvme1n1 rw")
+	})
+	for i, mp := range sorted {
+		// Its parent is the mount of the longest path above it, as the
+		// kernel's would be: mounts are made parents first here.
+		parent := "1"
+		for j := i - 1; j >= 0; j-- {
+			if strings.HasPrefix(mp, sorted[j]+"/") {
+				parent = strconv.Itoa(100 + j)
+				break
+			}
+		}
+		dev, root, _ := strings.Cut(n.mounts[mp], " ")
+		root, fields, _ := strings.Cut(root, " ")
+		if fields != "" {
+			fields = " " + fields
+		}
+		lines = append(lines, strconv.Itoa(100+i)+" "+parent+" "+dev+" "+root+" "+mp+" rw"+fields+" - ext4 /dev/nvme1n1 rw")
 	}
 	return lines
 }
@@ -172,6 +188,15 @@ func (n *csiNode) apply(plan *cleanup.ActionPlan) []cleanup.ActionResult {
 // evidence from the node's mount namespaces.
 func (n *csiNode) teardown() *cleanup.CSITeardown {
 	return &cleanup.CSITeardown{AssumeNoNewPods: true}
+}
+
+// leakedTeardown is teardown with a Store that saw the staging mount
+// unused an hour before now, long enough.
+func (n *csiNode) leakedTeardown(now time.Time) *cleanup.CSITeardown {
+	td := n.teardown()
+	td.Now, td.MinLeakAge = now, 5*time.Minute
+	td.Store = &memStore{since: map[string]time.Time{n.staging: now.Add(-time.Hour)}}
+	return td
 }
 
 // lifeSigns is a scan's evidence of life: what it holds by pod UID, and
@@ -386,6 +411,7 @@ func TestLeakedStagingIsUnstagedOnlyAfterTwoScans(t *testing.T) {
 	for name, c := range map[string]struct {
 		since  map[string]time.Duration // staging -> age
 		extra  string                   // another mount of the volume
+		shared bool                     // the staging mount and extra are peers, on peers
 		want   cleanup.ActionKind
 		whyNot string
 	}{
@@ -394,7 +420,9 @@ func TestLeakedStagingIsUnstagedOnlyAfterTwoScans(t *testing.T) {
 		"seen too recently":    {since: map[string]time.Duration{"staging": time.Minute}, want: cleanup.NeedsDriver, whyNot: "two scans"},
 		"seen long enough ago": {since: map[string]time.Duration{"staging": 10 * time.Minute}, want: cleanup.NodeUnstage},
 		"a propagated copy is no user": {since: map[string]time.Duration{"staging": 10 * time.Minute},
-			extra: "/host" + "STAGING", want: cleanup.NodeUnstage},
+			extra: "/host" + "STAGING", shared: true, want: cleanup.NodeUnstage},
+		"a private entry where a copy would be": {since: map[string]time.Duration{"staging": 10 * time.Minute},
+			extra: "/host" + "STAGING", want: cleanup.NeedsDriver, whyNot: "/host/var/lib/kubelet/plugins"},
 		"another mount of it": {since: map[string]time.Duration{"staging": 10 * time.Minute},
 			extra: "/mnt/elsewhere", want: cleanup.NeedsDriver, whyNot: "no other mount namespace on the node uses it"},
 	} {
@@ -405,6 +433,11 @@ func TestLeakedStagingIsUnstagedOnlyAfterTwoScans(t *testing.T) {
 			require.Equal(t, reconstruct.LeakedGlobalMount, st.Findings[0].Kind)
 			if c.extra != "" {
 				n.mount(filepath.Clean(replaceStaging(c.extra, n.staging)))
+			}
+			if c.shared { // /host is a peer of /, so the staging mount's copy there is its peer
+				n.mountFrom("/host", "259:1 / shared:1")
+				n.mountFrom(n.staging, "259:3 / shared:2")
+				n.mountFrom(filepath.Clean(replaceStaging(c.extra, n.staging)), "259:3 / shared:2")
 			}
 			td := n.teardown()
 			store := &memStore{since: map[string]time.Time{}}
@@ -871,7 +904,7 @@ func TestAnotherVolumeOnTheSameShareIsNoUser(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			n := newCSINode(t)
 			dev, same, _ := strings.Cut(c.dev, " ")
-			n.mountFrom(n.staging, dev+" /")
+			n.mountFrom(n.staging, dev+" / shared:2")
 			other := filepath.Join(csiRoot, "plugins/kubernetes.io/csi", csiDriver, podsdir.StagingHash("vol-0002"), "globalmount")
 			n.write(filepath.Join(filepath.Dir(other), "vol_data.json"), `{"driverName":"`+csiDriver+`","volumeHandle":"vol-0002"}`)
 			n.mkdir(other)
@@ -879,23 +912,93 @@ func TestAnotherVolumeOnTheSameShareIsNoUser(t *testing.T) {
 			if same != "" {
 				otherRoot = " /" // the same root: which volume a user has is unknown
 			}
-			n.mountFrom(other, dev+otherRoot)
-			n.mountFrom("/host/var/lib/kubelet"+other, dev+otherRoot) // a copy of the other one
+			n.mountFrom(other, dev+otherRoot+" shared:3")
+			n.mountFrom("/host", "259:1 / shared:1")
+			n.mountFrom("/host"+other, dev+otherRoot+" shared:3") // a copy of the other one: /host is a peer of /
 			st := n.scan()
 			leaked := slices.DeleteFunc(slices.Clone(st.Findings), func(f reconstruct.Finding) bool { return f.Kind != reconstruct.LeakedGlobalMount })
 			require.Len(t, leaked, 2)
-			td := n.teardown()
-			td.Now, td.MinLeakAge = now, 5*time.Minute
-			td.Store = &memStore{since: map[string]time.Time{n.staging: now.Add(-time.Hour)}}
+			td := n.leakedTeardown(now)
 			plan := cleanup.Plan(t.Context(), st, cleanup.Options{Node: n.node(), CSITeardown: td})
 			a, ok := csiActionAt(plan, n.staging)
 			require.True(t, ok)
 			assert.Equal(t, c.want, a.Action, a.Reason)
 			if c.want == cleanup.NodeUnstage {
+				assert.Equal(t, []cleanup.OtherVolume{{Path: other, Source: dev + ":/b"}}, a.CSI.OtherVolumes, "the executor holds it to them")
 				results := n.apply(plan)
 				assert.Equal(t, cleanup.Done, csiResultAt(results, n.staging).Result, csiResultAt(results, n.staging).Error)
 				assert.True(t, n.mounted(other), "the other volume's staging mount stays")
 			}
+		})
+	}
+}
+
+// The executor tells a copy from a user by propagation too, in the table it
+// reads right before NodeUnstage: an entry that appeared since the plan at
+// a path where a copy would be is a user unless its optional fields and
+// its parent's prove the unmount reaches it.
+func TestTheExecutorTellsACopyFromAUserByPropagation(t *testing.T) {
+	now := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
+	for name, c := range map[string]struct {
+		fields string // of the entry that appears
+		want   cleanup.ActionKind
+	}{
+		"a copy propagation made":               {fields: " shared:2", want: cleanup.NodeUnstage},
+		"a private entry where a copy would be": {fields: "", want: cleanup.Keep},
+		"a slave of another peer group":         {fields: " master:9", want: cleanup.Keep},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := newCSINode(t)
+			n.mountFrom("/host", "259:1 / shared:1") // a peer of /
+			n.mountFrom(n.staging, "259:3 / shared:2")
+			td := n.leakedTeardown(now)
+			plan := cleanup.Plan(t.Context(), n.scan(), cleanup.Options{Node: n.node(), CSITeardown: td})
+			require.Equal(t, cleanup.NodeUnstage, csiKindAt(plan, n.staging))
+			n.mountFrom("/host"+n.staging, "259:3 /"+c.fields)
+
+			r := csiResultAt(n.apply(plan), n.staging)
+			assert.Equal(t, c.want, r.Action.Action, r.Reason)
+			if c.want == cleanup.Keep {
+				assert.Contains(t, r.Reason, "/host"+n.staging+" still mounts the staging mount's filesystem subtree")
+				assert.True(t, n.mounted(n.staging))
+				return
+			}
+			assert.Equal(t, cleanup.Done, r.Result, r.Error)
+		})
+	}
+}
+
+// A copy whose proof needs a chain of peer groups shown only by another
+// namespace's table (a container whose mount of the kubelet root is a
+// shared slave, and one nested below it) is proven once every table was
+// read, whichever namespace comes first; without the middle table the
+// chain is unknown, and the entry is a user.
+func TestACopyThroughAChainOfPeerGroupsOfOtherNamespaces(t *testing.T) {
+	now := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
+	for name, withMiddle := range map[string]bool{"the chain shown": true, "the middle table missing": false} {
+		t.Run(name, func(t *testing.T) {
+			n := newCSINode(t)
+			n.mountFrom(n.staging, "259:3 / shared:2")
+			rel := strings.TrimPrefix(n.staging, csiRoot)
+			// Read first: the nested container, a slave of peer group 500,
+			// its copy a slave of 701.
+			n.namespace(2, "mnt:[4026532002]",
+				"1201 1 259:1 "+csiRoot+" /k rw master:500 - ext4 /dev/sda1 rw",
+				"1202 1201 259:3 / /k"+rel+" rw master:701 - ext4 /dev/nvme1n1 rw")
+			if withMiddle {
+				n.namespace(3, "mnt:[4026532003]",
+					"1101 1 259:1 "+csiRoot+" "+csiRoot+" rw shared:500 master:1 - ext4 /dev/sda1 rw",
+					"1102 1101 259:3 / "+n.staging+" rw shared:701 master:2 - ext4 /dev/nvme1n1 rw")
+			}
+			td := n.leakedTeardown(now)
+			a, _ := csiActionAt(cleanup.Plan(t.Context(), n.scan(), cleanup.Options{Node: n.node(), CSITeardown: td}), n.staging)
+			if withMiddle {
+				require.Equal(t, cleanup.NodeUnstage, a.Action, a.Reason)
+				assert.Contains(t, strings.Join(a.Evidence, "\n"), "2 propagated copies")
+				return
+			}
+			assert.Equal(t, cleanup.NeedsDriver, a.Action)
+			assert.Contains(t, a.Reason, "/k"+rel+" (mount ID 1202, master:701): no copy of "+n.staging)
 		})
 	}
 }

@@ -39,13 +39,17 @@
 // what the kubelet never will: a publish target whose pod's vol_data.json
 // is gone, of a pod dead on evidence, under the proven identity of the one
 // staging mount it is bound from, and a staging mount no pod uses.
-// Plan gathers that evidence itself, in one place (teardown.go): from its
-// own read of the mount table, one read of every mount namespace on the
-// node, the scan's evidence of life, the record of when each staging mount
-// was first seen unused (FileStore), and the API server's answer of which
-// volumes the active pods use (ActiveVolumeSource); what it cannot gather
-// keeps the volume, and ActionPlan.Notes says why. The decisions are in
-// csi.go. Execute makes those calls through CSIExec.Driver, a
+// Plan gathers that evidence itself, in one place (teardown.go, gather.go):
+// from its own read of the mount table, one read of every mount namespace
+// on the node, the scan's evidence of life, the record of when each staging
+// mount was first seen unused (FileStore), and the API server's answer of
+// which volumes the active pods use (ActiveVolumeSource); what it cannot
+// gather keeps the volume, and ActionPlan.Notes says why. A mount of a
+// staging mount's or a pod's filesystem subtree, in any namespace, is a
+// user unless the kernel's propagation proves it a copy of the kubelet's
+// own mount (mountscan.Unmount, PropagationGraph: users.go); on a share,
+// another volume is only a staging mount the scan knows (OtherVolume). Its
+// path proves nothing. The decisions are in csi.go. Execute makes those calls through CSIExec.Driver, a
 // CSIDriverClient (csinode.Connector; without one they fail, unsent), once
 // each, after checking the mount table again, and records what changed.
 // The package links no gRPC.

@@ -27,6 +27,10 @@ type CSIExec struct {
 	// CSIVolumesNow lists the node's pods afresh). A volume it names, an
 	// error, or no ActiveVolumes at all, skips the action as Keep.
 	ActiveVolumes func(ctx context.Context) ([]string, error)
+	// ProcDir is where the node's processes are read, for their mount
+	// namespaces, right before each NodeUnstage ("" = Node.HostRoot +
+	// /proc, as CSITeardown.ProcDir).
+	ProcDir string
 }
 
 // callName is the RPC an action kind makes.
@@ -140,13 +144,61 @@ func (e *executor) checkCSI(a Action, table mountView) error {
 		}
 	}
 	if a.Action == NodeUnstage {
-		users := slices.DeleteFunc(subtreeUsers(table.Table, root, a.Path, mountscan.SubtreeOf(stack[0])),
-			func(m mountscan.Mount) bool { return table.gone[m.MountPoint] })
-		if len(users) > 0 {
-			return fmt.Errorf("%w: %s still mounts the staging mount's filesystem subtree", ErrNodeChanged, users[0].MountPoint)
-		}
+		return e.stillNoUser(a, table, stack[0])
 	}
 	return nil
+}
+
+// stillNoUser checks, right before a NodeUnstage, that nothing uses the
+// staging mount x, in the host's table read now (usersIn) and then in
+// every mount namespace of the node read now (namespaceUser): every mount
+// of its filesystem subtree is a user but x, the copies propagation
+// proves, the other volumes the plan proved (CSICall.OtherVolumes) and, in
+// a dry run, the mounts the actions before would have unmounted and their
+// copies. Where the scoped table cannot tell a copy (its parent, or what
+// is mounted on it, lies outside the scope), the table is read whole.
+func (e *executor) stillNoUser(a Action, view mountView, x mountscan.Mount) error {
+	table := view.Table
+	users := usersIn(table, x, e.exempt(a, table, x))
+	if len(users) > 0 && table.Skipped() > 0 {
+		whole, err := e.opts.MountTable.ReadScoped(e.ctx, nil)
+		if err != nil {
+			return fmt.Errorf("%w: the mount table could not be read whole to tell the copies of %s from its users: %w", ErrNodeChanged, a.Path, err)
+		}
+		wx, ok := entryOf(whole, a.Path, a.CSI.Source)
+		if !ok {
+			return fmt.Errorf("%w: %s no longer mounts %s", ErrNodeChanged, a.Path, a.CSI.Source)
+		}
+		table, x = whole, wx
+		users = usersIn(table, x, e.exempt(a, table, x))
+	}
+	if len(users) > 0 {
+		return fmt.Errorf("%w: %s still mounts the staging mount's filesystem subtree (%s): %s",
+			ErrNodeChanged, users[0].m.MountPoint, entryText(users[0].m), users[0].why)
+	}
+	procDir := e.opts.CSI.ProcDir
+	if procDir == "" {
+		procDir = e.opts.HostPath("/proc")
+	}
+	user, err := namespaceUser(e.ctx, procDir, table, x, e.exempt(a, table, x))
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: the mount namespaces could not all be read again before NodeUnstage: %w", ErrNodeChanged, err)
+	case user != "":
+		return fmt.Errorf("%w: %s still mounts the staging mount's filesystem subtree", ErrNodeChanged, user)
+	}
+	return nil
+}
+
+// exempt are the entries of table whose copies are no users of the staging
+// mount x: the other volumes the plan proved and, in a dry run, the mounts
+// the actions before would have unmounted.
+func (e *executor) exempt(a Action, table *mountscan.Table, x mountscan.Mount) []mountscan.Mount {
+	exempt := otherVolumeEntries(table, filepath.Dir(e.plan.PodsDir), x, a.CSI.OtherVolumes)
+	for p := range e.gone {
+		exempt = append(exempt, table.At(p)...)
+	}
+	return exempt
 }
 
 // stillUnused asks CSIExec.ActiveVolumes, before a NodeUnstage, whether a

@@ -49,6 +49,10 @@ type snapshot struct {
 	// values is the plan's context without its cancellation: its logger
 	// and HungPaths for the walk of each orphan.
 	values context.Context
+	// whole is the whole table, read when a staging mount's copies and
+	// users must be told apart outside the scope of table (stagingUser).
+	whole    *mountscan.Table
+	wholeErr error
 }
 
 // Plan turns a State into an ordered cleanup plan. Only Orphaned pods are
@@ -116,7 +120,7 @@ func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan 
 	}
 	for _, f := range st.Findings {
 		if f.Kind == reconstruct.LeakedGlobalMount {
-			plan.Actions = append(plan.Actions, opts.planLeakedStaging(st, snap, ev, f))
+			plan.Actions = append(plan.Actions, opts.planLeakedStaging(ctx, st, snap, ev, f))
 		}
 	}
 	log.V(2).Info("Planned cleanup", "orphanedPods", orphans, "actions", len(plan.Actions), "unmount", opts.Unmount)

@@ -80,9 +80,9 @@ func TestRealPropagatedCopiesOfAStagingMountAreNoUsers(t *testing.T) {
 	n.assertDataIntact(t)
 }
 
-// A bind of the staging mount that is no copy (at a path that does not end
-// in the staging path) is a user, and so is a copy-like path of another
-// root on the same disk: nothing is unstaged.
+// A bind of the staging mount elsewhere is a user, and so is a bind of a
+// subdir of it at a path where a copy would be: no propagation made them,
+// and nothing is unstaged.
 func TestRealOnlyCopiesAreNoUsers(t *testing.T) {
 	if !testmountns.Enter(t) {
 		return

@@ -105,8 +105,9 @@ func ForPods(plan *ActionPlan, uids []string) *ActionPlan {
 // saying it is not applied. A reviewed plan of another pods dir, or one
 // without the pods dir's identity, keeps every action. What runs carries
 // the conditions of both (MustBeUnmounted, MustBeEmpty,
-// RecheckActiveVolumes), and Execute checks every one of them as it checks
-// any plan. Reports (Keep, NeedsDriver) are fresh's.
+// RecheckActiveVolumes; of OtherVolumes, those both name), and Execute
+// checks every one of them as it checks any plan. Reports (Keep,
+// NeedsDriver) are fresh's.
 func Reviewed(reviewed, fresh *ActionPlan) *ActionPlan {
 	out := &ActionPlan{SchemaVersion: fresh.SchemaVersion, PodsDir: fresh.PodsDir, PodsDirIdentity: fresh.PodsDirIdentity,
 		Notes: slices.Clone(fresh.Notes), Actions: make([]Action, 0, len(fresh.Actions))}
@@ -231,9 +232,13 @@ func withConditions(a, reviewed Action) Action {
 		}
 	}
 	a.MustBeEmpty = a.MustBeEmpty || reviewed.MustBeEmpty
-	if a.CSI != nil && reviewed.CSI != nil && reviewed.CSI.RecheckActiveVolumes && !a.CSI.RecheckActiveVolumes {
+	if a.CSI != nil && reviewed.CSI != nil {
 		call := *a.CSI
-		call.RecheckActiveVolumes = true
+		call.RecheckActiveVolumes = call.RecheckActiveVolumes || reviewed.CSI.RecheckActiveVolumes
+		// Another volume is no user only where both plans proved it.
+		call.OtherVolumes = slices.DeleteFunc(slices.Clone(call.OtherVolumes), func(o OtherVolume) bool {
+			return !slices.Contains(reviewed.CSI.OtherVolumes, o)
+		})
 		a.CSI = &call
 	}
 	return a

@@ -143,12 +143,17 @@ func TestReviewedKeepsTheConditionsOfBoth(t *testing.T) {
 	f.MustBeUnmounted = []string{execPods + "/" + execUIDA + "/volumes/b"}
 	ru, fu := unstage("", "259:3:/"), unstage("", "259:3:/")
 	ru.CSI.RecheckActiveVolumes = true
+	b, c := cleanup.OtherVolume{Path: "/var/lib/kubelet/plugins/kubernetes.io/csi/d/b/globalmount", Source: "0:55:/b"},
+		cleanup.OtherVolume{Path: "/var/lib/kubelet/plugins/kubernetes.io/csi/d/c/globalmount", Source: "0:55:/c"}
+	ru.CSI.OtherVolumes, fu.CSI.OtherVolumes = []cleanup.OtherVolume{b}, []cleanup.OtherVolume{b, c}
 	got := cleanup.Reviewed(identifiedPlan(r, ru), identifiedPlan(f, fu))
 	require.Len(t, got.Actions, 2)
 	assert.True(t, got.Actions[0].MustBeEmpty)
 	assert.Equal(t, []string{execPods + "/" + execUIDA + "/volumes/b", execPods + "/" + execUIDA + "/volumes/a"}, got.Actions[0].MustBeUnmounted)
 	assert.True(t, got.Actions[1].CSI.RecheckActiveVolumes)
+	assert.Equal(t, []cleanup.OtherVolume{b}, got.Actions[1].CSI.OtherVolumes, "another volume is no user only where both plans proved it")
 	assert.False(t, fu.CSI.RecheckActiveVolumes, "the fresh plan is not changed")
+	assert.Len(t, fu.CSI.OtherVolumes, 2, "the fresh plan is not changed")
 }
 
 func TestForPods(t *testing.T) {

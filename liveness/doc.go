@@ -8,7 +8,10 @@
 //     every task (/proc/<pid>/task/<tid>: a thread may hold a namespace of
 //     its own, a process whose main thread exited lives on in the others),
 //     each table read once, bounded in count, size and time, for a mount of
-//     the pod dir's filesystem whose root lies in the pod dir;
+//     the pod dir's filesystem whose root lies in the pod dir and that is
+//     not the kubelet's own: the host's entries at or below the pod dir
+//     and, in any namespace, the copies of them the kernel's propagation
+//     proves (mountscan.Unmount); never by its path alone;
 //   - in the tasks' cgroups, for a task in the pod's own cgroup;
 //   - in the container runtime's pod sandboxes and containers, by their
 //     label io.kubernetes.pod.uid, at the runtime sockets of the common

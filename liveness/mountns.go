@@ -14,36 +14,49 @@ import (
 )
 
 // podOnDisk is where a pod dir lies on its filesystem: a mount of that
-// filesystem whose root is at or below root holds something of the pod dir.
+// filesystem whose root is at or below root holds something of the pod
+// dir. kubelet are the unmounts of the kubelet's own mounts of it: the
+// entries of the host's table at or below the pod dir (a subpath bind).
 type podOnDisk struct {
-	uid  string
-	dir  string // the pod dir, a host path
-	dev  mountscan.DevID
-	root string
+	uid     string
+	sub     mountscan.Subtree
+	kubelet []mountscan.Unmount
 }
 
-// holds: m, a mount of some namespace, holds something of the pod dir. A
-// mount point at or below the pod dir itself does not count: that is the
-// kubelet's own bind (a subpath) seen in the host's namespace, or a copy of
-// it propagated into a container, not a container using the pod.
-func (d podOnDisk) holds(m mountscan.Mount) bool {
-	if m.Dev != d.dev || m.Root != d.root && !strings.HasPrefix(m.Root, d.root+"/") {
-		return false
+// pendingLife is a mount of a pod dir that is evidence of life unless the
+// chains of peer groups prove it a copy of the kubelet's own mount.
+type pendingLife struct {
+	uid, evidence string
+	reach         mountscan.Reach
+}
+
+// holds says whether m, an entry of some namespace's table, holds something
+// of the pod dir, and is no mount of the kubelet's: neither an entry of the
+// host's table at or below the pod dir, nor a copy of one that
+// propagation proves (the kubelet's subpath bind propagated into a CSI
+// driver's container, say). Its path proves nothing: a private
+// namespace's entry at the very path of the kubelet's is a user. Where
+// reach has Pending copies, the chains of peer groups of every table
+// decide.
+func (d podOnDisk) holds(host, table *mountscan.Table, m mountscan.Mount) (bool, mountscan.Reach) {
+	if !d.sub.Contains(m) {
+		return false, mountscan.Reach{}
 	}
-	return m.MountPoint != d.dir && !strings.HasPrefix(m.MountPoint, d.dir+"/")
+	r := mountscan.Reached(host, table, m, d.kubelet)
+	return len(r.Is) == 0, r
 }
 
 // checkMountNamespaces reads each distinct mount namespace's table once and
 // reports the pods whose dir a mount in it comes from, and the pods whose
 // cgroups its tasks are in.
-func (c *Checker) checkMountNamespaces(ctx context.Context, table *mountscan.Table, pods []reconstruct.PodRef,
+func (c *Checker) checkMountNamespaces(ctx context.Context, host *mountscan.Table, pods []reconstruct.PodRef,
 	add, unknown func(uid, why string)) {
 	if len(pods) == 0 {
 		return
 	}
 	var onDisk []podOnDisk
 	for _, p := range pods {
-		d, err := locate(table, p)
+		d, err := locate(host, p)
 		if err != nil {
 			unknown(p.UID, err.Error())
 			continue
@@ -58,6 +71,8 @@ func (c *Checker) checkMountNamespaces(ctx context.Context, table *mountscan.Tab
 		}
 	}
 	log := klog.FromContext(ctx)
+	graph := mountscan.NewPropagationGraph()
+	var pending []pendingLife
 	for _, ns := range namespaces {
 		for _, p := range pods {
 			if ns.Pods.Has(p.UID) {
@@ -78,13 +93,28 @@ func (c *Checker) checkMountNamespaces(ctx context.Context, table *mountscan.Tab
 		if table == nil {
 			continue // every task of it left: nothing runs in it
 		}
+		graph.Add(table)
 		for _, m := range table.Mounts() {
 			for _, d := range onDisk {
-				if d.holds(m) {
-					log.V(4).Info("Mount from a pod dir in a mount namespace", "podUID", d.uid, "namespace", ns.ID, "task", from.String(), "mountPoint", m.MountPoint)
-					add(d.uid, fmt.Sprintf("%s has %s mounted from %s", ns, m.MountPoint, m.Root))
+				holds, reach := d.holds(host, table, m)
+				if !holds {
+					continue
+				}
+				log.V(4).Info("Mount from a pod dir in a mount namespace", "podUID", d.uid, "namespace", ns.ID, "task", from.String(), "mountPoint", m.MountPoint)
+				evidence := fmt.Sprintf("%s has %s mounted from %s (mount ID %d, %s): %s",
+					ns, m.MountPoint, m.Root, m.ID, optionalFields(m), reach.Why)
+				if len(reach.Pending) > 0 {
+					pending = append(pending, pendingLife{uid: d.uid, evidence: evidence, reach: reach})
+				} else {
+					add(d.uid, evidence)
 				}
 			}
+		}
+	}
+	// The peer groups of every table read are known now.
+	for _, p := range pending {
+		if len(graph.Resolve(p.reach)) == 0 {
+			add(p.uid, p.evidence)
 		}
 	}
 }
@@ -97,5 +127,18 @@ func locate(table *mountscan.Table, p reconstruct.PodRef) (podOnDisk, error) {
 		return podOnDisk{}, fmt.Errorf("no mount in the host's table holds the pod dir %s", p.Path)
 	}
 	rel, _ := filepath.Rel(m.MountPoint, p.Path)
-	return podOnDisk{uid: p.UID, dir: p.Path, dev: m.Dev, root: filepath.Join(m.Root, rel)}, nil
+	d := podOnDisk{uid: p.UID, sub: mountscan.Subtree{Dev: m.Dev, Root: filepath.Join(m.Root, rel)}}
+	for _, k := range table.AtOrBelow(p.Path) {
+		if k.Dev == m.Dev {
+			d.kubelet = append(d.kubelet, table.Unmount(k))
+		}
+	}
+	return d, nil
+}
+
+func optionalFields(m mountscan.Mount) string {
+	if len(m.OptionalFields) == 0 {
+		return "no optional fields: private"
+	}
+	return strings.Join(m.OptionalFields, " ")
 }

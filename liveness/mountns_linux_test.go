@@ -180,3 +180,47 @@ func TestALeakedSubpathIsNoEvidenceOfLife(t *testing.T) {
 	assert.Empty(t, fakenode.FindingsOf(st, reconstruct.OrphanedPodRunning), "%+v", st.Findings)
 	assert.Len(t, fakenode.FindingsOf(st, reconstruct.OrphanedPodMounted), 1)
 }
+
+// The kubelet's subpath bind is the kubelet's own only in the host's
+// table, and, in any other namespace, where propagation proves a copy of
+// it: a container's HostToContainer (slave) or a CSI driver's
+// Bidirectional (peer) mount of the kubelet root holds such copies, no
+// evidence of life. A process in a private namespace made afterwards holds
+// its own copy at the very same path: evidence of life, although the path
+// is the kubelet's (before, any mount at or below the pod dir, in any
+// namespace, was taken for the kubelet's).
+func TestOnlyACopyPropagationProvesIsTheKubeletsSubpath(t *testing.T) {
+	if !testmountns.Enter(t) {
+		return
+	}
+	testmountns.ShareAll(t)
+	for name, c := range map[string]struct {
+		propagation, script string
+		running             bool
+	}{
+		"a private namespace made after the bind":         {propagation: "private", running: true},
+		"a container's private rbind of the kubelet root": {propagation: "private", script: `mkdir -p "$1" && mount --rbind "$0" "$1"`, running: true},
+		"HostToContainer, a slave":                        {propagation: "slave", script: `mkdir -p "$1" && mount --rbind "$0" "$1"`},
+		"Bidirectional, a peer":                           {propagation: "unchanged", script: `mkdir -p "$1" && mount --rbind "$0" "$1"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := fakenode.OnRealMounts(t)
+			emptyDir := n.Volume(fakenode.UID1, "kubernetes.io~empty-dir", "data")
+			n.Write(filepath.Join(emptyDir, "conf", "app.yaml"), "x")
+			testmountns.Bind(t, filepath.Join(emptyDir, "conf"), n.Path("pods", fakenode.UID1, "volume-subpaths", "data", "app", "0"))
+			elsewhere := filepath.Join(t.TempDir(), "k")
+			t.Cleanup(func() { _ = syscall.Unmount(elsewhere, syscall.MNT_DETACH) }) // a peer's bind propagates here too
+			testmountns.Hold(t, c.propagation, c.script, n.RootDir(), elsewhere)
+
+			st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{fakenode.UID2}, LifeChecker: liveness.New(liveness.Options{CRIEndpoints: []string{}})})
+			running := fakenode.FindingsOf(st, reconstruct.OrphanedPodRunning)
+			if !c.running {
+				assert.Empty(t, running, "%+v", st.Findings)
+				assert.Len(t, fakenode.FindingsOf(st, reconstruct.OrphanedPodMounted), 1)
+				return
+			}
+			require.Len(t, running, 1, "%+v", st.Findings)
+			assert.Contains(t, running[0].Message, "no optional fields: private")
+		})
+	}
+}

@@ -23,6 +23,14 @@
 //     and Refs from in-memory indexes. Refs is GetMountRefs of
 //     k8s.io/mount-utils without re-reading the file per call, and it takes
 //     and returns unescaped paths.
+//   - Which mounts go when one is unmounted is the kernel's propagation
+//     (fs/pnode.c, propagate_umount), and the one place that says it is
+//     here: Table.Unmount of a mount of the host's table, Unmount.Claim of
+//     an entry of any namespace's table, and PropagationGraph, the chains
+//     of peer groups of every table read, which Proves the claim. A path
+//     proves nothing: a copy is in the mount's peer group or a slave of
+//     it, at the mount's place on a parent that receives propagation from
+//     the mount's parent, with nothing mounted on it.
 //
 // What it is not for:
 //   - It never stats, opens or unmounts a mount point, so it cannot hang on a

@@ -62,3 +62,35 @@ func ExampleTable_Refs() {
 	// [/var/lib/kubelet/pods/u1/volumes/kubernetes.io~csi/pv1/mount]
 	// [/var/lib/kubelet/plugins/kubernetes.io/csi/ebs/0f1e/globalmount]
 }
+
+// Which entries of a container's table go with an unmount of the host's
+// staging mount: its HostToContainer copy does; a private bind at the
+// very same path in another container does not, whatever its path.
+func ExamplePropagationGraph_IsCopy() {
+	const staging = "/var/lib/kubelet/plugins/kubernetes.io/csi/ebs/0f1e/globalmount"
+	host := mountscan.MustFromLines(
+		"1 0 259:0 / / rw shared:1 - ext4 /dev/nvme0n1p1 rw",
+		"2 1 259:1 / "+staging+" rw shared:5 - ext4 /dev/nvme1n1 rw",
+	)
+	slave := mountscan.MustFromLines(
+		"100 99 0:90 / / rw - overlay overlay rw",
+		"101 100 259:0 /var/lib/kubelet /var/lib/kubelet rw master:1 - ext4 /dev/nvme0n1p1 rw",
+		"102 101 259:1 / "+staging+" rw master:5 - ext4 /dev/nvme1n1 rw",
+	)
+	private := mountscan.MustFromLines(
+		"200 199 0:91 / / rw - overlay overlay rw",
+		"201 200 259:1 / "+staging+" rw - ext4 /dev/nvme1n1 rw",
+	)
+	graph := mountscan.NewPropagationGraph()
+	for _, t := range []*mountscan.Table{host, slave, private} {
+		graph.Add(t)
+	}
+	unmount := host.Unmount(host.At(staging)[0])
+	ok, _ := graph.IsCopy(unmount, slave, slave.At(staging)[0])
+	fmt.Println(ok)
+	ok, why := graph.IsCopy(unmount, private, private.At(staging)[0])
+	fmt.Println(ok, why)
+	// Output:
+	// true
+	// false its table shows no propagation (no optional fields: a private mount, or a table that does not tell)
+}

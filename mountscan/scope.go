@@ -439,7 +439,7 @@ func (p *scopedParser) table(name string, attempts int) (*Table, error) {
 		mounts = slices.Clone(mounts)
 	}
 	t := newTable(slices.Clip(mounts), p.index)
-	t.skipped = p.skipped
+	t.skipped, t.scope = p.skipped, p.scope
 	t.digest, t.digested = p.digest, true
 	t.text = slices.SortedFunc(slices.Values(p.blocks), func(a, b textBlock) int { return cmp.Compare(a.lo, b.lo) })
 	if err := CheckLive(t); err != nil {

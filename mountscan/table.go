@@ -20,8 +20,17 @@ type Table struct {
 	subtreeOnce sync.Once
 	bySubtree   []int
 
-	// skipped counts the entries a scoped read left out (see Scope).
+	// byID (mount ID → index, -1 for an ID of several entries) and
+	// parents (the IDs that some entry names as its parent) are built on
+	// first use: only the propagation rule (Unmount) needs them.
+	idOnce  sync.Once
+	byID    map[int]int
+	parents map[int]bool
+
+	// skipped counts the entries a scoped read left out (see Scope), and
+	// scope is the scope of that read.
 	skipped int
+	scope   *Scope
 	// text are the blocks of memory that the strings of parsed entries
 	// view, sorted by address (see Holds).
 	text []textBlock
@@ -229,6 +238,55 @@ func compareSubtree(a, b *Mount) int {
 		return c
 	}
 	return strings.Compare(a.Root, b.Root)
+}
+
+// ByID returns the entry with mount ID id; false when there is none, or
+// several (a table no kernel wrote).
+func (t *Table) ByID(id int) (Mount, bool) {
+	t.idOnce.Do(t.indexIDs)
+	i, ok := t.byID[id]
+	if !ok || i < 0 {
+		return Mount{}, false
+	}
+	return t.mounts[i], true
+}
+
+// HasEntry reports whether m is an entry of t: t's entry with m's mount ID
+// has m's parent, filesystem subtree and mount point. The kernel's mount
+// IDs are unique among the mounts of every namespace at a time, so an
+// entry of another namespace's table is never one of t's, wherever it is
+// mounted.
+func (t *Table) HasEntry(m Mount) bool {
+	e, ok := t.ByID(m.ID)
+	return ok && SameEntry(e, m)
+}
+
+func (t *Table) indexIDs() {
+	t.byID = make(map[int]int, len(t.mounts))
+	t.parents = make(map[int]bool, len(t.mounts))
+	for i := range t.mounts {
+		m := &t.mounts[i]
+		if _, dup := t.byID[m.ID]; dup {
+			t.byID[m.ID] = -1
+		} else {
+			t.byID[m.ID] = i
+		}
+		if m.ParentID != m.ID {
+			t.parents[m.ParentID] = true
+		}
+	}
+}
+
+// hasChildren reports whether an entry of t names id as its parent.
+func (t *Table) hasChildren(id int) bool {
+	t.idOnce.Do(t.indexIDs)
+	return t.parents[id]
+}
+
+// holdsAllBelow reports whether t holds every entry mounted at or below
+// path: it was read whole, or within a scope that covers path.
+func (t *Table) holdsAllBelow(path string) bool {
+	return t.skipped == 0 || t.scope != nil && t.scope.Covers(path)
 }
 
 // Refs returns the mount points of all other entries that show the same

@@ -1,0 +1,205 @@
+package cleanup
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/volrecon/volrecon/internal/mountnamespaces"
+	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/podsdir"
+	"github.com/volrecon/volrecon/reconstruct"
+)
+
+// Who uses a staging mount, or a pod's mount, is the kernel's to say: an
+// entry of the same filesystem subtree, in any mount namespace, is a copy
+// that goes with the unmount only where propagation proves it
+// (mountscan.Unmount, CopyClaim, PropagationGraph). Its path proves
+// nothing: a private namespace's entry at the very same path, a private
+// bind under a container's rootfs, a plain bind at a path that ends in the
+// kubelet's, are all users.
+
+// user is an entry that uses a staging mount's filesystem subtree, and why
+// it is no copy of it.
+type user struct {
+	m   mountscan.Mount
+	why string
+}
+
+// usersIn returns the entries of table, one namespace's, that use the
+// filesystem subtree of x, an entry of table: every entry of that subtree
+// but x itself, the copies of x that propagation proves, and exempt (other
+// volumes' staging mounts on a share, entries of table) and the copies
+// propagation proves of them. Only table's peer groups are known.
+func usersIn(table *mountscan.Table, x mountscan.Mount, exempt []mountscan.Mount) []user {
+	graph := mountscan.NewPropagationGraph()
+	graph.Add(table)
+	of := []mountscan.Unmount{table.Unmount(x)}
+	for _, o := range exempt {
+		of = append(of, table.Unmount(o))
+	}
+	sub := mountscan.SubtreeOf(x)
+	var users []user
+	for _, m := range table.Mounts() {
+		if !sub.Contains(m) {
+			continue
+		}
+		if r := mountscan.Reached(table, table, m, of); len(graph.Resolve(r)) == 0 {
+			users = append(users, user{m: m, why: r.Why})
+		}
+	}
+	return users
+}
+
+// entryText names an entry of a mount table in evidence: its mount point,
+// mount ID and optional fields.
+func entryText(m mountscan.Mount) string {
+	fields := "no optional fields: private"
+	if len(m.OptionalFields) > 0 {
+		fields = strings.Join(m.OptionalFields, " ")
+	}
+	return m.MountPoint + " (mount ID " + strconv.Itoa(m.ID) + ", " + fields + ")"
+}
+
+// stagingEntry returns the one entry of table at g's path with g's device
+// and root.
+func stagingEntry(table *mountscan.Table, g reconstruct.GlobalMount) (mountscan.Mount, bool) {
+	if g.Mount == nil {
+		return mountscan.Mount{}, false
+	}
+	return entryOf(table, g.Path, g.Mount.MajorMinor+":"+g.Mount.Root)
+}
+
+// entryOf returns the one entry of table at path, when it mounts source
+// ("major:minor:root", devKey).
+func entryOf(table *mountscan.Table, path, source string) (mountscan.Mount, bool) {
+	at := table.At(path)
+	if len(at) != 1 || devKey(at[0]) != source {
+		return mountscan.Mount{}, false
+	}
+	return at[0], true
+}
+
+// OtherVolume is another volume's staging mount on the share a NodeUnstage
+// unstages (a device of no disk: NFS, CephFS, SMB…), of another root,
+// which the plan proved is no user of the one unstaged: a staging mount
+// the scan knows, in the host's table under the kubelet root, of another
+// known volume. The executor counts it, and the copies propagation proves
+// of it, out only while the entry at Path still mounts Source.
+type OtherVolume struct {
+	Path   string `json:"path"`
+	Source string `json:"source"`
+}
+
+// otherVolumes returns the staging mounts of other volumes that the
+// unstage of g, whose entry in the host's table is x, leaves alone: on a
+// share (major 0), the staging mounts of the State in the host's table
+// under the kubelet root, mounted, of another known volume handle (its dir
+// named by the sha256 of it, as the kubelet names it), of another root of
+// the same filesystem within x's subtree (a root elsewhere is no part of
+// it anyway). On a disk a driver's NodeUnstage may detach
+// the device itself: every other mount of it stays a user.
+func otherVolumes(st *reconstruct.State, host *mountscan.Table, g reconstruct.GlobalMount, x mountscan.Mount) []OtherVolume {
+	if x.Dev.Major != 0 || g.UniqueName == "" {
+		return nil
+	}
+	sub := mountscan.SubtreeOf(x)
+	var out []OtherVolume
+	for _, o := range st.GlobalMounts {
+		switch {
+		case o.Path == g.Path || !inCSIDir(st, o.Path):
+		case o.Mode != podsdir.Filesystem || o.State != reconstruct.Mounted || o.VolumeHandle == "" || o.UniqueName == "" || o.UniqueName == g.UniqueName:
+		case o.Layout != podsdir.LayoutCurrent || filepath.Base(filepath.Dir(o.Path)) != sha256Hex(o.VolumeHandle) ||
+			hasFindingAt(st, reconstruct.StagingHashMismatch, o.Path):
+			// not named as the kubelet names the staging dir of its volume
+		default:
+			if e, ok := stagingEntry(host, o); ok && sub.Contains(e) && e.Root != x.Root {
+				out = append(out, OtherVolume{Path: o.Path, Source: devKey(e)})
+			}
+		}
+	}
+	return out
+}
+
+// inCSIDir: path is a clean path below the CSI dir of the State's kubelet
+// root, where the kubelet stages volumes.
+func inCSIDir(st *reconstruct.State, path string) bool {
+	return st.PodsDir != "" && filepath.Clean(path) == path &&
+		strings.HasPrefix(path, filepath.Join(filepath.Dir(st.PodsDir), "plugins", "kubernetes.io", "csi")+"/")
+}
+
+// otherVolumeEntries returns the entries of table of the other volumes a
+// NodeUnstage of x was planned with, each still the one planned: at a
+// staging path under the kubelet root, the one entry there, mounting the
+// source planned, on the same share as x, of another root.
+func otherVolumeEntries(table *mountscan.Table, root string, x mountscan.Mount, others []OtherVolume) []mountscan.Mount {
+	if x.Dev.Major != 0 {
+		return nil
+	}
+	csiDir := filepath.Join(root, "plugins", "kubernetes.io", "csi") + "/"
+	var out []mountscan.Mount
+	for _, o := range others {
+		e, ok := entryOf(table, o.Path, o.Source)
+		if ok && strings.HasPrefix(o.Path, csiDir) && filepath.Clean(o.Path) == o.Path && e.Dev == x.Dev && e.Root != x.Root {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// namespaceUser reads every mount namespace of the node (procDir: the
+// host's /proc) and returns a user of the staging mount x, an entry of
+// host, found in any of them, with its namespace, a task of it and the
+// entry: an entry of x's filesystem subtree that is neither x nor exempt
+// (entries of host), nor a copy propagation proves of one of them, the
+// peer groups of every table read known. "" when there is none; an error
+// when a namespace could not be listed or read: then the use is unknown.
+func namespaceUser(ctx context.Context, procDir string, host *mountscan.Table, x mountscan.Mount, exempt []mountscan.Mount) (string, error) {
+	of := []mountscan.Unmount{host.Unmount(x)}
+	for _, o := range exempt {
+		of = append(of, host.Unmount(o))
+	}
+	graph := mountscan.NewPropagationGraph()
+	graph.Add(host)
+	nss, err := mountnamespaces.List(ctx, procDir, mountnamespaces.Options{})
+	if err != nil {
+		return "", err
+	}
+	type pending struct {
+		what  string
+		reach mountscan.Reach
+	}
+	var undecided []pending
+	sub := mountscan.SubtreeOf(x)
+	for _, ns := range nss {
+		table, _, err := ns.ReadTable(ctx, procDir, mountnamespaces.Options{})
+		if err != nil {
+			return "", err
+		}
+		if table == nil {
+			continue // every task of it left: nothing runs in it
+		}
+		graph.Add(table)
+		for _, m := range table.Mounts() {
+			if !sub.Contains(m) {
+				continue
+			}
+			r := mountscan.Reached(host, table, m, of)
+			what := ns.String() + " mounts " + entryText(m) + ": " + r.Why
+			switch {
+			case len(r.Is) > 0:
+			case len(r.Pending) == 0:
+				return what, nil
+			default:
+				undecided = append(undecided, pending{what: what, reach: r})
+			}
+		}
+	}
+	for _, u := range undecided {
+		if len(graph.Resolve(u.reach)) == 0 {
+			return u.what, nil
+		}
+	}
+	return "", nil
+}
