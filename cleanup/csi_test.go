@@ -190,7 +190,7 @@ func (l lifeSigns) CheckLife(_ context.Context, _ *mountscan.Table, pods []recon
 // staging path was first seen unused.
 type memStore struct{ since map[string]time.Time }
 
-func (m *memStore) Update(unused map[string]string, now time.Time) (map[string]time.Time, error) {
+func (m *memStore) Update(_ string, unused map[string]cleanup.UnusedStaging, now time.Time) (map[string]time.Time, error) {
 	next := map[string]time.Time{}
 	for path := range unused {
 		since, ok := m.since[path]
@@ -575,7 +575,7 @@ func TestCSIActionsOutsideTheirPlacesAreRefused(t *testing.T) {
 		{Action: cleanup.NodeUnstage, Path: "/mnt/data", CSI: &cleanup.CSICall{Driver: csiDriver, VolumeID: csiHandle, Source: "259:3:/"}},
 		{Action: cleanup.NodeUnstage, Path: n.staging},
 	}}
-	plan.PodsDirIdentity = cleanup.Plan(t.Context(), &reconstruct.State{PodsDir: plan.PodsDir}, cleanup.Options{Node: n.node()}).PodsDirIdentity
+	plan = judge(t, n.node(), plan)
 	require.NotNil(t, plan.PodsDirIdentity)
 	for _, r := range n.apply(plan) {
 		assert.Equal(t, cleanup.Failed, r.Result, r.Path)
@@ -832,8 +832,8 @@ type slowStore struct {
 	delay time.Duration
 }
 
-func (s *slowStore) Update(unused map[string]string, now time.Time) (map[string]time.Time, error) {
-	since, err := s.memStore.Update(unused, now)
+func (s *slowStore) Update(boot string, unused map[string]cleanup.UnusedStaging, now time.Time) (map[string]time.Time, error) {
+	since, err := s.memStore.Update(boot, unused, now)
 	time.Sleep(s.delay)
 	return since, err
 }

@@ -65,12 +65,12 @@ func (n *execNode) exec(plan *cleanup.ActionPlan, opts cleanup.ExecOptions) []cl
 	return cleanup.Execute(n.t.Context(), n.identified(plan), opts)
 }
 
-// identified gives a hand-made plan the identity of the pods dir that Plan
-// records, from a plan of a State with no pods.
+// identified gives a hand-made plan the identity of the pods dir, the
+// boot and the identities of what its actions act on that Plan records
+// (judge).
 func (n *execNode) identified(plan *cleanup.ActionPlan) *cleanup.ActionPlan {
-	empty := cleanup.Plan(n.t.Context(), &reconstruct.State{PodsDir: plan.PodsDir}, cleanup.Options{Node: n.node()})
-	require.NotNil(n.t, empty.PodsDirIdentity, empty.Notes)
-	plan.PodsDirIdentity = empty.PodsDirIdentity
+	plan = judge(n.t, n.node(), plan)
+	require.NotNil(n.t, plan.PodsDirIdentity)
 	return plan
 }
 

@@ -16,9 +16,11 @@ import (
 
 var identity = &cleanup.DirIdentity{Dev: "259:1", Ino: 42, MountID: 7}
 
+const testBoot = "0c6d4a53-6a44-4be6-9d77-3f5e0d3e5c11"
+
 func identifiedPlan(actions ...cleanup.Action) *cleanup.ActionPlan {
 	p := planOf(actions...)
-	p.PodsDirIdentity = identity
+	p.PodsDirIdentity, p.BootID = identity, testBoot
 	return p
 }
 
