@@ -380,17 +380,24 @@ func (p *podPlanner) reportMountsOnly(stay int) []Action {
 	}
 	for _, mp := range p.pod.MountPoints {
 		e, listed := p.entries[mp]
-		switch parts := p.parts(PodEntry{Path: mp}); {
+		parts := p.parts(PodEntry{Path: mp})
+		why := notPodLevel
+		if listed {
+			why = p.notUnmountable(e, parts)
+		}
+		switch {
 		case !strings.HasPrefix(mp, p.pod.Path+"/") && mp != p.pod.Path:
 			p.add(Keep, mp, "still mounted under an alias of the kubelet root: the pod's volume is in use there", "mount table has an entry at the path")
 		case !listed:
 			p.add(Keep, mp, "still mounted, inside another mount", "mount table has an entry at the path")
 		case p.isCSITarget(parts):
 			p.add(NeedsDriver, e.Path, "NodeUnpublish through the CSI driver: the publish target is still mounted", "mount table has an entry at the path")
-		case p.notUnmountable(e, parts) == "" && !p.opts.Unmount:
+		case why == "" && !p.opts.Unmount:
 			p.add(Keep, e.Path, "a pod-level "+e.MountFSType+" mount, still mounted: allow unmounting to remove it", "mount table has an entry at the path")
-		case p.notUnmountable(e, parts) == "":
+		case why == "":
 			p.add(Keep, e.Path, "a pod-level "+e.MountFSType+" mount, left mounted: other mounts of the pod stay", "mount table has an entry at the path")
+		case why != notPodLevel:
+			p.add(Keep, e.Path, "still mounted: "+why, "mount table has an entry at the path")
 		default:
 			p.add(Keep, e.Path, "still mounted ("+e.MountFSType+")", "mount table has an entry at the path")
 		}
