@@ -2,6 +2,7 @@ package cleanup_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -265,4 +266,49 @@ func TestPlanRecordsThePodsDirIdentity(t *testing.T) {
 	assert.Nil(t, plan.PodsDirIdentity, "a symlink is never followed")
 	require.Len(t, plan.Notes, 1)
 	assert.Contains(t, plan.Notes[0], "nothing of this plan can be carried out")
+}
+
+// A plan of an older volrecon records no boot and no identity of what its
+// actions act on: nothing of it is carried out. A plan of another boot
+// (the node restarted since, or the plan is another node's) neither. An
+// action that records nothing it judged is kept, whatever the rest.
+func TestExecuteCarriesOutOnlyWhatThePlanJudged(t *testing.T) {
+	token := "volumes/kubernetes.io~projected/token"
+	for name, c := range map[string]struct {
+		change func(plan *cleanup.ActionPlan)
+		is     error
+		why    string
+		kept   []bool
+	}{
+		"no boot": {func(p *cleanup.ActionPlan) { p.BootID = "" }, cleanup.ErrOtherBoot, "records no boot", []bool{true, true, true}},
+		"another boot": {func(p *cleanup.ActionPlan) { p.BootID = "00000000-0000-4000-8000-000000000000" }, cleanup.ErrOtherBoot,
+			"the plan was made in boot 00000000-0000-4000-8000-000000000000", []bool{true, true, true}},
+		"an unlink without its inode": {func(p *cleanup.ActionPlan) { p.Actions[2].Inode = nil }, cleanup.ErrNotJudged,
+			"records no inode it judged", []bool{false, false, true}},
+		"an unmount without its mounts": {func(p *cleanup.ActionPlan) { p.Actions[0].Mounts = nil }, cleanup.ErrNotJudged,
+			"records no mount it judged", []bool{true, true, false}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := newExecNode(t, execUIDA+"/"+token, execUIDB+"/etc-hosts.txt")
+			n.mounts = []string{execPods + "/" + execUIDA + "/" + token}
+			unmount := func(string) error { n.mounts = nil; return nil }
+			plan := n.identified(planOf(act(cleanup.Unmount, execUIDA, token), act(cleanup.Rmdir, execUIDA, token),
+				act(cleanup.Unlink, execUIDB, "etc-hosts.txt")))
+			c.change(plan)
+			rs := cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Node: n.node(), Apply: true, Unmount: unmount})
+			for i, r := range rs {
+				if !c.kept[i] {
+					assert.Equal(t, cleanup.Done, r.Result, "%s %s: %s", r.Action.Action, r.Path, r.Error)
+					continue
+				}
+				assert.Equal(t, cleanup.Skipped, r.Result, r.Path)
+				if r.Action.Action == cleanup.Keep && r.Err != nil && !errors.Is(r.Err, cleanup.ErrNotRun) {
+					assert.ErrorIs(t, r.Err, c.is, r.Path)
+					assert.Contains(t, r.Reason, c.why, r.Path)
+				}
+			}
+			assert.Equal(t, c.kept[0], len(n.mounts) == 1, "the unmount")
+			assert.Equal(t, c.kept[2], n.exists(execPods+"/"+execUIDB+"/etc-hosts.txt"), "the unlink")
+		})
+	}
 }
