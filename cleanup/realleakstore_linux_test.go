@@ -12,7 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volrecon/volrecon/cleanup"
+	"github.com/volrecon/volrecon/csinode"
 	"github.com/volrecon/volrecon/internal/testmountns"
+	"github.com/volrecon/volrecon/reconstruct"
 )
 
 // leakRun runs the teardown of n's leaked staging mount at time now, with
@@ -118,4 +120,52 @@ func TestRealTheSameLeakedMountInTwoRunsIsUnstaged(t *testing.T) {
 	assert.NotZero(t, r.Mounts[0].UniqueID, "Linux 6.8+: the unique mount ID")
 	assert.True(t, slices.Contains(callMethods(n.driver), "NodeUnstageVolume"))
 	n.assertDataIntact(t)
+}
+
+// A NodeUnstage acts on the mount the plan judged: a staging mount
+// replaced between the plan and the call, by a mount of the same device
+// and root (the plan's CSICall.Source), is kept, and the driver is not
+// called. Today's check compared the device and root only.
+func TestRealNodeUnstageActsOnTheMountItJudged(t *testing.T) {
+	if !testmountns.Enter(t) {
+		return
+	}
+	n := newRealCSI(t)
+	now := time.Now()
+	td := &cleanup.CSITeardown{AssumeNoNewPods: true, MinLeakAge: time.Minute, Now: now, Store: &memStore{since: map[string]time.Time{n.staging: now.Add(-time.Hour)}}}
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID3}, LifeChecker: lifeSigns{}})
+	plan := cleanup.Plan(t.Context(), st, cleanup.Options{CSITeardown: td})
+	a, ok := csiActionAt(plan, n.staging)
+	require.True(t, ok)
+	require.Equal(t, cleanup.NodeUnstage, a.Action, a.Reason)
+	require.Len(t, a.Mounts, 1)
+	require.NotZero(t, a.Mounts[0].UniqueID, "Linux 6.8+: the unique mount ID")
+	exec := func(plan *cleanup.ActionPlan) cleanup.ActionResult {
+		results := cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Apply: true, CSI: cleanup.CSIExec{Driver: csinode.Connector{Timeout: 10 * time.Second}}})
+		r, ok := resultAt(results, n.staging)
+		require.True(t, ok)
+		return r
+	}
+
+	// The mount ID and the device the kernel gives again, which the
+	// unique ID tells apart (statmount): as if the plan had judged another
+	// mount of the same mount ID, device, type and root.
+	other := *plan
+	other.Actions = slices.Clone(plan.Actions)
+	i := slices.IndexFunc(other.Actions, func(a cleanup.Action) bool { return a.Path == n.staging })
+	other.Actions[i].Mounts = []cleanup.MountIdentity{a.Mounts[0]}
+	other.Actions[i].Mounts[0].UniqueID++
+	r := exec(&other)
+	assert.Equal(t, cleanup.Keep, r.Action.Action, r.Error)
+	assert.Contains(t, r.Reason, "replaced since by a mount with the same ID and device")
+	assert.Empty(t, n.driver.Calls())
+
+	require.NoError(t, unix.Unmount(n.staging, 0))
+	testmountns.Mount(t, n.dev, n.staging, "ext4", 0, "")
+	r = exec(plan)
+	assert.Equal(t, cleanup.Keep, r.Action.Action, r.Error)
+	assert.ErrorIs(t, r.Err, cleanup.ErrNodeChanged)
+	assert.Contains(t, r.Reason, "the one the plan judged")
+	assert.Empty(t, n.driver.Calls())
+	assert.True(t, realMountTable(t).IsMountPoint(n.staging))
 }
