@@ -312,3 +312,20 @@ func TestExecuteCarriesOutOnlyWhatThePlanJudged(t *testing.T) {
 		})
 	}
 }
+
+// After each unmount the mount judged must be gone: if it is still there,
+// the unmount took another mount, made on top of it at that very moment,
+// and the action fails, saying so, with nothing more unmounted.
+func TestExecuteSaysWhenAnUnmountTookAnotherMount(t *testing.T) {
+	token := "volumes/kubernetes.io~projected/token"
+	n := newExecNode(t, execUIDA+"/"+token)
+	n.mounts = []string{execPods + "/" + execUIDA + "/" + token}
+	calls := 0
+	unmount := func(string) error { calls++; return nil } // as if a mount made on top at that moment went instead
+	rs := n.exec(planOf(act(cleanup.Unmount, execUIDA, token), act(cleanup.Rmdir, execUIDA, token)),
+		cleanup.ExecOptions{Apply: true, Unmount: unmount})
+	assert.Equal(t, []cleanup.Result{cleanup.Failed, cleanup.Skipped}, resultsOf(rs))
+	assert.Contains(t, rs[0].Error, "is still mounted after the unmount: another mount, made on top of it at that very moment, was unmounted instead")
+	assert.Equal(t, 1, calls)
+	assert.True(t, n.exists(execPods+"/"+execUIDA+"/"+token))
+}

@@ -155,3 +155,27 @@ func TestRealADeepStackIsUnmountedOverRuns(t *testing.T) {
 	assert.Empty(t, fsTypesAt(t, token))
 	assert.NoDirExists(t, n.Path("pods", realUID1))
 }
+
+// Where the plan recorded a mount's unique ID, the unmount checks it too
+// (statx STATX_MNT_ID_UNIQUE of the name, right before): a mount given the
+// judged one's mount ID and device again is not the judged one.
+func TestRealUnmountChecksTheUniqueMountID(t *testing.T) {
+	if !testmountns.Enter(t) {
+		return
+	}
+	n := judgedNode{newRealNode(t)}
+	token := n.Volume(realUID1, "kubernetes.io~projected", "token")
+	stackAt(t, token, 1)
+	plan := n.plan(t)
+	unmounts := unmountsOf(plan)
+	require.Len(t, unmounts, 1)
+	require.NotZero(t, unmounts[0].Mounts[0].UniqueID, "Linux 6.8+: the unique mount ID")
+	i := slices.IndexFunc(plan.Actions, func(a cleanup.Action) bool { return a.Action == cleanup.Unmount })
+	plan.Actions[i].Mounts[0].UniqueID++
+
+	r, ok := resultAt(n.apply(t, plan), token)
+	require.True(t, ok)
+	assert.Equal(t, cleanup.Keep, r.Action.Action, r.Error)
+	assert.Contains(t, r.Reason, "the mount there is the mount of unique ID")
+	assert.Equal(t, []string{"tmpfs"}, fsTypesAt(t, token))
+}
