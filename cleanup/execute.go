@@ -28,7 +28,8 @@ type ExecOptions struct {
 	Apply bool
 	// Unmount replaces the unmount syscall (tests with a made-up mount
 	// table); it gets a host path under HostRoot. The path is still reached
-	// without following symlinks, but the mount IDs are not checked.
+	// without following symlinks, and the table's mount on top is still
+	// held to the one judged, but statx and statmount are not asked.
 	Unmount func(hostPath string) error
 	// CSI configures the calls of NodeUnpublish and NodeUnstage actions.
 	CSI CSIExec
@@ -47,8 +48,12 @@ type ExecOptions struct {
 // stops everything: each remaining action is skipped as Keep, with why; a
 // mount that changed skips its action as Keep. Every removal goes through
 // file descriptors that cannot follow a symlink or cross a mount, confined
-// to the pod dir; every unmount checks that the mount it is about to
-// unmount is one the table has at the path. When an action of a pod fails
+// to the pod dir. Each action acts on what the plan judged (Action.Mounts,
+// Action.Inode), checked right before the call: an unmount on the next
+// mount judged, on top at the path; a removal on the inode judged, held
+// and renamed aside before the unlink; a call to a CSI driver on the mount
+// judged. A plan of another boot (ActionPlan.BootID), or an action without
+// what it judged, is kept. When an action of a pod fails
 // or is skipped, the rest of that pod's actions are skipped and Execute
 // goes on with the next pod. Each result's Err says why it is not Done,
 // as typed errors (ErrNodeChanged, ErrPodsDirChanged, *csinode.CallError,

@@ -102,8 +102,10 @@ func ForPods(plan *ActionPlan, uids []string) *ActionPlan {
 // otherwise, with why. An action of fresh that needs one kept (a dir above
 // it, a mount it is below, the NodeUnpublish before a NodeUnstage) is kept
 // too. Each action of reviewed that fresh does not have is added as Keep,
-// saying it is not applied. A reviewed plan of another pods dir, or one
-// without the pods dir's identity, keeps every action. What runs carries
+// saying it is not applied. Two actions are the same only if they judged
+// the same mounts and inode (ActionKey.Judged). A reviewed plan of another
+// pods dir or of another boot, or one without the pods dir's identity or
+// the boot, keeps every action. What runs carries
 // the conditions of both (MustBeUnmounted, MustBeEmpty,
 // RecheckActiveVolumes), and Execute checks every one of them as it checks
 // any plan. Reports (Keep, NeedsDriver) are fresh's.
