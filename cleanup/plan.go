@@ -418,7 +418,7 @@ func (p *podPlanner) add(kind ActionKind, path, reason string, evidence ...strin
 // addJudged adds an action that removes e, with the inode it judged.
 func (p *podPlanner) addJudged(kind ActionKind, e PodEntry, reason string, evidence ...string) {
 	p.add(kind, e.Path, reason, evidence...)
-	p.actions[len(p.actions)-1].Inode = e.inode
+	p.actions[len(p.actions)-1].Inode = e.inode.identity()
 }
 
 // planDir plans every entry of dir, deepest first, and reports whether dir
@@ -704,7 +704,7 @@ func (p *podPlanner) planVolData(e PodEntry, v reconstruct.Volume, parts []strin
 	a := Action{Action: RemoveVolumeData, Path: e.Path, PodUID: p.pod.UID,
 		Reason:          "vol_data.json of an unmounted CSI volume with no live staging mount (the kubelet's \"not a directory\" loop)",
 		Evidence:        []string{"no mount-table entry at " + v.CheckedPath, "no staging mount of the volume is live", why},
-		MustBeUnmounted: []string{v.CheckedPath}, Inode: e.inode}
+		MustBeUnmounted: []string{v.CheckedPath}, Inode: e.inode.identity()}
 	if v.DeviceMountPath != "" {
 		a.MustBeUnmounted = append(a.MustBeUnmounted, v.DeviceMountPath)
 	}

@@ -47,7 +47,7 @@ type PodEntry struct {
 	// Children is the number of entries directly inside a directory.
 	Children int `json:"children,omitempty"`
 	// inode is what lstat said of it (not of a mount point, never stat'ed).
-	inode *InodeIdentity
+	inode inodeStat
 }
 
 // PodContents is what an orphaned pod dir holds.
@@ -56,7 +56,7 @@ type PodContents struct {
 	// Incomplete says why the walk could not list everything (the pod is then kept).
 	Incomplete string `json:"incomplete,omitempty"`
 	// dir is the pod dir itself, as lstat said.
-	dir *InodeIdentity
+	dir inodeStat
 }
 
 // podWalk lists one orphaned pod dir.
@@ -191,15 +191,31 @@ func deviceOf(fi fs.FileInfo) uint64 {
 	return 0
 }
 
-// inodeOf is the identity of what lstat said, nil where it does not say.
-func inodeOf(fi fs.FileInfo) *InodeIdentity {
+// inodeStat is what lstat said of an entry, kept small: a pod dir may hold
+// 100,000 entries.
+type inodeStat struct {
+	dev, ino, nlink uint64
+	size            int64
+	mode            uint32
+	known           bool
+}
+
+// inodeOf is what lstat said, unknown where it does not say.
+func inodeOf(fi fs.FileInfo) inodeStat {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
+		return inodeStat{}
+	}
+	//nolint:unconvert // the fields are not of these types everywhere
+	return inodeStat{dev: uint64(st.Dev), ino: st.Ino, nlink: uint64(st.Nlink), size: st.Size, mode: uint32(st.Mode), known: true}
+}
+
+// identity is the InodeIdentity of what lstat said, nil where it is unknown.
+func (s inodeStat) identity() *InodeIdentity {
+	if !s.known {
 		return nil
 	}
-	dev := uint64(st.Dev)                                                                     //nolint:unconvert // Dev is uint64 on amd64 but not everywhere
-	return &InodeIdentity{Dev: devString(dev), Ino: st.Ino, Type: inodeType(uint32(st.Mode)), //nolint:unconvert // as Dev
-		Size: st.Size, Nlink: uint64(st.Nlink)} //nolint:unconvert // as Dev
+	return &InodeIdentity{Dev: devString(s.dev), Ino: s.ino, Type: inodeType(s.mode), Size: s.size, Nlink: s.nlink}
 }
 
 // devString is a device number as major:minor.
