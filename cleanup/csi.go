@@ -76,6 +76,10 @@ func (p *podPlanner) csiUnpublishable(mp string) (reconstruct.Volume, bool) {
 	case v.CSI.DriverName == "" || v.CSI.VolumeHandle == "":
 		return v, false
 	}
+	if _, ok := p.snap.judgedMount(mp, v.Mount); !ok {
+		klog.FromContext(p.ctx).V(4).Info("No NodeUnpublish: the table read for the plan does not have the scan's one mount at the target", "path", mp)
+		return v, false
+	}
 	if _, why := boundFrom(p.st, v); why != "" {
 		klog.FromContext(p.ctx).V(4).Info("No NodeUnpublish: the recovered identity is not proven", "path", mp, "why", why)
 		return v, false
@@ -86,6 +90,17 @@ func (p *podPlanner) csiUnpublishable(mp string) (reconstruct.Volume, bool) {
 		}
 	}
 	return v, true
+}
+
+// judgedMount is the identity of the one mount the plan's table has at
+// path, when it is the mount the scan saw there (ref: its device and
+// root): the mount a NodeUnpublish or NodeUnstage is to tear down.
+func (n *snapshot) judgedMount(path string, ref *reconstruct.MountRef) (MountIdentity, bool) {
+	stack := n.table.At(path)
+	if ref == nil || len(stack) != 1 || stack[0].Dev.String() != ref.MajorMinor || stack[0].Root != ref.Root {
+		return MountIdentity{}, false
+	}
+	return n.mountIdentity(stack[0]), true
 }
 
 // planCSITeardown plans a pod whose remaining mounts are publish targets the
@@ -100,7 +115,7 @@ func (p *podPlanner) planCSITeardown() ([]Action, bool) {
 			continue
 		}
 		e, listed := p.entries[mp]
-		if !listed || !e.Mounted || !p.podLevelMount(e, p.parts(e)) {
+		if !listed || !e.Mounted || p.notUnmountable(e, p.parts(e)) != "" {
 			return nil, false // a mount nobody here may tear down: reports only
 		}
 	}
@@ -114,7 +129,8 @@ func (p *podPlanner) planCSITeardown() ([]Action, bool) {
 	}
 	evidence := append([]string{"pod " + p.pod.UID + " is not in the active pod list"}, p.ev.deadPods[p.pod.UID]...)
 	for _, v := range targets {
-		p.actions = append(p.actions, Action{Action: NodeUnpublish, Path: v.CheckedPath, PodUID: p.pod.UID,
+		judged, _ := p.snap.judgedMount(v.CheckedPath, v.Mount)
+		p.actions = append(p.actions, Action{Action: NodeUnpublish, Path: v.CheckedPath, PodUID: p.pod.UID, Mounts: []MountIdentity{judged},
 			Reason: "NodeUnpublishVolume through " + v.CSI.DriverName + ": the pod's vol_data.json is " + volDataState(v) +
 				", so the kubelet can never unpublish it",
 			Evidence: append(slices.Clone(evidence), "mount table has one entry at the path ("+v.Mount.MajorMinor+" "+v.Mount.Root+")",
@@ -249,6 +265,10 @@ func (t *CSITeardown) unstage(st *reconstruct.State, ev *evidence, g reconstruct
 	case len(ev.stagingUnused[g.Path]) == 0:
 		return no("no evidence that no other mount namespace on the node uses it")
 	}
+	judged, ok := ev.stagingMounts[g.Path]
+	if !ok {
+		return no("the mount table read for the plan does not have the scan's one mount at the path")
+	}
 	if uid := podNaming(st, g.Path); uid != "" {
 		// A starting pod: NodeStage is done, NodePublish is not yet.
 		return no("pod " + uid + ", not orphaned, has a volume dir of this volume: it may be starting (staged, not yet published)")
@@ -276,7 +296,7 @@ func (t *CSITeardown) unstage(st *reconstruct.State, ev *evidence, g reconstruct
 	}
 	return Action{Action: NodeUnstage, Path: g.Path, PodUID: podUID,
 		Reason:   "NodeUnstageVolume through " + g.DriverName + ": no pod uses this staging mount, and the kubelet never unstages it",
-		Evidence: evidence,
+		Evidence: evidence, Mounts: []MountIdentity{judged},
 		CSI: &CSICall{Driver: g.DriverName, VolumeID: g.VolumeHandle, Source: g.Mount.MajorMinor + ":" + g.Mount.Root,
 			RecheckActiveVolumes: recheck, OtherVolumes: ev.otherVolumes[g.Path]}}
 }

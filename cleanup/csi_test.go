@@ -3,6 +3,7 @@ package cleanup_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,12 +45,17 @@ type csiNode struct {
 
 	mu     sync.Mutex
 	mounts map[string]string // mount point -> "dev root"
+	// ids are the mount IDs, given in the order the mounts were made and
+	// never given again, as the kernel's are: a mount made later does not
+	// change the ID of one made before.
+	ids    map[string]int
+	nextID int
 	// life is what the scan's evidence of life says (nil: it did not look).
 	life reconstruct.LifeChecker
 }
 
 func newCSINode(t *testing.T) *csiNode {
-	n := &csiNode{t: t, hostRoot: fakedriver.ShortTempDir(t), mounts: map[string]string{}, life: lifeSigns{}}
+	n := &csiNode{t: t, hostRoot: fakedriver.ShortTempDir(t), mounts: map[string]string{}, ids: map[string]int{}, nextID: 100, life: lifeSigns{}}
 	// The node's processes: pid 1 in the host's namespace, whose table is
 	// the node's mount table (written on every read of it).
 	n.namespace(1, "mnt:[4026531841]")
@@ -76,11 +82,7 @@ func (n *csiNode) write(p, content string) {
 }
 
 // mount puts an entry of the staged volume's filesystem (259:3, root /) at p.
-func (n *csiNode) mount(p string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.mounts[p] = "259:3 /"
-}
+func (n *csiNode) mount(p string) { n.mountFrom(p, "259:3 /") }
 
 // mountFrom puts an entry of another filesystem ("dev root", then its
 // optional fields, if any: "0:55 / shared:7") at p.
@@ -88,12 +90,15 @@ func (n *csiNode) mountFrom(p, devRoot string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.mounts[p] = devRoot
+	n.ids[p] = n.nextID
+	n.nextID++
 }
 
 func (n *csiNode) unmount(p string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.mounts, p)
+	delete(n.ids, p)
 }
 
 func (n *csiNode) mounted(p string) bool {
@@ -125,21 +130,15 @@ func (n *csiNode) lines() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	lines := []string{"1 0 259:1 / / rw shared:1 - ext4 /dev/sda1 rw"}
-	sorted := slices.Sorted(func(yield func(string) bool) {
-		for mp := range n.mounts {
-			if !yield(mp) {
-				return
-			}
-		}
-	})
-	for i, mp := range sorted {
+	// In the order the mounts were made, as the kernel lists them.
+	made := slices.SortedFunc(maps.Keys(n.mounts), func(a, b string) int { return n.ids[a] - n.ids[b] })
+	for _, mp := range made {
 		// Its parent is the mount of the longest path above it, as the
 		// kernel's would be: mounts are made parents first here.
-		parent := "1"
-		for j := i - 1; j >= 0; j-- {
-			if strings.HasPrefix(mp, sorted[j]+"/") {
-				parent = strconv.Itoa(100 + j)
-				break
+		parent, longest := "1", ""
+		for _, above := range made {
+			if strings.HasPrefix(mp, above+"/") && len(above) > len(longest) {
+				parent, longest = strconv.Itoa(n.ids[above]), above
 			}
 		}
 		dev, root, _ := strings.Cut(n.mounts[mp], " ")
@@ -147,7 +146,7 @@ func (n *csiNode) lines() []string {
 		if fields != "" {
 			fields = " " + fields
 		}
-		lines = append(lines, strconv.Itoa(100+i)+" "+parent+" "+dev+" "+root+" "+mp+" rw"+fields+" - ext4 /dev/nvme1n1 rw")
+		lines = append(lines, strconv.Itoa(n.ids[mp])+" "+parent+" "+dev+" "+root+" "+mp+" rw"+fields+" - ext4 /dev/nvme1n1 rw")
 	}
 	return lines
 }
@@ -215,7 +214,7 @@ func (l lifeSigns) CheckLife(_ context.Context, _ *mountscan.Table, pods []recon
 // staging path was first seen unused.
 type memStore struct{ since map[string]time.Time }
 
-func (m *memStore) Update(unused map[string]string, now time.Time) (map[string]time.Time, error) {
+func (m *memStore) Update(_ string, unused map[string]cleanup.UnusedStaging, now time.Time) (map[string]time.Time, error) {
 	next := map[string]time.Time{}
 	for path := range unused {
 		since, ok := m.since[path]
@@ -608,7 +607,7 @@ func TestCSIActionsOutsideTheirPlacesAreRefused(t *testing.T) {
 		{Action: cleanup.NodeUnstage, Path: "/mnt/data", CSI: &cleanup.CSICall{Driver: csiDriver, VolumeID: csiHandle, Source: "259:3:/"}},
 		{Action: cleanup.NodeUnstage, Path: n.staging},
 	}}
-	plan.PodsDirIdentity = cleanup.Plan(t.Context(), &reconstruct.State{PodsDir: plan.PodsDir}, cleanup.Options{Node: n.node()}).PodsDirIdentity
+	plan = judge(t, n.node(), plan)
 	require.NotNil(t, plan.PodsDirIdentity)
 	for _, r := range n.apply(plan) {
 		assert.Equal(t, cleanup.Failed, r.Result, r.Path)
@@ -865,8 +864,8 @@ type slowStore struct {
 	delay time.Duration
 }
 
-func (s *slowStore) Update(unused map[string]string, now time.Time) (map[string]time.Time, error) {
-	since, err := s.memStore.Update(unused, now)
+func (s *slowStore) Update(boot string, unused map[string]cleanup.UnusedStaging, now time.Time) (map[string]time.Time, error) {
+	since, err := s.memStore.Update(boot, unused, now)
 	time.Sleep(s.delay)
 	return since, err
 }

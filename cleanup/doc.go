@@ -25,12 +25,18 @@
 //   - A pod that keeps any mount gets reports only: its containers may
 //     still be running. A pod dir whose name is not a pod UID is kept whole.
 //   - Unmounts come before every removal of their pod.
-//   - Plan records the pods dir's identity (ActionPlan.PodsDirIdentity), and
-//     Execute carries out nothing on another pods dir, nor a plan without it.
+//   - Plan records the pods dir's identity (ActionPlan.PodsDirIdentity) and
+//     the boot (BootID), and Execute carries out nothing on another pods
+//     dir or in another boot, nor a plan without them.
+//   - Each action acts on what the plan judged: Plan judges every mount of
+//     a stack and records the mounts each Unmount unmounts (Action.Mounts:
+//     mount ID, device, type, root, and the unique mount ID where the
+//     kernel gives it), the inode each removal removes (Action.Inode), and
+//     the mount each NodeUnpublish or NodeUnstage tears down; Execute
+//     checks each right before the call, and keeps what is not it.
 //   - Execute holds the pods dir open and resolves every action beneath
 //     it with RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS and RESOLVE_NO_XDEV,
-//     unmounts only a mount whose ID the table has at the path, checks
-//     each action against a mount table re-read whenever the kernel
+//     checks each action against a mount table re-read whenever the kernel
 //     reports a change, and stops when the pods dir changes, so a change
 //     since the plan skips the action instead of redirecting it.
 //
@@ -42,14 +48,15 @@
 // Plan gathers that evidence itself, in one place (teardown.go, gather.go):
 // from its own read of the mount table, one read of every mount namespace
 // on the node, the scan's evidence of life, the record of when each staging
-// mount was first seen unused (FileStore), and the API server's answer of
-// which volumes the active pods use (ActiveVolumeSource); what it cannot
-// gather keeps the volume, and ActionPlan.Notes says why. A mount of a
-// staging mount's or a pod's filesystem subtree, in any namespace, is a
-// user unless the kernel's propagation proves it a copy of the kubelet's
-// own mount (mountscan.Unmount, PropagationGraph: users.go); on a share,
-// another volume is only a staging mount the scan knows (OtherVolume). Its
-// path proves nothing. The decisions are in csi.go. Execute makes those calls through CSIExec.Driver, a
+// mount was first seen unused, as the very mount in that boot (FileStore),
+// and the API server's answer of which volumes the active pods use
+// (ActiveVolumeSource); what it cannot gather keeps the volume, and
+// ActionPlan.Notes says why. A mount of a staging mount's or a pod's
+// filesystem subtree, in any namespace, is a user unless the kernel's
+// propagation proves it a copy of the kubelet's own mount (mountscan.Unmount,
+// PropagationGraph: users.go); on a share, another volume is only a staging
+// mount the scan knows (OtherVolume). Its path proves nothing. The decisions
+// are in csi.go. Execute makes those calls through CSIExec.Driver, a
 // CSIDriverClient (csinode.Connector; without one they fail, unsent), once
 // each, after checking the mount table again, and records what changed.
 // The package links no gRPC.

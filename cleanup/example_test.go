@@ -115,13 +115,21 @@ func ExampleReviewed() {
 	pods := "/var/lib/kubelet/pods"
 	pod := pods + "/0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91"
 	id := &cleanup.DirIdentity{Dev: "259:1", Ino: 2, MountID: 30}
-	action := func(kind cleanup.ActionKind, path, reason string) cleanup.Action {
-		return cleanup.Action{Action: kind, Path: path, PodUID: "0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91", Reason: reason}
+	boot := "6f1c2e0a-8d7b-4c3e-9a51-2b4d6e8f0a13"
+	// Each action names the inode it judged: the same path holding
+	// another file is another action.
+	action := func(kind cleanup.ActionKind, path, reason string, ino uint64) cleanup.Action {
+		inode := &cleanup.InodeIdentity{Dev: "259:1", Ino: ino, Type: cleanup.InodeFile, Nlink: 1}
+		if kind == cleanup.Rmdir {
+			inode.Type = cleanup.InodeDir
+		}
+		return cleanup.Action{Action: kind, Path: path, PodUID: "0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91", Reason: reason, Inode: inode}
 	}
-	reviewed := &cleanup.ActionPlan{PodsDir: pods, PodsDirIdentity: id, Actions: []cleanup.Action{
-		action(cleanup.Unlink, pod+"/etc-hosts", "hosts file"), action(cleanup.Rmdir, pod, "the pod dir")}}
-	fresh := &cleanup.ActionPlan{PodsDir: pods, PodsDirIdentity: id, Actions: []cleanup.Action{ // a file appeared since
-		action(cleanup.Unlink, pod+"/etc-hosts", "hosts file"), action(cleanup.Unlink, pod+"/termination-log", "a stub"), action(cleanup.Rmdir, pod, "the pod dir")}}
+	reviewed := &cleanup.ActionPlan{PodsDir: pods, PodsDirIdentity: id, BootID: boot, Actions: []cleanup.Action{
+		action(cleanup.Unlink, pod+"/etc-hosts", "hosts file", 11), action(cleanup.Rmdir, pod, "the pod dir", 10)}}
+	fresh := &cleanup.ActionPlan{PodsDir: pods, PodsDirIdentity: id, BootID: boot, Actions: []cleanup.Action{ // a file appeared since
+		action(cleanup.Unlink, pod+"/etc-hosts", "hosts file", 11), action(cleanup.Unlink, pod+"/termination-log", "a stub", 12),
+		action(cleanup.Rmdir, pod, "the pod dir", 10)}}
 	for _, a := range cleanup.Reviewed(reviewed, fresh).Actions {
 		fmt.Println(a.Action, filepath.Base(a.Path)+":", a.Reason)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/volrecon/volrecon/internal/mountid"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/progress"
 	"github.com/volrecon/volrecon/reconstruct"
@@ -27,7 +28,8 @@ type ExecOptions struct {
 	Apply bool
 	// Unmount replaces the unmount syscall (tests with a made-up mount
 	// table); it gets a host path under HostRoot. The path is still reached
-	// without following symlinks, but the mount IDs are not checked.
+	// without following symlinks, and the table's mount on top is still
+	// held to the one judged, but statx and statmount are not asked.
 	Unmount func(hostPath string) error
 	// CSI configures the calls of NodeUnpublish and NodeUnstage actions.
 	CSI CSIExec
@@ -46,8 +48,12 @@ type ExecOptions struct {
 // stops everything: each remaining action is skipped as Keep, with why; a
 // mount that changed skips its action as Keep. Every removal goes through
 // file descriptors that cannot follow a symlink or cross a mount, confined
-// to the pod dir; every unmount checks that the mount it is about to
-// unmount is one the table has at the path. When an action of a pod fails
+// to the pod dir. Each action acts on what the plan judged (Action.Mounts,
+// Action.Inode), checked right before the call: an unmount on the next
+// mount judged, on top at the path; a removal on the inode judged, held
+// and renamed aside before the unlink; a call to a CSI driver on the mount
+// judged. A plan of another boot (ActionPlan.BootID), or an action without
+// what it judged, is kept. When an action of a pod fails
 // or is skipped, the rest of that pod's actions are skipped and Execute
 // goes on with the next pod. Each result's Err says why it is not Done,
 // as typed errors (ErrNodeChanged, ErrPodsDirChanged, *csinode.CallError,
@@ -184,7 +190,7 @@ func (e *executor) runChecked(a Action) ActionResult {
 		err = ofKind(ErrRefused, fmt.Errorf("unknown action %q", a.Action))
 	}
 	switch {
-	case errors.Is(err, ErrNodeChanged):
+	case errors.Is(err, ErrNodeChanged), errors.Is(err, ErrNotJudged):
 		return e.keep(a, err)
 	case err != nil:
 		return e.stop(a, Failed, err)
@@ -218,10 +224,30 @@ func (e *executor) hold() error {
 			if err := e.held.isPlanned(e.plan.PodsDirIdentity); err != nil {
 				e.halted = err
 				e.log.V(4).Info("Cleanup stopped: not the pods dir planned for", "podsDir", e.plan.PodsDir, "why", err.Error())
+			} else if err := sameBoot(e.plan.BootID); err != nil {
+				e.halted = err
+				e.log.V(4).Info("Cleanup stopped: not the boot planned in", "why", err.Error())
 			}
 		}
 	}
 	return e.holdErr
+}
+
+// sameBoot checks that the node runs the boot a plan was made in
+// (ActionPlan.BootID): mount IDs and inodes are those of one boot.
+func sameBoot(planned string) error {
+	now, err := mountid.BootID()
+	switch {
+	case planned == "":
+		return fmt.Errorf("%w: the plan records no boot of the node (bootID: a plan of an older volrecon), so it cannot be told that "+
+			"the mounts and files it judged are those of now: nothing is carried out; plan again", ErrOtherBoot)
+	case err != nil:
+		return fmt.Errorf("%w: %w: nothing is carried out", ErrOtherBoot, err)
+	case now != planned:
+		return fmt.Errorf("%w: the plan was made in boot %s, the node runs boot %s (it restarted since, or the plan is of another node): "+
+			"nothing is carried out; plan again", ErrOtherBoot, planned, now)
+	}
+	return nil
 }
 
 // release closes what hold opened.
@@ -319,4 +345,16 @@ func noMountBetween(table mountView, podDir, path string) error {
 		}
 	}
 	return nil
+}
+
+// is says whether m, an entry of a table read now, is the mount judged: of
+// the same mount ID, device, type and root. Its unique ID, where judged,
+// is asked of the kernel apart (statx, statmount).
+func (j MountIdentity) is(m mountscan.Mount) bool {
+	return m.ID == j.ID && m.Dev.String() == j.Dev && m.FSType == j.FSType && m.Root == j.Root
+}
+
+// identityOf is the identity of a table's mount, without its unique ID.
+func identityOf(m mountscan.Mount) MountIdentity {
+	return MountIdentity{ID: m.ID, Dev: m.Dev.String(), FSType: m.FSType, Root: m.Root}
 }

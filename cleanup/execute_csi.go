@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/volrecon/volrecon/internal/mountid"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
@@ -133,10 +134,19 @@ func (e *executor) checkCSI(a Action, table mountView) error {
 	}
 	stack := table.At(a.Path)
 	switch {
+	case len(a.Mounts) == 0:
+		return ofKind(ErrNotJudged, fmt.Errorf("%s: the plan records no mount it judged there (a plan of an older volrecon): plan again", a.Path))
+	case len(a.Mounts) != 1:
+		return ofKind(ErrRefused, fmt.Errorf("%s: %d mounts judged, the planner judges one", a.Path, len(a.Mounts)))
 	case len(stack) != 1:
 		return fmt.Errorf("%w: %s has %d mount-table entries, planned with 1", ErrNodeChanged, a.Path, len(stack))
 	case devKey(stack[0]) != a.CSI.Source:
 		return fmt.Errorf("%w: %s now mounts %s, planned with %s", ErrNodeChanged, a.Path, devKey(stack[0]), a.CSI.Source)
+	case !a.Mounts[0].is(stack[0]):
+		return fmt.Errorf("%w: the mount at %s is %s now, not %s, the one the plan judged", ErrNodeChanged, a.Path, identityOf(stack[0]), a.Mounts[0])
+	}
+	if err := e.stillJudged(a.Path, a.Mounts[0], stack[0]); err != nil {
+		return err
 	}
 	for _, m := range table.atOrBelow(a.Path) {
 		if m.MountPoint != a.Path {
@@ -186,6 +196,28 @@ func (e *executor) stillNoUser(a Action, view mountView, x mountscan.Mount) erro
 		return fmt.Errorf("%w: the mount namespaces could not all be read again before NodeUnstage: %w", ErrNodeChanged, err)
 	case user != "":
 		return fmt.Errorf("%w: %s still mounts the staging mount's filesystem subtree", ErrNodeChanged, user)
+	}
+	return nil
+}
+
+// stillJudged checks, where the plan recorded the unique ID of the mount it
+// judged, that m, the table's entry read now, is that very mount: the
+// judged mount still exists and holds m's mount ID and device (statmount,
+// which touches no filesystem). A mount ID and a device given again to a
+// mount made since would pass the table's check alone.
+func (e *executor) stillJudged(path string, judged MountIdentity, m mountscan.Mount) error {
+	if judged.UniqueID == 0 {
+		return nil
+	}
+	if !isOwnMountTable(e.opts.Node) {
+		return fmt.Errorf("%w: %s: the plan judged the mount of unique ID %d, which a mount table of another namespace cannot show", ErrNodeChanged, path, judged.UniqueID)
+	}
+	holds, err := mountid.Holds(judged.UniqueID, m.ID, m.Dev)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %s: whether the mount there is %s cannot be told: %w", ErrNodeChanged, path, judged, err)
+	case !holds:
+		return fmt.Errorf("%w: the mount at %s is not %s, the one the plan judged: it was replaced since by a mount with the same ID and device", ErrNodeChanged, path, judged)
 	}
 	return nil
 }

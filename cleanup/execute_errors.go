@@ -27,6 +27,15 @@ var (
 	// ErrNoPodsDirIdentity: the plan records no identity of its pods dir
 	// (ActionPlan.PodsDirIdentity), so nothing of it is carried out.
 	ErrNoPodsDirIdentity = errors.New("the plan records no identity of its pods dir")
+	// ErrOtherBoot: the plan was made in another boot of the node, or
+	// records none (ActionPlan.BootID): the mounts and files it judged are
+	// not those of now, so nothing of it is carried out. It is an
+	// ErrNodeChanged.
+	ErrOtherBoot = fmt.Errorf("%w: the plan is of another boot of the node", ErrNodeChanged)
+	// ErrNotJudged: an action that would remove or unmount records no
+	// identity of what the plan judged (Action.Mounts, Action.Inode: a
+	// plan of an older volrecon), so it is kept.
+	ErrNotJudged = errors.New("the plan records no identity of what the action acts on")
 	// ErrMountTableUnread: the mount table could not be read before the
 	// action, so it is kept: what is mounted is unknown.
 	ErrMountTableUnread = errors.New("the mount table could not be read")

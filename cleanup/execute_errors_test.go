@@ -20,10 +20,9 @@ import (
 // identity Plan records for it.
 func kitPlan(t *testing.T, n *fakenode.Node, actions ...cleanup.Action) *cleanup.ActionPlan {
 	t.Helper()
-	pods := n.Path("pods")
-	id := cleanup.Plan(t.Context(), &reconstruct.State{PodsDir: pods}, cleanup.Options{Node: n.Node()}).PodsDirIdentity
-	require.NotNil(t, id)
-	return &cleanup.ActionPlan{SchemaVersion: reconstruct.SchemaVersion, PodsDir: pods, PodsDirIdentity: id, Actions: actions}
+	plan := judge(t, n.Node(), &cleanup.ActionPlan{SchemaVersion: reconstruct.SchemaVersion, PodsDir: n.Path("pods"), Actions: actions})
+	require.NotNil(t, plan.PodsDirIdentity)
+	return plan
 }
 
 func kitAct(n *fakenode.Node, kind cleanup.ActionKind, uid, rel string) cleanup.Action {

@@ -1,38 +1,56 @@
 package cleanup
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/volrecon/volrecon/internal/mountid"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
-// maxStacked bounds how often one path is unmounted.
-const maxStacked = 64
-
-// unmount unmounts a pod-level mount until the table shows no entry left at
-// the path (stacked mounts). Never lazily: a busy mount stays and fails.
+// unmount unmounts the mounts the plan judged at a.Path (Action.Mounts),
+// topmost first, and nothing else. Never lazily: a busy mount stays and
+// fails.
 //
 // The path string is never handed to the kernel: its parent is opened
 // beneath the held pods dir without following symlinks or crossing mounts,
 // and the kernel unmounts "/proc/self/fd/<parent>/<name>" with
 // UMOUNT_NOFOLLOW, which can only reach what is mounted at name in that very
-// directory. Right before, statx of the same name must show the root of a
-// mount whose ID the table has at the path. (A descriptor of the mount
-// itself would make a non-lazy unmount fail with EBUSY: it holds the mount.)
+// directory, on top. Right before each unmount, the mount on top there must
+// be the next mount judged: the table, read afresh, has it on top (mount
+// ID, device, type, root), and statx of the same name shows the root of
+// that mount ID (and of its unique ID, where the plan recorded one). A
+// mount the plan did not judge on top stops the loop, Keep: nothing below
+// it is unmounted. A judged mount that is gone already (someone else
+// unmounted it) is passed over. (A descriptor of the mount itself would
+// make a non-lazy unmount fail with EBUSY: it holds the mount.)
+//
+// What remains is the moment between statx and umount2: a mount made on
+// top in it would be the one unmounted. Afterwards the judged mount must be
+// gone (statmount of its unique ID, or the table): if it is not, the
+// unmount took another, and the action fails, saying so.
 //
 // A dry run makes those checks for the topmost mount (those below it show
 // only once it is gone), unmounts nothing, and counts the path unmounted
 // for the actions after it.
 func (e *executor) unmount(a Action, table mountView) error {
+	switch {
+	case len(a.Mounts) == 0:
+		return ofKind(ErrNotJudged, fmt.Errorf("unmount %s: the plan records no mount it judged there (a plan of an older volrecon): plan again", a.Path))
+	case len(a.Mounts) > maxStacked:
+		return ofKind(ErrRefused, fmt.Errorf("unmount %s: %d mounts judged, more than the %d the planner records", a.Path, len(a.Mounts), maxStacked))
+	}
 	podDir := filepath.Join(e.plan.PodsDir, a.PodUID)
 	if err := noMountBetween(table, podDir, a.Path); err != nil {
 		return err
@@ -47,17 +65,24 @@ func (e *executor) unmount(a Action, table mountView) error {
 		return fmt.Errorf("unmount %s: %w", a.Path, err)
 	}
 	defer unix.Close(parentFd)
-	for range maxStacked {
-		if !table.isMountPoint(a.Path) {
-			return stillMounted(a, parentFd, name)
+	for next := 0; ; next++ {
+		stack := table.At(a.Path)
+		next = nextStillThere(a.Mounts, next, stack)
+		if next == len(a.Mounts) {
+			break // what is left there, if anything, lies below what was judged
 		}
-		if err := e.unmountTop(a, table.Table, parentFd, name); err != nil {
+		judged := a.Mounts[next]
+		if top := stack[len(stack)-1]; !judged.is(top) {
+			return fmt.Errorf("%w: unmount %s: the mount on top there is %s now, not %s, the next the plan judged: "+
+				"nothing more is unmounted (%d of the %d judged were)", ErrNodeChanged, a.Path, identityOf(top), judged, next, len(a.Mounts))
+		}
+		if err := e.unmountTop(a, judged, parentFd, name); err != nil {
 			return err
 		}
 		if e.dry {
 			e.gone[a.Path] = true
-			if n := len(table.At(a.Path)); n > 1 {
-				e.would = fmt.Sprintf("(%d stacked mounts)", n)
+			if len(stack) > 1 {
+				e.would = fmt.Sprintf("(%d stacked mounts)", min(len(stack), len(a.Mounts)))
 			}
 			return nil
 		}
@@ -66,8 +91,41 @@ func (e *executor) unmount(a Action, table mountView) error {
 			return fmt.Errorf("unmount %s: the mount table could not be read afterwards: %w", a.Path, err)
 		}
 		table = e.view(t)
+		if err := e.unmounted(a, judged, table); err != nil {
+			return err
+		}
 	}
-	return fmt.Errorf("unmount %s: still mounted after %d unmounts", a.Path, maxStacked)
+	if table.isMountPoint(a.Path) {
+		return nil
+	}
+	return stillMounted(a, parentFd, name)
+}
+
+// nextStillThere returns the first judged mount from next on that stack
+// still holds: those before it are gone already.
+func nextStillThere(judged []MountIdentity, next int, stack []mountscan.Mount) int {
+	for next < len(judged) && !slices.ContainsFunc(stack, judged[next].is) {
+		next++
+	}
+	return next
+}
+
+// unmounted checks, after an unmount, that the mount it was to unmount is
+// gone: otherwise a mount made on top in the meantime was unmounted instead.
+func (e *executor) unmounted(a Action, judged MountIdentity, table mountView) error {
+	still := slices.ContainsFunc(table.At(a.Path), judged.is)
+	if judged.UniqueID != 0 && e.opts.Unmount == nil {
+		exists, err := mountid.Exists(judged.UniqueID)
+		if err != nil {
+			return fmt.Errorf("unmount %s: whether %s is gone cannot be told: %w", a.Path, judged, err)
+		}
+		still = exists
+	}
+	if still {
+		return fmt.Errorf("unmount %s: %s, which the plan judged, is still mounted after the unmount: another mount, made on top of it "+
+			"at that very moment, was unmounted instead; nothing more is unmounted", a.Path, judged)
+	}
+	return nil
 }
 
 // stillMounted checks, once the table has no mount at a.Path, that the
@@ -86,10 +144,9 @@ func stillMounted(a Action, parentFd int, name string) error {
 	return nil
 }
 
-// unmountTop unmounts the topmost mount at name in parentFd, once it is
-// sure that mount is one the table has at a.Path; a dry run stops short of
-// the unmount.
-func (e *executor) unmountTop(a Action, table *mountscan.Table, parentFd int, name string) error {
+// unmountTop unmounts the topmost mount at name in parentFd, once statx
+// shows it is the judged one; a dry run stops short of the unmount.
+func (e *executor) unmountTop(a Action, judged MountIdentity, parentFd int, name string) error {
 	id, err := statxAt(parentFd, name, 0)
 	if err != nil {
 		return fmt.Errorf("unmount %s: %w", a.Path, err)
@@ -99,7 +156,7 @@ func (e *executor) unmountTop(a Action, table *mountscan.Table, parentFd int, na
 	}
 	fake := e.opts.Unmount != nil // a test's fake table: its mount IDs are made up
 	if !fake {
-		if err := id.isMountIn(table.At(a.Path)); err != nil {
+		if err := id.isJudged(parentFd, name, judged); err != nil {
 			return fmt.Errorf("%w: unmount %s: %w", ErrNodeChanged, a.Path, err)
 		}
 	}
@@ -157,15 +214,18 @@ func (e *executor) openPodDir(uid string) (int, error) {
 	return fd, nil
 }
 
-// remove removes one file or empty dir. Its parent is opened beneath the
-// pod dir, itself opened beneath the held pods dir, with RESOLVE_BENEATH,
-// RESOLVE_NO_SYMLINKS and RESOLVE_NO_XDEV, so a symlink or a mount swapped
-// in since the plan fails the action instead of redirecting it; the entry
-// itself is checked to be of the planned type and removed with unlinkat,
-// which never follows it. A dry run makes every check and removes
-// nothing; where an earlier action would have unmounted the path, what
-// lies under that mount cannot be seen, and it says so.
+// remove removes one file or empty dir, the very one the plan judged
+// (Action.Inode). Its parent is opened beneath the pod dir, itself opened
+// beneath the held pods dir, with RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS and
+// RESOLVE_NO_XDEV, so a symlink or a mount swapped in since the plan fails
+// the action instead of redirecting it; the entry itself is held and
+// checked (removeEntry). A dry run makes every check and removes nothing;
+// where an earlier action would have unmounted the path, what lies under
+// that mount cannot be seen, and it says so.
 func (e *executor) remove(a Action, table mountView, podDir string) error {
+	if a.Inode == nil && a.Action != Rmdir && (a.Action != Unlink || !a.MustBeEmpty) {
+		return ofKind(ErrNotJudged, fmt.Errorf("%s %s: the plan records no inode it judged there (a plan of an older volrecon): plan again", a.Action, a.Path))
+	}
 	if err := unmounted(table, append([]string{a.Path}, a.MustBeUnmounted...)...); err != nil {
 		return err
 	}
@@ -181,7 +241,7 @@ func (e *executor) remove(a Action, table mountView, podDir string) error {
 		e.would = "(once " + mp + " is unmounted, as planned before it: what lies under that mount is checked then)"
 		return nil
 	}
-	if err := removeEntry(dirFd, name, a.Action, a.Path, a.MustBeEmpty, e.dry); err != nil || !e.dry || a.Action != Rmdir {
+	if err := removeEntry(dirFd, name, a, e.dry); err != nil || !e.dry || a.Action != Rmdir {
 		return err
 	}
 	return e.wouldBeEmpty(dirFd, name, a.Path)
@@ -229,31 +289,118 @@ func holdsData(st *unix.Stat_t) bool {
 	return true
 }
 
-// removeEntry removes name in dirFd if it is of the type kind removes (and,
-// with mustBeEmpty, holds no data); with dry it only checks that.
-func removeEntry(dirFd int, name string, kind ActionKind, target string, mustBeEmpty, dry bool) error {
-	var st unix.Stat_t
-	if err := unix.Fstatat(dirFd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return fmt.Errorf("%s %s: %w", kind, target, err)
-	}
-	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
-	flags := 0
+// removeEntry removes name in dirFd if it is what a judged: the entry is
+// opened (O_PATH, never followed, never a mount crossed) and held, so that
+// its inode cannot be freed and given to another file; the held file is
+// checked (judge); then it is renamed to a name of its own that no one
+// else knows (RENAME_NOREPLACE), the entry at that name is checked to be
+// the held inode, and only that name is unlinked. A file renamed onto the
+// name at any moment is never the one removed: one that came before the
+// rename is found at the new name and put back; one that came after lies
+// at the old name, untouched. With dry it only checks.
+func removeEntry(dirFd int, name string, a Action, dry bool) error {
+	fd, err := openat2(dirFd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_XDEV)
 	switch {
-	case kind == Rmdir && !isDir, kind != Rmdir && isDir:
-		return fmt.Errorf("%w: %s is no longer what was planned (%s)", ErrNodeChanged, target, kind)
-	case kind == RemoveVolumeData && st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return fmt.Errorf("%w: %s is no longer a regular file", ErrNodeChanged, target)
-	case mustBeEmpty && holdsData(&st):
-		return fmt.Errorf("%w: %s holds data now that nothing is mounted on it (%d bytes): kept", ErrNodeChanged, target, st.Size)
-	case dry:
-		return nil
-	case isDir:
-		flags = unix.AT_REMOVEDIR
+	case errors.Is(err, unix.EXDEV):
+		return fmt.Errorf("%w: %s is a mount point now", ErrNodeChanged, a.Path)
+	case err != nil:
+		return fmt.Errorf("%s %s: %w", a.Action, a.Path, err)
 	}
-	if err := unix.Unlinkat(dirFd, name, flags); err != nil {
-		return fmt.Errorf("%s %s: %w", kind, target, err)
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("%s %s: %w", a.Action, a.Path, err)
+	}
+	if err := judge(a, &st); err != nil || dry {
+		return err
+	}
+	return unlinkHeld(dirFd, name, fd, a)
+}
+
+// judge checks that st, the held entry, is what a removes: of its type,
+// empty where it must be (MustBeEmpty), and the inode the plan judged.
+func judge(a Action, st *unix.Stat_t) error {
+	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+	switch {
+	case a.Action == Rmdir && !isDir, a.Action != Rmdir && isDir:
+		return fmt.Errorf("%w: %s is no longer what was planned (%s)", ErrNodeChanged, a.Path, a.Action)
+	case a.Action == RemoveVolumeData && st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return fmt.Errorf("%w: %s is no longer a regular file", ErrNodeChanged, a.Path)
+	case a.MustBeEmpty && holdsData(st):
+		return fmt.Errorf("%w: %s holds data now that nothing is mounted on it (%d bytes): kept", ErrNodeChanged, a.Path, st.Size)
+	case a.Inode != nil && !a.Inode.is(st):
+		return fmt.Errorf("%w: %s is %s now, not %s the plan judged: kept", ErrNodeChanged, a.Path, inodeIdentity(st), a.Inode)
 	}
 	return nil
+}
+
+// unlinkHeld removes the entry name of dirFd, which is the inode held by fd
+// (checked by judge), by way of a name of its own (see removeEntry).
+func unlinkHeld(dirFd int, name string, fd int, a Action) error {
+	flags := 0
+	if a.Action == Rmdir {
+		flags = unix.AT_REMOVEDIR
+	}
+	tmp, err := removalName()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", a.Action, a.Path, err)
+	}
+	if err := unix.Renameat2(dirFd, name, dirFd, tmp, unix.RENAME_NOREPLACE); err != nil {
+		return fmt.Errorf("%s %s: rename it aside before removing it: %w", a.Action, a.Path, err)
+	}
+	var held, moved unix.Stat_t
+	err = errors.Join(unix.Fstat(fd, &held), unix.Fstatat(dirFd, tmp, &moved, unix.AT_SYMLINK_NOFOLLOW))
+	switch {
+	case err != nil:
+		return putBack(dirFd, tmp, name, a, fmt.Errorf("%s %s: %w", a.Action, a.Path, err))
+	case moved.Dev != held.Dev || moved.Ino != held.Ino:
+		return putBack(dirFd, tmp, name, a, fmt.Errorf("%w: %s was replaced by %s at the last moment: kept", ErrNodeChanged, a.Path, inodeIdentity(&moved)))
+	}
+	if err := judge(a, &held); err != nil {
+		return putBack(dirFd, tmp, name, a, err)
+	}
+	if err := unix.Unlinkat(dirFd, tmp, flags); err != nil {
+		return putBack(dirFd, tmp, name, a, fmt.Errorf("%s %s: %w", a.Action, a.Path, err))
+	}
+	return nil
+}
+
+// removalNamePrefix starts the name an entry is renamed to before it is
+// removed.
+const removalNamePrefix = ".volrecon-removing-"
+
+// removalName is a name no one else knows, in the dir of the entry.
+func removalName() (string, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return removalNamePrefix + hex.EncodeToString(b[:]), nil
+}
+
+// putBack renames the entry at tmp back to name, after why kept it from
+// being removed; if name was taken meanwhile it stays at tmp, and the
+// error says where.
+func putBack(dirFd int, tmp, name string, a Action, why error) error {
+	if err := unix.Renameat2(dirFd, tmp, dirFd, name, unix.RENAME_NOREPLACE); err != nil {
+		return fmt.Errorf("%w; and it could not be put back (%w): it is at %s", why, err, filepath.Join(filepath.Dir(a.Path), tmp))
+	}
+	return why
+}
+
+// is says whether st is the inode i names; for a directory, the inode and
+// type only (its size and link count change as its entries are removed).
+func (i *InodeIdentity) is(st *unix.Stat_t) bool {
+	now := inodeIdentity(st)
+	if i.Type == InodeDir {
+		return now.Dev == i.Dev && now.Ino == i.Ino && now.Type == i.Type
+	}
+	return *now == *i
+}
+
+// inodeIdentity is the identity of what fstat said.
+func inodeIdentity(st *unix.Stat_t) *InodeIdentity {
+	return &InodeIdentity{Dev: devString(uint64(st.Dev)), Ino: st.Ino, Type: inodeType(st.Mode), Size: st.Size, Nlink: uint64(st.Nlink)} //nolint:unconvert // not uint64 everywhere
 }
 
 // openNoSymlinks opens the host path p (under hostRoot) as an O_PATH
@@ -469,20 +616,29 @@ func (id identity) String() string {
 	return fmt.Sprintf("inode %d of device %d:%d on mount %d", id.ino, unix.Major(id.dev), unix.Minor(id.dev), id.mntID)
 }
 
-// isMountIn checks that id is the root of one of the mounts at.
-func (id identity) isMountIn(at []mountscan.Mount) error {
-	ids := make([]string, len(at))
-	for i, m := range at {
-		ids[i] = strconv.Itoa(m.ID)
-		if uint64(m.ID) == id.mntID && id.mountRoot {
-			return nil
-		}
-	}
+// isJudged checks that id, what statx said of name in dirFd, is the root
+// of the judged mount: its mount ID and, where the plan recorded it, its
+// unique ID (statx STATX_MNT_ID_UNIQUE of the same name).
+func (id identity) isJudged(dirFd int, name string, judged MountIdentity) error {
 	switch {
 	case id.mntID == 0 || !id.rootKnown:
 		return errors.New("the kernel does not report mount IDs (statx STATX_MNT_ID, Linux 5.8+): what is mounted there cannot be checked")
 	case !id.mountRoot:
-		return fmt.Errorf("it is not a mount point now (the table has mount %s there)", strings.Join(ids, ", "))
+		return fmt.Errorf("it is not a mount point now (the plan judged %s there)", judged)
+	case id.mntID != uint64(judged.ID):
+		return fmt.Errorf("the mount there is mount %d, not %s, the one the plan judged", id.mntID, judged)
+	case judged.UniqueID == 0:
+		return nil
 	}
-	return fmt.Errorf("the mount there is mount %d, not the table's %s", id.mntID, strings.Join(ids, ", "))
+	var stx unix.Statx_t
+	err := unix.Statx(dirFd, name, unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_DONT_SYNC, unix.STATX_MNT_ID_UNIQUE, &stx)
+	switch {
+	case err != nil:
+		return fmt.Errorf("statx: %w", err)
+	case stx.Mask&unix.STATX_MNT_ID_UNIQUE == 0:
+		return fmt.Errorf("the kernel does not report unique mount IDs now, and the plan judged %s", judged)
+	case stx.Mnt_id != judged.UniqueID:
+		return fmt.Errorf("the mount there is the mount of unique ID %d, not %s, the one the plan judged", stx.Mnt_id, judged)
+	}
+	return nil
 }

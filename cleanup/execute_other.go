@@ -28,3 +28,5 @@ func (*heldDir) close() {}
 func (e *executor) unmount(Action, mountView) error { return errUnsupported }
 
 func (e *executor) remove(Action, mountView, string) error { return errUnsupported }
+
+func isOwnMountTable(reconstruct.Node) bool { return false }

@@ -2,6 +2,7 @@ package cleanup_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -65,12 +66,12 @@ func (n *execNode) exec(plan *cleanup.ActionPlan, opts cleanup.ExecOptions) []cl
 	return cleanup.Execute(n.t.Context(), n.identified(plan), opts)
 }
 
-// identified gives a hand-made plan the identity of the pods dir that Plan
-// records, from a plan of a State with no pods.
+// identified gives a hand-made plan the identity of the pods dir, the
+// boot and the identities of what its actions act on that Plan records
+// (judge).
 func (n *execNode) identified(plan *cleanup.ActionPlan) *cleanup.ActionPlan {
-	empty := cleanup.Plan(n.t.Context(), &reconstruct.State{PodsDir: plan.PodsDir}, cleanup.Options{Node: n.node()})
-	require.NotNil(n.t, empty.PodsDirIdentity, empty.Notes)
-	plan.PodsDirIdentity = empty.PodsDirIdentity
+	plan = judge(n.t, n.node(), plan)
+	require.NotNil(n.t, plan.PodsDirIdentity)
 	return plan
 }
 
@@ -265,4 +266,66 @@ func TestPlanRecordsThePodsDirIdentity(t *testing.T) {
 	assert.Nil(t, plan.PodsDirIdentity, "a symlink is never followed")
 	require.Len(t, plan.Notes, 1)
 	assert.Contains(t, plan.Notes[0], "nothing of this plan can be carried out")
+}
+
+// A plan of an older volrecon records no boot and no identity of what its
+// actions act on: nothing of it is carried out. A plan of another boot
+// (the node restarted since, or the plan is another node's) neither. An
+// action that records nothing it judged is kept, whatever the rest.
+func TestExecuteCarriesOutOnlyWhatThePlanJudged(t *testing.T) {
+	token := "volumes/kubernetes.io~projected/token"
+	for name, c := range map[string]struct {
+		change func(plan *cleanup.ActionPlan)
+		is     error
+		why    string
+		kept   []bool
+	}{
+		"no boot": {func(p *cleanup.ActionPlan) { p.BootID = "" }, cleanup.ErrOtherBoot, "records no boot", []bool{true, true, true}},
+		"another boot": {func(p *cleanup.ActionPlan) { p.BootID = "00000000-0000-4000-8000-000000000000" }, cleanup.ErrOtherBoot,
+			"the plan was made in boot 00000000-0000-4000-8000-000000000000", []bool{true, true, true}},
+		"an unlink without its inode": {func(p *cleanup.ActionPlan) { p.Actions[2].Inode = nil }, cleanup.ErrNotJudged,
+			"records no inode it judged", []bool{false, false, true}},
+		"an unmount without its mounts": {func(p *cleanup.ActionPlan) { p.Actions[0].Mounts = nil }, cleanup.ErrNotJudged,
+			"records no mount it judged", []bool{true, true, false}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := newExecNode(t, execUIDA+"/"+token, execUIDB+"/etc-hosts.txt")
+			n.mounts = []string{execPods + "/" + execUIDA + "/" + token}
+			unmount := func(string) error { n.mounts = nil; return nil }
+			plan := n.identified(planOf(act(cleanup.Unmount, execUIDA, token), act(cleanup.Rmdir, execUIDA, token),
+				act(cleanup.Unlink, execUIDB, "etc-hosts.txt")))
+			c.change(plan)
+			rs := cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Node: n.node(), Apply: true, Unmount: unmount})
+			for i, r := range rs {
+				if !c.kept[i] {
+					assert.Equal(t, cleanup.Done, r.Result, "%s %s: %s", r.Action.Action, r.Path, r.Error)
+					continue
+				}
+				assert.Equal(t, cleanup.Skipped, r.Result, r.Path)
+				if r.Action.Action == cleanup.Keep && r.Err != nil && !errors.Is(r.Err, cleanup.ErrNotRun) {
+					assert.ErrorIs(t, r.Err, c.is, r.Path)
+					assert.Contains(t, r.Reason, c.why, r.Path)
+				}
+			}
+			assert.Equal(t, c.kept[0], len(n.mounts) == 1, "the unmount")
+			assert.Equal(t, c.kept[2], n.exists(execPods+"/"+execUIDB+"/etc-hosts.txt"), "the unlink")
+		})
+	}
+}
+
+// After each unmount the mount judged must be gone: if it is still there,
+// the unmount took another mount, made on top of it at that very moment,
+// and the action fails, saying so, with nothing more unmounted.
+func TestExecuteSaysWhenAnUnmountTookAnotherMount(t *testing.T) {
+	token := "volumes/kubernetes.io~projected/token"
+	n := newExecNode(t, execUIDA+"/"+token)
+	n.mounts = []string{execPods + "/" + execUIDA + "/" + token}
+	calls := 0
+	unmount := func(string) error { calls++; return nil } // as if a mount made on top at that moment went instead
+	rs := n.exec(planOf(act(cleanup.Unmount, execUIDA, token), act(cleanup.Rmdir, execUIDA, token)),
+		cleanup.ExecOptions{Apply: true, Unmount: unmount})
+	assert.Equal(t, []cleanup.Result{cleanup.Failed, cleanup.Skipped}, resultsOf(rs))
+	assert.Contains(t, rs[0].Error, "is still mounted after the unmount: another mount, made on top of it at that very moment, was unmounted instead")
+	assert.Equal(t, 1, calls)
+	assert.True(t, n.exists(execPods+"/"+execUIDA+"/"+token))
 }

@@ -64,12 +64,27 @@ func TestFixturePlans(t *testing.T) {
 	require.NotZero(t, planned, "no fixture asks for a plan")
 }
 
-// planGolden is the JSON of a plan without the identity of its pods dir,
-// which is the temp dir's and differs from run to run; Plan must record it.
+// planGolden is the JSON of a plan without what differs from run to run,
+// which Plan must record: the identity of its pods dir and the inodes its
+// actions judged (the temp dir's: their device and number are 0:0 and 0
+// here, a directory's size and link count 0, as they depend on the
+// filesystem), and the boot.
 func planGolden(t *testing.T, plan *cleanup.ActionPlan) []byte {
 	t.Helper()
 	require.NotNil(t, plan.PodsDirIdentity, "Plan records the pods dir's identity: %v", plan.Notes)
-	plan.PodsDirIdentity = nil
+	require.NotEmpty(t, plan.BootID, "Plan records the boot: %v", plan.Notes)
+	plan.PodsDirIdentity, plan.BootID = nil, ""
+	for i, a := range plan.Actions {
+		if a.Inode == nil {
+			continue
+		}
+		inode := *a.Inode
+		inode.Dev, inode.Ino = "0:0", 0
+		if inode.Type == cleanup.InodeDir {
+			inode.Size, inode.Nlink = 0, 0
+		}
+		plan.Actions[i].Inode = &inode
+	}
 	return fakenode.MarshalGolden(t, plan)
 }
 

@@ -3,6 +3,7 @@ package cleanup
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/volrecon/volrecon/internal/mountid"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/progress"
@@ -53,6 +55,12 @@ type snapshot struct {
 	// users must be told apart outside the scope of table (stagingUser).
 	whole    *mountscan.Table
 	wholeErr error
+	// watermark is the highest unique mount ID of the namespace right
+	// before the table was read (mountid.Watermark), 0 when there is none
+	// (a table of another namespace, a kernel before Linux 6.8); unique
+	// holds the unique IDs of the table's mounts resolved so far.
+	watermark uint64
+	unique    map[int]uint64
 }
 
 // Plan turns a State into an ordered cleanup plan. Only Orphaned pods are
@@ -77,8 +85,11 @@ func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan 
 	log := klog.FromContext(ctx)
 	plan := &ActionPlan{SchemaVersion: reconstruct.SchemaVersion, PodsDir: st.PodsDir, Actions: []Action{}}
 	opts.RootDirAliases = planAliases(st, opts.Node)
+	var err error
+	if plan.BootID, err = mountid.BootID(); err != nil {
+		plan.Notes = append(plan.Notes, "nothing of this plan can be carried out: the boot it is made in could not be recorded: "+err.Error())
+	}
 	if st.PodsDir != "" {
-		var err error
 		if plan.PodsDirIdentity, err = podsDirIdentity(opts.Node, st.PodsDir); err != nil {
 			plan.Notes = append(plan.Notes, "nothing of this plan can be carried out: the pods dir's identity could not be recorded: "+err.Error())
 		}
@@ -123,6 +134,7 @@ func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan 
 			plan.Actions = append(plan.Actions, opts.planLeakedStaging(ctx, st, snap, ev, f))
 		}
 	}
+	snap.resolveUniqueIDs(ctx, plan.Actions)
 	log.V(2).Info("Planned cleanup", "orphanedPods", orphans, "actions", len(plan.Actions), "unmount", opts.Unmount)
 	return plan
 }
@@ -149,11 +161,70 @@ func runningReason(st *reconstruct.State, uid string) (string, bool) {
 }
 
 func (o Options) snapshot(ctx context.Context, st *reconstruct.State) (*snapshot, error) {
+	var watermark uint64
+	if isOwnMountTable(o.Node) {
+		var err error
+		if watermark, err = mountid.Watermark(); err != nil {
+			klog.FromContext(ctx).V(4).Info("No unique mount IDs: mounts are told apart by mount ID, device and boot", "why", err.Error())
+		}
+	}
 	table, err := o.MountTable.ReadScoped(ctx, stateScope(st, o.RootDirAliases))
 	if err != nil {
 		return nil, err
 	}
-	return &snapshot{Node: o.Node, table: table, values: context.WithoutCancel(ctx)}, nil
+	return &snapshot{Node: o.Node, table: table, values: context.WithoutCancel(ctx), watermark: watermark, unique: map[int]uint64{}}, nil
+}
+
+// mountIdentity is the identity of m, a mount of the snapshot's table,
+// with its unique ID where resolved (resolveUniqueIDs).
+func (n *snapshot) mountIdentity(m mountscan.Mount) MountIdentity {
+	id := identityOf(m)
+	id.UniqueID = n.unique[m.ID]
+	return id
+}
+
+// resolveUniqueIDs gives the mounts the actions judged their unique IDs.
+func (n *snapshot) resolveUniqueIDs(ctx context.Context, actions []Action) {
+	lists := make([][]MountIdentity, 0, len(actions))
+	for _, a := range actions {
+		if len(a.Mounts) > 0 {
+			lists = append(lists, a.Mounts)
+		}
+	}
+	n.withUniqueIDs(ctx, lists...)
+}
+
+// withUniqueIDs sets the unique IDs of mounts of the table, in place,
+// resolving in one pass those not resolved yet (mountid.Resolve): only a
+// mount proven to be the one the table showed gets one.
+func (n *snapshot) withUniqueIDs(ctx context.Context, lists ...[]MountIdentity) {
+	if n == nil || n.watermark == 0 {
+		return
+	}
+	want := map[int]mountscan.DevID{}
+	for _, ms := range lists {
+		for _, m := range ms {
+			if _, done := n.unique[m.ID]; !done {
+				if dev, err := mountscan.ParseDevID(m.Dev); err == nil {
+					want[m.ID] = dev
+				}
+			}
+		}
+	}
+	if len(want) > 0 {
+		ids, err := mountid.Resolve(want, n.watermark)
+		if err != nil {
+			klog.FromContext(ctx).V(4).Info("Unique mount IDs not resolved", "why", err.Error())
+		}
+		for id := range want {
+			n.unique[id] = ids[id] // 0: not proven, and not asked again
+		}
+	}
+	for _, ms := range lists {
+		for i := range ms {
+			ms[i].UniqueID = n.unique[ms[i].ID]
+		}
+	}
 }
 
 // leakedReason says what to do about a leaked staging mount, and how sure
@@ -229,7 +300,7 @@ func planPod(ctx context.Context, st *reconstruct.State, snap *snapshot, tableEr
 		return p.reportMountsOnly(stay)
 	}
 	if p.planDir(pod.Path) {
-		p.add(Rmdir, pod.Path, "the pod dir, last, once empty", "pod "+pod.UID+" is not in the active pod list")
+		p.addJudged(Rmdir, PodEntry{Path: pod.Path, inode: contents.dir}, "the pod dir, last, once empty", "pod "+pod.UID+" is not in the active pod list")
 	} else {
 		p.add(Keep, pod.Path, "the pod dir stays: something below it must stay (see the actions above)")
 	}
@@ -287,11 +358,11 @@ func (p *podPlanner) mountsThatStay() int {
 	return n
 }
 
-// unmountable: this plan may unmount the mount at mp, a pod-level mount with
-// nothing mounted below it.
+// unmountable: this plan may unmount the mounts at mp, pod-level mounts
+// with nothing mounted below them.
 func (p *podPlanner) unmountable(mp string) bool {
 	e, ok := p.entries[mp]
-	if !ok || !e.Mounted || !p.opts.Unmount || !p.podLevelMount(e, p.parts(e)) {
+	if !ok || !e.Mounted || !p.opts.Unmount || p.notUnmountable(e, p.parts(e)) != "" {
 		return false
 	}
 	for _, other := range p.pod.MountPoints {
@@ -313,17 +384,24 @@ func (p *podPlanner) reportMountsOnly(stay int) []Action {
 	}
 	for _, mp := range p.pod.MountPoints {
 		e, listed := p.entries[mp]
-		switch parts := p.parts(PodEntry{Path: mp}); {
+		parts := p.parts(PodEntry{Path: mp})
+		why := notPodLevel
+		if listed {
+			why = p.notUnmountable(e, parts)
+		}
+		switch {
 		case !strings.HasPrefix(mp, p.pod.Path+"/") && mp != p.pod.Path:
 			p.add(Keep, mp, "still mounted under an alias of the kubelet root: the pod's volume is in use there", "mount table has an entry at the path")
 		case !listed:
 			p.add(Keep, mp, "still mounted, inside another mount", "mount table has an entry at the path")
 		case p.isCSITarget(parts):
 			p.add(NeedsDriver, e.Path, "NodeUnpublish through the CSI driver: the publish target is still mounted", "mount table has an entry at the path")
-		case p.podLevelMount(e, parts) && !p.opts.Unmount:
+		case why == "" && !p.opts.Unmount:
 			p.add(Keep, e.Path, "a pod-level "+e.MountFSType+" mount, still mounted: allow unmounting to remove it", "mount table has an entry at the path")
-		case p.podLevelMount(e, parts):
+		case why == "":
 			p.add(Keep, e.Path, "a pod-level "+e.MountFSType+" mount, left mounted: other mounts of the pod stay", "mount table has an entry at the path")
+		case why != notPodLevel:
+			p.add(Keep, e.Path, "still mounted: "+why, "mount table has an entry at the path")
 		default:
 			p.add(Keep, e.Path, "still mounted ("+e.MountFSType+")", "mount table has an entry at the path")
 		}
@@ -339,6 +417,12 @@ func (p *podPlanner) parts(e PodEntry) []string {
 
 func (p *podPlanner) add(kind ActionKind, path, reason string, evidence ...string) {
 	p.actions = append(p.actions, Action{Action: kind, Path: path, PodUID: p.pod.UID, Reason: reason, Evidence: evidence})
+}
+
+// addJudged adds an action that removes e, with the inode it judged.
+func (p *podPlanner) addJudged(kind ActionKind, e PodEntry, reason string, evidence ...string) {
+	p.add(kind, e.Path, reason, evidence...)
+	p.actions[len(p.actions)-1].Inode = e.inode.identity()
 }
 
 // planDir plans every entry of dir, deepest first, and reports whether dir
@@ -400,20 +484,22 @@ func kubeletLeftover(e PodEntry, parts []string) (string, bool) {
 // anything else unlinked (a symlink itself, never its target).
 func (p *podPlanner) remove(e PodEntry, why string) bool {
 	if e.Type != podsdir.TypeDir {
-		p.add(Unlink, e.Path, why, "not a mount point in the mount table", "type "+string(e.Type)+", not followed")
+		p.addJudged(Unlink, e, why, "not a mount point in the mount table", "type "+string(e.Type)+", not followed")
 		return true
 	}
 	if !p.planDir(e.Path) {
 		return false // what stays below it has a Keep action of its own
 	}
-	p.add(Rmdir, e.Path, why, "no mount at or below it in the mount table")
+	p.addJudged(Rmdir, e, why, "no mount at or below it in the mount table")
 	return true
 }
 
 // planMount plans a mount point under the pod dir: an unmount when allowed
-// and the mount is the pod's own, then the removal of the mount point.
+// and every mount stacked there is the pod's own, then the removal of the
+// mount point.
 func (p *podPlanner) planMount(e PodEntry, parts []string) bool {
-	podLevel := p.podLevelMount(e, parts)
+	why := p.notUnmountable(e, parts)
+	podLevel := why == ""
 	switch {
 	case p.isCSITarget(parts):
 		// Only the driver may unmount it, with or without Unmount.
@@ -424,12 +510,17 @@ func (p *podPlanner) planMount(e PodEntry, parts []string) bool {
 		p.add(Keep, e.Path, "a pod-level "+e.MountFSType+" mount, still mounted: allow unmounting to remove it",
 			"mount table has an entry at the path")
 		return false
-	case !podLevel:
+	case why == notPodLevel:
 		p.add(Keep, e.Path, "still mounted ("+e.MountFSType+"), and not a pod-level mount volrecon may unmount",
 			"mount table has an entry at the path")
 		return false
+	case !podLevel:
+		p.add(Keep, e.Path, "still mounted: "+why, "mount table has an entry at the path")
+		return false
 	}
-	p.add(Unmount, e.Path, "pod-level "+e.MountFSType+" mount of an orphaned pod", "mount table has an entry at the path")
+	if !p.planUnmount(e) {
+		return false
+	}
 	if e.Type == podsdir.TypeDir {
 		// rmdir itself refuses a dir that holds data once unmounted.
 		p.add(Rmdir, e.Path, "the mount point, once unmounted", "its unmount comes first")
@@ -443,17 +534,78 @@ func (p *podPlanner) planMount(e PodEntry, parts []string) bool {
 	return true
 }
 
-// podLevelMount: a mount volrecon may unmount for an orphaned pod.
-func (p *podPlanner) podLevelMount(e PodEntry, parts []string) bool {
-	switch {
-	case parts[0] == "volume-subpaths" && len(parts) == 4:
-		return true // a subpath bind
-	case parts[0] == "volumes" && len(parts) == 3:
-		v, ok := p.volumes[e.Path]
-		return ok && (reconstruct.CopiesAPIObjects(v.Plugin) ||
-			v.Plugin == "kubernetes.io/empty-dir" && (e.MountFSType == "tmpfs" || e.MountFSType == "hugetlbfs"))
+// maxStacked bounds the mounts one Unmount unmounts, and records: a stack
+// deeper than that is unmounted over several runs.
+const maxStacked = 64
+
+// planUnmount plans the unmount of the stack at e.Path, every mount of
+// which is the pod's own (notUnmountable), recording the mounts it judged,
+// at most maxStacked of them from the top. It reports whether the path
+// will be unmounted by this plan: with a deeper stack a later run unmounts
+// the rest, and the mount point stays until then.
+func (p *podPlanner) planUnmount(e PodEntry) bool {
+	stack := p.snap.table.At(e.Path)
+	judged := make([]MountIdentity, 0, min(len(stack), maxStacked))
+	for i := len(stack) - 1; i >= 0 && len(judged) < maxStacked; i-- {
+		judged = append(judged, p.snap.mountIdentity(stack[i]))
 	}
+	evidence := []string{"mount table has an entry at the path"}
+	if len(stack) > 1 {
+		evidence = []string{fmt.Sprintf("mount table has %d stacked mounts at the path, each one a pod-level mount (judged one by one)", len(stack))}
+	}
+	p.actions = append(p.actions, Action{Action: Unmount, Path: e.Path, PodUID: p.pod.UID, Reason: "pod-level " + e.MountFSType + " mount of an orphaned pod",
+		Evidence: evidence, Mounts: judged})
+	if len(stack) <= maxStacked {
+		return true
+	}
+	p.add(Keep, e.Path, fmt.Sprintf("%d more stacked mounts below the %d this run unmounts, each judged a pod-level mount: a later run unmounts them",
+		len(stack)-maxStacked, maxStacked))
 	return false
+}
+
+// notPodLevel is notUnmountable's answer for a path where the kubelet
+// makes no mount volrecon may unmount.
+const notPodLevel = "not a pod-level mount"
+
+// notUnmountable judges the mounts stacked at e.Path one by one, topmost
+// first, the way the plan judges a pod-level mount: "" when volrecon may
+// unmount every one of them for an orphaned pod, else why not, naming the
+// first it may not. The kubelet mounts a volume dir's tmpfs (or hugetlbfs
+// for an emptyDir), a whole filesystem of its own; and it binds a subpath
+// target once, never over a mount point, so a stack there is not its own.
+// A mount volrecon may not unmount, at any depth, keeps the whole stack:
+// nothing of it is unmounted.
+func (p *podPlanner) notUnmountable(e PodEntry, parts []string) string {
+	stack := p.snap.table.At(e.Path)
+	switch {
+	case parts[0] == "volume-subpaths" && len(parts) == 4 && len(stack) > 1:
+		return fmt.Sprintf("%d mounts stacked at a subpath target: the kubelet binds one there, never over a mount, so they are not all the pod's own", len(stack))
+	case parts[0] == "volume-subpaths" && len(parts) == 4:
+		return "" // a subpath bind
+	case parts[0] != "volumes" || len(parts) != 3:
+		return notPodLevel
+	}
+	v, ok := p.volumes[e.Path]
+	if !ok || !reconstruct.CopiesAPIObjects(v.Plugin) && v.Plugin != "kubernetes.io/empty-dir" {
+		return notPodLevel
+	}
+	for i := len(stack) - 1; i >= 0; i-- {
+		m := stack[i]
+		ownType := m.FSType == "tmpfs" || v.Plugin == "kubernetes.io/empty-dir" && m.FSType == "hugetlbfs"
+		switch {
+		case len(stack) == 1 && !ownType:
+			return notPodLevel
+		case len(stack) == 1 && m.Root != "/":
+			return fmt.Sprintf("a %s mount of %s:%s, a part of a filesystem, not a pod-level mount of a %s volume volrecon may unmount", m.FSType, m.Dev, m.Root, v.Plugin)
+		case !ownType || m.Root != "/":
+			return fmt.Sprintf("mount %d of the %d stacked here, counted from the top, is a %s mount of %s:%s, not a pod-level mount of a %s volume "+
+				"volrecon may unmount: no mount of the stack is unmounted", len(stack)-i, len(stack), m.FSType, m.Dev, m.Root, v.Plugin)
+		}
+	}
+	if len(stack) == 0 {
+		return notPodLevel
+	}
+	return ""
 }
 
 func (p *podPlanner) isCSITarget(parts []string) bool {
@@ -556,7 +708,7 @@ func (p *podPlanner) planVolData(e PodEntry, v reconstruct.Volume, parts []strin
 	a := Action{Action: RemoveVolumeData, Path: e.Path, PodUID: p.pod.UID,
 		Reason:          "vol_data.json of an unmounted CSI volume with no live staging mount (the kubelet's \"not a directory\" loop)",
 		Evidence:        []string{"no mount-table entry at " + v.CheckedPath, "no staging mount of the volume is live", why},
-		MustBeUnmounted: []string{v.CheckedPath}}
+		MustBeUnmounted: []string{v.CheckedPath}, Inode: e.inode.identity()}
 	if v.DeviceMountPath != "" {
 		a.MustBeUnmounted = append(a.MustBeUnmounted, v.DeviceMountPath)
 	}
@@ -600,7 +752,7 @@ func (p *podPlanner) planBlockEntry(e PodEntry, parts []string) bool {
 			"; NodeUnstage through the CSI driver first (the kubelet finds block volumes by this file)")
 		return false
 	}
-	p.add(Unlink, e.Path, "the map file of an unmapped block volume, unlinked itself (never followed)",
+	p.addJudged(Unlink, e, "the map file of an unmapped block volume, unlinked itself (never followed)",
 		"no mount-table entry at "+v.CheckedPath)
 	return true
 }
@@ -614,13 +766,13 @@ func (p *podPlanner) planSubpathEntry(e PodEntry, parts []string) bool {
 		p.add(Keep, e.Path, "not where the kubelet puts subpath entries")
 		return false
 	case e.Type == podsdir.TypeDir && e.Children == 0:
-		p.add(Rmdir, e.Path, "an empty, unmounted subpath bind target", "no mount-table entry at the path")
+		p.addJudged(Rmdir, e, "an empty, unmounted subpath bind target", "no mount-table entry at the path")
 		return true
 	case e.Type == podsdir.TypeSymlink:
 		p.add(Keep, e.Path, "a symlink where a subpath bind target belongs: not known to be the pod's own")
 		return false
 	case e.Type == podsdir.TypeFile && e.Size == 0, e.Type == podsdir.TypeOther:
-		p.add(Unlink, e.Path, "an unmounted file subpath bind target ("+string(e.Type)+", 0 bytes)", "no mount-table entry at the path")
+		p.addJudged(Unlink, e, "an unmounted file subpath bind target ("+string(e.Type)+", 0 bytes)", "no mount-table entry at the path")
 		return true
 	}
 	p.add(Keep, e.Path, "an unmounted subpath entry that is not empty: not known to be the pod's own")

@@ -102,18 +102,20 @@ func ForPods(plan *ActionPlan, uids []string) *ActionPlan {
 // otherwise, with why. An action of fresh that needs one kept (a dir above
 // it, a mount it is below, the NodeUnpublish before a NodeUnstage) is kept
 // too. Each action of reviewed that fresh does not have is added as Keep,
-// saying it is not applied. A reviewed plan of another pods dir, or one
-// without the pods dir's identity, keeps every action. What runs carries
+// saying it is not applied. Two actions are the same only if they judged
+// the same mounts and inode (ActionKey.Judged). A reviewed plan of another
+// pods dir or of another boot, or one without the pods dir's identity or
+// the boot, keeps every action. What runs carries
 // the conditions of both (MustBeUnmounted, MustBeEmpty,
 // RecheckActiveVolumes; of OtherVolumes, those both name), and Execute
 // checks every one of them as it checks any plan. Reports (Keep,
 // NeedsDriver) are fresh's.
 func Reviewed(reviewed, fresh *ActionPlan) *ActionPlan {
-	out := &ActionPlan{SchemaVersion: fresh.SchemaVersion, PodsDir: fresh.PodsDir, PodsDirIdentity: fresh.PodsDirIdentity,
+	out := &ActionPlan{SchemaVersion: fresh.SchemaVersion, PodsDir: fresh.PodsDir, PodsDirIdentity: fresh.PodsDirIdentity, BootID: fresh.BootID,
 		Notes: slices.Clone(fresh.Notes), Actions: make([]Action, 0, len(fresh.Actions))}
 	approved := map[ActionKey][]Action{}
 	other := ""
-	if err := SamePodsDir(reviewed, fresh); err != nil {
+	if err := errors.Join(SamePodsDir(reviewed, fresh), sameBootOf(reviewed, fresh)); err != nil {
 		other = err.Error()
 		out.Notes = append(out.Notes, "nothing of the reviewed plan is carried out: "+other)
 	} else {
@@ -155,22 +157,57 @@ func Reviewed(reviewed, fresh *ActionPlan) *ActionPlan {
 }
 
 // ActionKey is what makes two actions the same action: its kind, path
-// and pod, and for a call to a CSI driver the driver, the volume and the
-// mount expected at the path.
+// and pod, what it judged (the very mounts and inode: Judged), and for a
+// call to a CSI driver the driver, the volume and the mount expected at
+// the path.
 type ActionKey struct {
 	Action                   ActionKind
 	Path, PodUID             string
 	Driver, VolumeID, Source string
 	CSI                      bool
+	// Judged names the mounts and the inode the action judged
+	// (Action.Mounts, Action.Inode), in order: two plans agree on an
+	// action only when they judged the same objects.
+	Judged string
 }
 
 // KeyOf returns a's ActionKey.
 func KeyOf(a Action) ActionKey {
-	k := ActionKey{Action: a.Action, Path: a.Path, PodUID: a.PodUID}
+	k := ActionKey{Action: a.Action, Path: a.Path, PodUID: a.PodUID, Judged: judgedKey(a)}
 	if a.CSI != nil {
 		k.CSI, k.Driver, k.VolumeID, k.Source = true, a.CSI.Driver, a.CSI.VolumeID, a.CSI.Source
 	}
 	return k
+}
+
+// judgedKey is the objects a judged, as text. A directory is its inode
+// only: its size and link count change as its entries are removed.
+func judgedKey(a Action) string {
+	var b strings.Builder
+	for _, m := range a.Mounts {
+		fmt.Fprintf(&b, "mount %d %d %q %q %q;", m.ID, m.UniqueID, m.Dev, m.FSType, m.Root)
+	}
+	switch i := a.Inode; {
+	case i == nil:
+	case i.Type == InodeDir:
+		fmt.Fprintf(&b, "inode %q %d %q", i.Dev, i.Ino, i.Type)
+	default:
+		fmt.Fprintf(&b, "inode %q %d %q %d %d", i.Dev, i.Ino, i.Type, i.Size, i.Nlink)
+	}
+	return b.String()
+}
+
+// sameBootOf checks that a reviewed plan was made in the boot fresh was:
+// the mounts and inodes they judged are of one boot only.
+func sameBootOf(reviewed, fresh *ActionPlan) error {
+	switch {
+	case reviewed.BootID == "":
+		return fmt.Errorf("%w: the reviewed plan records no boot of the node (made by an older volrecon?): plan again", ErrOtherBoot)
+	case reviewed.BootID != fresh.BootID:
+		return fmt.Errorf("%w: the reviewed plan was made in boot %s, the plan now in boot %q (the node restarted since, or the plan is of another node)",
+			ErrOtherBoot, reviewed.BootID, fresh.BootID)
+	}
+	return nil
 }
 
 // acts: the action changes the node when applied (not a report).

@@ -2,6 +2,7 @@ package cleanup_test
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,14 +12,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/cleanup"
+	"github.com/volrecon/volrecon/fakenode"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
 var identity = &cleanup.DirIdentity{Dev: "259:1", Ino: 42, MountID: 7}
 
+const testBoot = "0c6d4a53-6a44-4be6-9d77-3f5e0d3e5c11"
+
 func identifiedPlan(actions ...cleanup.Action) *cleanup.ActionPlan {
 	p := planOf(actions...)
-	p.PodsDirIdentity = identity
+	p.PodsDirIdentity, p.BootID = identity, testBoot
 	return p
 }
 
@@ -219,4 +223,64 @@ func TestReviewedPlanAppliedAfterTheNodeChanged(t *testing.T) {
 	assert.True(t, n.exists(execPods+"/"+execUIDA+"/containers/app/new.txt"), "not reviewed: left as it is")
 	assert.False(t, n.exists(execPods+"/"+execUIDA+"/containers/app/log.txt"))
 	assert.False(t, n.exists(execPods+"/"+execUIDA+"/etc-hosts.txt"))
+}
+
+// Issue 36, item 2: the identities of what a plan judged survive its JSON
+// (cleanup --plan FILE), and a reviewed plan and a fresh plan agree on an
+// action only if they judged the same objects: a file replaced since the
+// review by another of the same size, a mount made since on a mount the
+// review saw, are not applied; what did not change is. A reviewed plan of
+// another boot applies nothing.
+func TestReviewedPlansAgreeOnlyOnTheSameObjects(t *testing.T) {
+	n := fakenode.New(t)
+	hosts := n.Path("pods", fakenode.UID1, "etc-hosts")
+	message := n.Path("pods", fakenode.UID1, "containers/app/0123abcd")
+	n.Write(hosts, "127.0.0.1 localhost")
+	n.Write(message, "done")
+	token := n.Pod(fakenode.UID1).Volume("kubernetes.io~projected", "token")
+	n.MountDevice("0:60", "tmpfs", "tmpfs", token)
+	plan := func() *cleanup.ActionPlan {
+		st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{fakenode.UID2}, AssumeOrphansDead: true})
+		return cleanup.Plan(t.Context(), st, cleanup.Options{Node: n.Node(), Unmount: true})
+	}
+	first := plan()
+	data, err := json.Marshal(first)
+	require.NoError(t, err)
+	reviewed, err := cleanup.ParsePlan("plan.json", data)
+	require.NoError(t, err)
+	require.Equal(t, first, reviewed, "the plan's JSON keeps every identity")
+	for _, p := range []string{hosts, message} {
+		a, ok := csiActionAt(reviewed, p)
+		require.True(t, ok)
+		require.NotNil(t, a.Inode, p)
+	}
+
+	renameOnto(t, n, hosts, "127.0.0.1 otherhost")
+	n.MountDevice("0:61", "tmpfs", "tmpfs", token)
+	fresh := plan()
+	run := cleanup.Reviewed(reviewed, fresh)
+	kindAt := func(p string) cleanup.Action {
+		a, ok := csiActionAt(run, p)
+		require.True(t, ok, p)
+		return a
+	}
+	assert.Equal(t, cleanup.Unlink, kindAt(message).Action, "unchanged: applied")
+	for _, p := range []string{hosts, token} {
+		assert.Equal(t, cleanup.Keep, kindAt(p).Action, p)
+		assert.Contains(t, kindAt(p).Reason, "not in the reviewed plan: not applied", p)
+	}
+	results := cleanup.Execute(t.Context(), run, cleanup.ExecOptions{Node: n.Node(), Apply: true, Unmount: func(string) error { return errors.New("no unmount") }})
+	r, ok := resultAt(results, message)
+	require.True(t, ok)
+	assert.Equal(t, cleanup.Done, r.Result, r.Error)
+	got, err := os.ReadFile(n.OnDisk(hosts))
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1 otherhost", string(got))
+
+	reviewed.BootID = "5c1d9e7a-2b4f-4a6c-8e0d-1f3a5b7c9d2e"
+	other := cleanup.Reviewed(reviewed, plan())
+	for _, a := range other.Actions {
+		assert.NotContains(t, []cleanup.ActionKind{cleanup.Unlink, cleanup.Rmdir, cleanup.Unmount}, a.Action, a.Path)
+	}
+	assert.Contains(t, strings.Join(other.Notes, "\n"), "the reviewed plan was made in boot 5c1d9e7a")
 }

@@ -18,6 +18,12 @@ const FileStoreName = "csi-unused-staging.json"
 // FileStore is an UnusedStagingStore in one JSON file, Dir/FileStoreName,
 // of volrecon's own (the CLI's --state-dir). It is replaced atomically, so
 // a run that dies midway leaves the previous record.
+//
+// It records the boot it was written in and, for each staging path, the
+// very mount seen there (UnusedStaging.Mount). An entry counts only for
+// that mount in that boot: a mount replaced at the path, a file of another
+// boot (a restart, a backup restored, a copy from another node) or one of
+// an older volrecon, which recorded no mount, restarts the clock at now.
 type FileStore struct {
 	Dir string
 }
@@ -25,12 +31,15 @@ type FileStore struct {
 // storeFile is the file's content: when each staging mount was first seen unused.
 type storeFile struct {
 	SchemaVersion string                `json:"schemaVersion"`
+	BootID        string                `json:"bootID,omitempty"`
 	UnusedSince   map[string]storeEntry `json:"unusedSince"`
 }
 
 type storeEntry struct {
 	UniqueName string    `json:"uniqueName"`
 	Since      time.Time `json:"since"`
+	// Mount is the mount seen; nil in a file of an older volrecon.
+	Mount *MountIdentity `json:"mount,omitempty"`
 }
 
 // Path is the store's file.
@@ -44,17 +53,18 @@ func (s FileStore) Check() error {
 }
 
 // Update implements UnusedStagingStore.
-func (s FileStore) Update(unused map[string]string, now time.Time) (map[string]time.Time, error) {
+func (s FileStore) Update(bootID string, unused map[string]UnusedStaging, now time.Time) (map[string]time.Time, error) {
 	old, err := s.load()
 	if err != nil {
 		return nil, err
 	}
-	next := storeFile{SchemaVersion: reconstruct.SchemaVersion, UnusedSince: map[string]storeEntry{}}
+	sameBoot := bootID != "" && old.BootID == bootID
+	next := storeFile{SchemaVersion: reconstruct.SchemaVersion, BootID: bootID, UnusedSince: map[string]storeEntry{}}
 	since := make(map[string]time.Time, len(unused))
-	for path, name := range unused {
+	for path, u := range unused {
 		e, seen := old.UnusedSince[path]
-		if !seen || e.UniqueName != name {
-			e = storeEntry{UniqueName: name, Since: now}
+		if !sameBoot || !seen || !e.isOf(u) || e.Since.After(now) {
+			e = storeEntry{UniqueName: u.UniqueName, Since: now, Mount: &u.Mount}
 		}
 		next.UnusedSince[path] = e
 		since[path] = e.Since
@@ -63,6 +73,11 @@ func (s FileStore) Update(unused map[string]string, now time.Time) (map[string]t
 		return nil, err
 	}
 	return since, nil
+}
+
+// isOf says whether e records the mount u, of the same volume.
+func (e storeEntry) isOf(u UnusedStaging) bool {
+	return e.UniqueName == u.UniqueName && e.Mount != nil && *e.Mount == u.Mount
 }
 
 func (s FileStore) load() (storeFile, error) {

@@ -6,6 +6,8 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/volrecon/volrecon/internal/mountid"
+	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -48,13 +50,24 @@ type ActiveVolumeSource interface {
 }
 
 // UnusedStagingStore remembers, between runs, since when each staging
-// mount has been seen unused.
+// mount has been seen unused: the very mount, never a path.
 type UnusedStagingStore interface {
-	// Update records the staging mounts seen unused now, by path with the
-	// unique name of their volume, forgets every other, and returns since
+	// Update records the staging mounts seen unused now in boot bootID
+	// (mountid.BootID), by path, forgets every other, and returns since
 	// when each of them has been unused: now for one not seen before, or
-	// seen under another name.
-	Update(unused map[string]string, now time.Time) (map[string]time.Time, error)
+	// seen under another name, as another mount (UnusedStaging.Mount), or
+	// in another boot (a restart, a store of another node).
+	Update(bootID string, unused map[string]UnusedStaging, now time.Time) (map[string]time.Time, error)
+}
+
+// UnusedStaging is a staging mount seen unused: the volume it stages, and
+// the mount itself. Mount IDs and devices are given again once a mount is
+// gone; the unique ID is not (MountIdentity), and where the kernel does
+// not give it, mount ID, device and boot together tell one mount from
+// the next only until both are given again.
+type UnusedStaging struct {
+	UniqueName string
+	Mount      MountIdentity
 }
 
 func (t *CSITeardown) now() time.Time {
@@ -69,6 +82,10 @@ type evidence struct {
 	// deadPods holds, by pod UID, the positive evidence that nothing of an
 	// orphaned pod still runs. A pod that is not here gets no NodeUnpublish.
 	deadPods map[string][]string
+	// stagingMounts holds, by staging path, the one mount the plan's table
+	// has there, where it is the one the scan saw (snapshot.judgedMount):
+	// the mount a NodeUnstage tears down, and the store counts.
+	stagingMounts map[string]MountIdentity
 	// stagingUnused holds, by staging path, the evidence that no mount
 	// namespace on the node holds a mount of the staging mount's subtree
 	// (its copies that propagation proves, other volumes' staging mounts on
@@ -99,11 +116,12 @@ type evidence struct {
 // down for it.
 func (t *CSITeardown) gatherEvidence(ctx context.Context, st *reconstruct.State, snap *snapshot, node reconstruct.Node) *evidence {
 	ev := &evidence{deadPods: map[string][]string{}, stagingUnused: map[string][]string{}, stagingUsed: map[string]string{},
-		otherVolumes: map[string][]OtherVolume{}}
+		otherVolumes: map[string][]OtherVolume{}, stagingMounts: map[string]MountIdentity{}}
 	if snap == nil {
 		ev.notes = append(ev.notes, "nothing is torn down: the mount table could not be read when planning")
 		return ev
 	}
+	ev.judgeStagingMounts(ctx, st, snap)
 	g := newGatherer(st, snap.table, ev)
 	if g.candidates() {
 		procDir := t.ProcDir
@@ -123,21 +141,47 @@ func (t *CSITeardown) gatherEvidence(ctx context.Context, st *reconstruct.State,
 	return ev
 }
 
+// judgeStagingMounts records the mounted filesystem staging mounts as the
+// plan's table has them, with their unique IDs.
+func (ev *evidence) judgeStagingMounts(ctx context.Context, st *reconstruct.State, snap *snapshot) {
+	var judged []MountIdentity
+	var paths []string
+	for _, g := range st.GlobalMounts {
+		if g.State != reconstruct.Mounted || g.Mode != podsdir.Filesystem {
+			continue
+		}
+		if m, ok := snap.judgedMount(g.Path, g.Mount); ok {
+			judged, paths = append(judged, m), append(paths, g.Path)
+		}
+	}
+	snap.withUniqueIDs(ctx, judged)
+	for i, p := range paths {
+		ev.stagingMounts[p] = judged[i]
+	}
+}
+
 // trackLeaks updates the Store with the leaked staging mounts seen unused
-// now and takes since when each has been. Without a Store there is no
-// such time, so no leaked staging mount is unstaged.
+// now, each as the very mount seen, and takes since when each has been.
+// Without a Store, or without the boot ID, there is no such time, so no
+// leaked staging mount is unstaged.
 func (t *CSITeardown) trackLeaks(st *reconstruct.State, ev *evidence) {
 	if t.Store == nil {
 		return
 	}
-	unused := map[string]string{}
+	boot, err := mountid.BootID()
+	if err != nil {
+		ev.notes = append(ev.notes, "no leaked staging mount is unstaged: the boot its mounts were seen in cannot be told: "+err.Error())
+		return
+	}
+	unused := map[string]UnusedStaging{}
 	for _, g := range st.GlobalMounts {
-		if len(ev.stagingUnused[g.Path]) > 0 && len(g.PodUIDs) == 0 && g.UniqueName != "" {
-			unused[g.Path] = g.UniqueName
+		m, judged := ev.stagingMounts[g.Path]
+		if len(ev.stagingUnused[g.Path]) > 0 && len(g.PodUIDs) == 0 && g.UniqueName != "" && judged {
+			unused[g.Path] = UnusedStaging{UniqueName: g.UniqueName, Mount: m}
 		}
 	}
 	now := t.now()
-	since, err := t.Store.Update(unused, now)
+	since, err := t.Store.Update(boot, unused, now)
 	if err != nil {
 		ev.notes = append(ev.notes, "no leaked staging mount is unstaged: the record of unused staging mounts could not be updated: "+err.Error())
 		return

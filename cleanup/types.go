@@ -14,7 +14,8 @@ const (
 	// RemoveVolumeData removes the pod-level vol_data.json of a CSI volume
 	// that is unmounted and whose staging mount is not live.
 	RemoveVolumeData ActionKind = "RemoveVolumeData"
-	// Unmount unmounts a pod-level mount, until no entry is left at the path.
+	// Unmount unmounts the pod-level mounts at the path that the plan
+	// judged (Action.Mounts), topmost first, and nothing else.
 	Unmount ActionKind = "Unmount"
 	// NeedsDriver reports that NodeUnpublish or NodeUnstage must happen
 	// through the CSI driver; nothing is done.
@@ -47,6 +48,79 @@ type Action struct {
 	MustBeEmpty bool `json:"mustBeEmpty,omitempty"`
 	// CSI is the request of a NodeUnpublish or NodeUnstage action.
 	CSI *CSICall `json:"csi,omitempty"`
+	// Mounts are the mounts at Path the plan judged, topmost first: those
+	// an Unmount unmounts, each checked right before its unmount to be the
+	// mount then on top at Path, or the one mount a NodeUnpublish or
+	// NodeUnstage tears down, checked before the call. An Unmount judges
+	// every mount of a stack and records the maxStacked topmost (a stack
+	// may be thousands deep): a later run unmounts the rest.
+	Mounts []MountIdentity `json:"mounts,omitempty"`
+	// Inode is what a Rmdir, Unlink or RemoveVolumeData judged at Path,
+	// checked on the held file right before the call: nothing else is
+	// removed. Not recorded for what a mount hid when planning (the
+	// mount point, removed after its unmount: an Unlink of it is
+	// MustBeEmpty, and rmdir removes only an empty dir).
+	Inode *InodeIdentity `json:"inode,omitempty"`
+}
+
+// MountIdentity says which mount the plan judged. ID and Dev are given
+// again to new mounts once a mount is gone; UniqueID never is within a
+// boot (ActionPlan.BootID), and the plan records it where the kernel gives
+// it (Linux 6.8+) for the table of the process's own mount namespace.
+type MountIdentity struct {
+	// ID is the mount ID of the mount table (mountinfo's first field).
+	ID int `json:"id"`
+	// UniqueID is the kernel's 64-bit mount ID (statmount(2)); 0: unknown.
+	UniqueID uint64 `json:"uniqueID,omitempty"`
+	Dev      string `json:"dev"` // major:minor
+	FSType   string `json:"fsType"`
+	Root     string `json:"root"` // the path inside the filesystem that is mounted
+}
+
+func (m MountIdentity) String() string {
+	s := fmt.Sprintf("mount %d (%s %s:%s", m.ID, m.FSType, m.Dev, m.Root)
+	if m.UniqueID != 0 {
+		s += fmt.Sprintf(", unique ID %d", m.UniqueID)
+	}
+	return s + ")"
+}
+
+// InodeIdentity says which file the plan judged: the inode, its type, and
+// for what is not a directory its size and link count, which a directory
+// changes as its entries are removed.
+type InodeIdentity struct {
+	Dev   string    `json:"dev"` // major:minor
+	Ino   uint64    `json:"ino"`
+	Type  InodeType `json:"type"`
+	Size  int64     `json:"size"`
+	Nlink uint64    `json:"nlink"`
+}
+
+func (i *InodeIdentity) String() string {
+	if i.Type == InodeDir {
+		return fmt.Sprintf("%s %d of device %s", i.Type, i.Ino, i.Dev)
+	}
+	return fmt.Sprintf("%s %d of device %s (%d bytes, %d links)", i.Type, i.Ino, i.Dev, i.Size, i.Nlink)
+}
+
+// InodeType is the type of an inode.
+type InodeType string
+
+// Inode types.
+const (
+	InodeFile    InodeType = "file"
+	InodeDir     InodeType = "dir"
+	InodeSymlink InodeType = "symlink"
+	InodeFIFO    InodeType = "fifo"
+	InodeSocket  InodeType = "socket"
+	InodeChar    InodeType = "char"
+	InodeBlock   InodeType = "block"
+	InodeOther   InodeType = "other" // a type no other says
+)
+
+// InodeTypes returns every InodeType, in a fixed order.
+func InodeTypes() []InodeType {
+	return []InodeType{InodeFile, InodeDir, InodeSymlink, InodeFIFO, InodeSocket, InodeChar, InodeBlock, InodeOther}
 }
 
 // ActionPlan is an ordered list of cleanup actions: for each orphaned pod
@@ -62,7 +136,12 @@ type ActionPlan struct {
 	// it: a plan of an older volrecon, or one whose pods dir could not be
 	// read when planning (Notes says why).
 	PodsDirIdentity *DirIdentity `json:"podsDirIdentity,omitempty"`
-	Actions         []Action     `json:"actions"`
+	// BootID is the boot of the node the plan was made in
+	// (/proc/sys/kernel/random/boot_id): the mounts and files it judged
+	// are of that boot. Execute carries out nothing of a plan of another
+	// boot, nor of a plan without it.
+	BootID  string   `json:"bootID,omitempty"`
+	Actions []Action `json:"actions"`
 	// Notes say what evidence of the teardown through the CSI driver could
 	// not be gathered, so that nothing is torn down for it
 	// (Options.CSITeardown).

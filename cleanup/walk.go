@@ -3,12 +3,15 @@ package cleanup
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/volrecon/volrecon/internal/bounded"
 	"github.com/volrecon/volrecon/podsdir"
@@ -43,6 +46,8 @@ type PodEntry struct {
 	Foreign bool `json:"foreign,omitempty"`
 	// Children is the number of entries directly inside a directory.
 	Children int `json:"children,omitempty"`
+	// inode is what lstat said of it (not of a mount point, never stat'ed).
+	inode inodeStat
 }
 
 // PodContents is what an orphaned pod dir holds.
@@ -50,6 +55,8 @@ type PodContents struct {
 	Entries []PodEntry `json:"entries,omitempty"` // parents before children, names sorted
 	// Incomplete says why the walk could not list everything (the pod is then kept).
 	Incomplete string `json:"incomplete,omitempty"`
+	// dir is the pod dir itself, as lstat said.
+	dir inodeStat
 }
 
 // podWalk lists one orphaned pod dir.
@@ -87,6 +94,7 @@ func (n *snapshot) walkPod(dir string) *PodContents {
 		c.Incomplete = "cannot read the pod dir: " + errText(err, "not a directory")
 		return c
 	}
+	c.dir = inodeOf(fi)
 	w := &podWalk{ctx: ctx, snap: n, dev: deviceOf(fi), contents: c, deadline: time.Now().Add(podWalkBudget)}
 	w.walk(dir, 0)
 	return c
@@ -153,6 +161,7 @@ func (w *podWalk) visit(p string, d fs.DirEntry, depth int) {
 		return
 	}
 	e.Type = podsdir.EntryTypeOf(fi.Mode().Type())
+	e.inode = inodeOf(fi)
 	if e.Type == podsdir.TypeFile {
 		e.Size = fi.Size()
 	}
@@ -180,6 +189,57 @@ func deviceOf(fi fs.FileInfo) uint64 {
 		return uint64(st.Dev) //nolint:unconvert // Dev is uint64 on amd64 but not everywhere
 	}
 	return 0
+}
+
+// inodeStat is what lstat said of an entry, kept small: a pod dir may hold
+// 100,000 entries.
+type inodeStat struct {
+	dev, ino, nlink uint64
+	size            int64
+	mode            uint32
+	known           bool
+}
+
+// inodeOf is what lstat said, unknown where it does not say.
+func inodeOf(fi fs.FileInfo) inodeStat {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return inodeStat{}
+	}
+	//nolint:unconvert // the fields are not of these types everywhere
+	return inodeStat{dev: uint64(st.Dev), ino: st.Ino, nlink: uint64(st.Nlink), size: st.Size, mode: uint32(st.Mode), known: true}
+}
+
+// identity is the InodeIdentity of what lstat said, nil where it is unknown.
+func (s inodeStat) identity() *InodeIdentity {
+	if !s.known {
+		return nil
+	}
+	return &InodeIdentity{Dev: devString(s.dev), Ino: s.ino, Type: inodeType(s.mode), Size: s.size, Nlink: s.nlink}
+}
+
+// devString is a device number as major:minor.
+func devString(dev uint64) string { return fmt.Sprintf("%d:%d", unix.Major(dev), unix.Minor(dev)) }
+
+// inodeType is the InodeType of a mode's file type bits.
+func inodeType(mode uint32) InodeType {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return InodeDir
+	case unix.S_IFLNK:
+		return InodeSymlink
+	case unix.S_IFIFO:
+		return InodeFIFO
+	case unix.S_IFSOCK:
+		return InodeSocket
+	case unix.S_IFCHR:
+		return InodeChar
+	case unix.S_IFBLK:
+		return InodeBlock
+	case unix.S_IFREG:
+		return InodeFile
+	}
+	return InodeOther
 }
 
 func errText(err error, fallback string) string {

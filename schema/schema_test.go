@@ -47,6 +47,7 @@ var enumDefs = map[reflect.Type]struct {
 	reflect.TypeFor[podsdir.Layout]():          {"Layout", strs([]podsdir.Layout{podsdir.LayoutCurrent, podsdir.LayoutLegacy})},
 	reflect.TypeFor[cleanup.ActionKind]():      {"ActionKind", strs(cleanup.ActionKinds())},
 	reflect.TypeFor[cleanup.Result]():          {"Result", strs(cleanup.Results())},
+	reflect.TypeFor[cleanup.InodeType]():       {"InodeType", strs(cleanup.InodeTypes())},
 }
 
 func strs[T ~string](values []T) []string {

@@ -1,0 +1,94 @@
+package cleanup_test
+
+import (
+	"encoding/json"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/volrecon/volrecon/cleanup"
+)
+
+const (
+	storeBoot   = "3b0f5e2c-6d1a-4f7e-8c9b-0a1d2e3f4a5b"
+	storePath   = "/var/lib/kubelet/plugins/kubernetes.io/csi/d/h/globalmount"
+	storeVolume = "kubernetes.io/csi/d^vol-1"
+)
+
+var storeMount = cleanup.MountIdentity{ID: 812, UniqueID: 2147484500, Dev: "8:16", FSType: "ext4", Root: "/"}
+
+func storeSeen(m cleanup.MountIdentity) map[string]cleanup.UnusedStaging {
+	return map[string]cleanup.UnusedStaging{storePath: {UniqueName: storeVolume, Mount: m}}
+}
+
+// The store counts the same mount seen twice in one boot, never a path: a
+// mount replaced at the path (whatever it has in common with the one
+// before), a store of another boot (a restart, a backup of before it, a
+// copy from another node) and one of an older volrecon, which recorded no
+// mount, restart the clock at now.
+func TestFileStoreCountsTheSameMountInTheSameBoot(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	t1 := t0.Add(time.Hour)
+	replaced := func(change func(m *cleanup.MountIdentity)) cleanup.MountIdentity {
+		m := storeMount
+		change(&m)
+		return m
+	}
+	for name, c := range map[string]struct {
+		boot  string
+		mount cleanup.MountIdentity
+		want  time.Time
+	}{
+		"the same mount":                    {storeBoot, storeMount, t0},
+		"another mount, same ID and device": {storeBoot, replaced(func(m *cleanup.MountIdentity) { m.UniqueID++ }), t1},
+		"another device":                    {storeBoot, replaced(func(m *cleanup.MountIdentity) { m.Dev = "8:32" }), t1},
+		"another mount ID":                  {storeBoot, replaced(func(m *cleanup.MountIdentity) { m.ID++ }), t1},
+		"another root":                      {storeBoot, replaced(func(m *cleanup.MountIdentity) { m.Root = "/sub" }), t1},
+		"no unique ID now":                  {storeBoot, replaced(func(m *cleanup.MountIdentity) { m.UniqueID = 0 }), t1},
+		"another boot, or another node's":   {"9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b", storeMount, t1},
+		"a boot that could not be told":     {"", storeMount, t1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := cleanup.FileStore{Dir: t.TempDir()}
+			since, err := s.Update(storeBoot, storeSeen(storeMount), t0)
+			require.NoError(t, err)
+			assert.Equal(t, t0, since[storePath])
+			since, err = s.Update(c.boot, storeSeen(c.mount), t1)
+			require.NoError(t, err)
+			assert.Equal(t, c.want, since[storePath])
+			since, err = s.Update(c.boot, storeSeen(c.mount), t1.Add(time.Hour))
+			require.NoError(t, err)
+			if c.boot != "" {
+				assert.Equal(t, c.want, since[storePath], "the mount seen now is the one counted from now on")
+			}
+		})
+	}
+}
+
+// A store file of an older volrecon (no boot, no mount) and a store whose
+// entries are of another mount are read as "seen now", never as old
+// enough; the file written afterwards records the boot and the mount.
+func TestFileStoreOfAnOlderVolreconCountsNothing(t *testing.T) {
+	s := cleanup.FileStore{Dir: t.TempDir()}
+	old := `{"schemaVersion":"volrecon.v1","unusedSince":{"` + storePath + `":{"uniqueName":"` + storeVolume + `","since":"2020-01-01T00:00:00Z"}}}`
+	require.NoError(t, os.WriteFile(s.Path(), []byte(old), 0o600))
+	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	since, err := s.Update(storeBoot, storeSeen(storeMount), now)
+	require.NoError(t, err)
+	assert.Equal(t, now, since[storePath])
+
+	data, err := os.ReadFile(s.Path())
+	require.NoError(t, err)
+	var file struct {
+		BootID      string `json:"bootID"`
+		UnusedSince map[string]struct {
+			Mount *cleanup.MountIdentity `json:"mount"`
+		} `json:"unusedSince"`
+	}
+	require.NoError(t, json.Unmarshal(data, &file))
+	assert.Equal(t, storeBoot, file.BootID)
+	assert.Equal(t, &storeMount, file.UnusedSince[storePath].Mount)
+}
