@@ -82,6 +82,9 @@ func list(ctx context.Context, procDir string, opts Options) ([]*Namespace, *err
 		}
 		prev = cur
 	}
+	if l.complete && l.errs.empty() {
+		l.describe(ctx)
+	}
 	nss := l.finish()
 	log.V(2).Info("Listed the mount namespaces", "procDir", procDir, "namespaces", len(nss), "listings", n,
 		"kernelList", l.kernel, "kernelListComplete", l.complete, "complete", l.errs.empty())
@@ -101,17 +104,21 @@ type lister struct {
 	// kernel: the kernel's list is used; complete: it holds every namespace.
 	kernel, complete bool
 
-	mu         sync.Mutex
-	byIno      map[uint64]*Namespace
-	order      []*Namespace             // every namespace with an inode, in the order found
-	unnamed    []*Namespace             // this listing's namespaces of tasks whose link could not be read
-	counts     map[*Namespace]*podCount // this listing's attribution
-	tids       map[int][]int            // this listing's live tasks, by process
-	tasks      int                      // in this listing
-	binds      map[uint64][]Bind        // the binds seen in the tables read, by namespace
-	tablesRead map[*Namespace]bool      // by List, for the binds in them
-	missing    map[uint64]string        // seen, never pinned: where
-	errs       *errorList
+	mu      sync.Mutex
+	byIno   map[uint64]*Namespace
+	order   []*Namespace             // every namespace with an inode, in the order found
+	unnamed []*Namespace             // this listing's namespaces of tasks whose link could not be read
+	counts  map[*Namespace]*podCount // this listing's attribution
+	// attributed holds what each task showed in the listing before, and
+	// attributing in this one: a task still in the same namespace is not
+	// asked its cgroup again.
+	attributed, attributing map[Task]seenTask
+	tids                    map[int][]int       // this listing's live tasks, by process
+	tasks                   int                 // in this listing
+	binds                   map[uint64][]Bind   // the binds seen in the tables read, by namespace
+	tablesRead              map[*Namespace]bool // by List, for the binds in them
+	missing                 map[uint64]string   // seen, never pinned: where
+	errs                    *errorList
 }
 
 // podCount is a namespace's attribution while it is gathered.
@@ -124,21 +131,29 @@ type podCount struct {
 func newLister(procDir string, opts Options) *lister {
 	l := &lister{procDir: procDir, opts: opts, byIno: map[uint64]*Namespace{}, binds: map[uint64][]Bind{},
 		tablesRead: map[*Namespace]bool{}, missing: map[uint64]string{}, errs: &errorList{}}
-	l.self, l.sameProcNS = os.Getpid(), false
+	procfs := isProcfs(procDir)
+	// This process is procDir/self in a procfs (none: not in its PID
+	// namespace); in a dir of links to some processes (a test's), its
+	// own PID. Its PIDs are this PID namespace's, as kcmp takes them, when
+	// procDir/<this PID> is this very process.
+	l.self = -1
 	if s, err := os.Readlink(filepath.Join(procDir, "self")); err == nil {
-		if pid, err := strconv.Atoi(s); err == nil {
-			l.self, l.sameProcNS = pid, pid == os.Getpid()
-		}
+		l.self, _ = strconv.Atoi(s)
+	} else if !procfs {
+		l.self = os.Getpid()
 	}
+	l.sameProcNS = sameFile(filepath.Join(procDir, strconv.Itoa(os.Getpid())), "/proc/self")
 	// The kernel's list is the node's where procDir is a real procfs; a
 	// dir of links to some processes (a test's) names what to look at.
-	l.kernel = kernelListing && isProcfs(procDir)
+	l.kernel = kernelListing && procfs
 	l.complete = l.kernel && kernelListComplete()
 	return l
 }
 
 // listing lists the namespaces once, pinning the new ones, and returns the
-// inodes of those it found.
+// inodes of those it found. Without the kernel's complete list, the
+// descriptors of every process, and the tables of the namespaces found
+// (for the binds of further namespaces in them), are part of it.
 func (l *lister) listing(ctx context.Context) map[uint64]bool {
 	l.start()
 	cur := map[uint64]bool{}
@@ -146,26 +161,30 @@ func (l *lister) listing(ctx context.Context) map[uint64]bool {
 		l.listKernel(ctx, cur)
 	}
 	l.walkTasks(ctx, cur)
-	if !l.errs.empty() {
+	if !l.errs.empty() || l.complete {
 		return cur
 	}
-	if !l.complete {
-		l.walkDescriptors(ctx, cur, true)
-	}
-	// With the complete list, tables are read here, and descriptors
-	// looked for, only to say what holds a namespace that has no task.
-	if !l.complete || l.unexplained() {
-		l.readForBinds(ctx, cur)
-	}
-	if l.complete && l.unexplained() {
-		l.walkDescriptors(ctx, cur, false)
-	}
+	l.walkDescriptors(ctx, cur, true)
+	l.readForBinds(ctx, cur, false)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for ino := range l.binds {
 		cur[ino] = true
 	}
 	return cur
+}
+
+// describe says what holds each namespace that has no task, once the
+// kernel's complete list has found them all: the descriptors, then the
+// binds in the tables, until every one is said. What cannot be looked at
+// leaves a holder unsaid, and the namespace nobody's pod all the same.
+func (l *lister) describe(ctx context.Context) {
+	if l.unexplained() {
+		l.walkDescriptors(ctx, map[uint64]bool{}, false)
+	}
+	if l.unexplained() {
+		l.readForBinds(ctx, map[uint64]bool{}, true)
+	}
 }
 
 // start forgets what the listing before saw of the tasks.
@@ -177,6 +196,7 @@ func (l *lister) start() {
 	}
 	l.unnamed, l.tasks = nil, 0
 	l.counts, l.tids = map[*Namespace]*podCount{}, map[int][]int{}
+	l.attributed, l.attributing = l.attributing, map[Task]seenTask{}
 }
 
 // listKernel pins the namespaces of the kernel's list. With the complete
@@ -315,6 +335,9 @@ func (l *lister) mergeTasks(seen []seenTask, err error, cur map[uint64]bool) {
 			return
 		}
 		l.tids[t.PID] = append(l.tids[t.PID], t.TID)
+		if t.ino != 0 {
+			l.attributing[t.Task] = seenTask{ino: t.ino, pods: t.pods, unattributed: t.unattributed}
+		}
 		ns.Tasks = append(ns.Tasks, t.Task)
 		c := l.counts[ns]
 		if c == nil {
@@ -434,14 +457,19 @@ func (l *lister) unexplained() bool {
 // those found bound in them, for the nsfs binds they hold: each bound
 // namespace not pinned yet is pinned from inside the namespace of the
 // bind. Without the kernel's complete list, a table that cannot be read
-// leaves the namespaces bound in it unknown: an error.
-func (l *lister) readForBinds(ctx context.Context, cur map[uint64]bool) {
+// leaves the namespaces bound in it unknown: an error. untilSaid stops
+// once every namespace's holder is said (the namespaces without a task,
+// which snapd-like pins hold in each other, are read first).
+func (l *lister) readForBinds(ctx context.Context, cur map[uint64]bool, untilSaid bool) {
 	for {
 		todo := l.unread()
 		if len(todo) == 0 {
 			return
 		}
 		for _, ns := range todo {
+			if untilSaid && !l.unexplained() {
+				return
+			}
 			h := &handoff{}
 			_, _, err := ns.read(ctx, l.procDir, l.opts, func(t *mountscan.Table) []wantedBind { return l.noteBinds(ns, t) }, h)
 			l.adoptBinds(h.take())
@@ -452,8 +480,8 @@ func (l *lister) readForBinds(ctx context.Context, cur map[uint64]bool) {
 	}
 }
 
-// unread returns the namespaces whose tables List has not read yet, and
-// marks them read.
+// unread returns the namespaces whose tables List has not read yet, those
+// without a task first, and marks them read.
 func (l *lister) unread() []*Namespace {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -464,6 +492,7 @@ func (l *lister) unread() []*Namespace {
 			todo = append(todo, ns)
 		}
 	}
+	slices.SortStableFunc(todo, func(a, b *Namespace) int { return cmp.Compare(min(len(a.Tasks), 1), min(len(b.Tasks), 1)) })
 	return todo
 }
 
@@ -550,4 +579,14 @@ func (l *lister) attribution(ns *Namespace) Attribution {
 		a.Unattributed = fmt.Sprintf("%d of its %d tasks belong to no pod (%s)", c.unattributed, len(ns.Tasks), c.why)
 	}
 	return a
+}
+
+// sameFile: a and b are one file (device and inode).
+func sameFile(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
 }

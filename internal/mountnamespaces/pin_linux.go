@@ -204,6 +204,7 @@ func enterAndRead(ctx context.Context, fd int, binds func(*mountscan.Table) []wa
 // progress, or one blocked in the kernel).
 type reader struct {
 	requests chan readRequest
+	tid      int         // its thread
 	ended    atomic.Bool // it could not come back, and ended
 }
 
@@ -230,7 +231,7 @@ func takeReader() (*reader, error) {
 	idleReaders.Unlock()
 	r := &reader{requests: make(chan readRequest)}
 	started := make(chan error)
-	go r.serve(started)
+	go r.serve(started, nil)
 	if err := <-started; err != nil {
 		return nil, err
 	}
@@ -254,11 +255,25 @@ func (r *reader) run(fd int, work func(tid int)) error {
 	return <-done
 }
 
-// serve is the reader's goroutine. It leaves the shared fs_struct only
-// once it holds a descriptor of the process's namespace to come back to;
-// a thread that could not leave it is untouched, and given back.
-func (r *reader) serve(started chan<- error) {
+// serve is the reader's goroutine. Never on the main thread: /proc/self
+// is that thread's (the process's table, cwd, root and name as every tool
+// sees them), so a goroutine that finds itself there holds it while
+// another takes over (on another thread, since this one is held), then
+// lets it go. It leaves the shared fs_struct only once it holds a
+// descriptor of the process's namespace to come back to; a thread that
+// could not leave it is untouched, and given back.
+func (r *reader) serve(started chan<- error, lockedElsewhere chan<- struct{}) {
 	runtime.LockOSThread()
+	if lockedElsewhere != nil {
+		close(lockedElsewhere)
+	}
+	if unix.Gettid() == unix.Getpid() {
+		next := make(chan struct{})
+		go r.serve(started, next)
+		<-next
+		runtime.UnlockOSThread()
+		return
+	}
 	own, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err == nil {
 		if err = unix.Unshare(unix.CLONE_FS); err != nil {
@@ -273,6 +288,7 @@ func (r *reader) serve(started chan<- error) {
 	name, _ := unix.BytePtrFromString(readerThreadName)
 	_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(name)), 0, 0, 0)
 	tid := unix.Gettid()
+	r.tid = tid
 	started <- nil
 	for req := range r.requests {
 		if err := unix.Setns(req.fd, unix.CLONE_NEWNS); err != nil {

@@ -155,29 +155,33 @@ func (l *lister) task(wk *bounded.Walker, t Task) (seenTask, error) {
 			seen.why = fmt.Sprintf("its link reads %q", id)
 		}
 	}
-	if seen.ino != 0 && !l.pinned(seen.ino) && !l.pinTask(wk, &seen, link) {
+	if seen.ino != 0 && !l.pinned(seen.ino) && !l.pinTask(wk, &seen, link, id) {
+		return seen, nil
+	}
+	if before, ok := l.attributed[t]; ok && before.ino == seen.ino && seen.ino != 0 {
+		seen.pods, seen.unattributed, seen.holds = before.pods, before.unattributed, true
 		return seen, nil
 	}
 	seen.holds = l.attribute(wk, &seen)
 	return seen, nil
 }
 
-// pinTask opens the task's namespace link. A task that exited since its
-// link was read leaves the namespace seen and not pinned (left, and false
-// is returned); a live task whose link cannot be opened (a /proc made up
-// by a test) leaves it unpinned, to be read through its tasks.
-func (l *lister) pinTask(wk *bounded.Walker, seen *seenTask, link string) bool {
+// pinTask opens the task's namespace link, which read id. A task that
+// left the namespace since (its link is gone, or names another) leaves it
+// seen and not pinned (left, and false is returned); a task still in it
+// whose link cannot be opened (a /proc made up by a test) leaves it
+// unpinned, to be read through its tasks.
+func (l *lister) pinTask(wk *bounded.Walker, seen *seenTask, link, id string) bool {
 	p, err := bounded.Do(wk, link, func() (pin, error) { return openPin(link) })
 	if err == nil {
 		seen.pin = p
 		seen.ino = p.ino // a task that moved since: the namespace it is in now
 		return true
 	}
-	if gone(err) || errors.Is(err, syscall.EINVAL) {
-		if exited, serr := l.exited(wk, seen.Task); serr == nil && exited {
-			seen.left = true
-			return false
-		}
+	again, err := bounded.Do(wk, link, func() (string, error) { return os.Readlink(link) })
+	if gone(err) || err == nil && again != id {
+		seen.left = true
+		return false
 	}
 	return true
 }
