@@ -152,7 +152,7 @@ func newLister(procDir string, opts Options) *lister {
 
 // listing lists the namespaces once, pinning the new ones, and returns the
 // inodes of those it found. Without the kernel's complete list, the
-// descriptors of every process, and the tables of the namespaces found
+// descriptors of every process, and the tables of every namespace found
 // (for the binds of further namespaces in them), are part of it.
 func (l *lister) listing(ctx context.Context) map[uint64]bool {
 	l.start()
@@ -187,12 +187,17 @@ func (l *lister) describe(ctx context.Context) {
 	}
 }
 
-// start forgets what the listing before saw of the tasks.
+// start forgets what the listing before saw of the tasks and, without the
+// kernel's complete list, of the binds: each listing reads every table
+// again, for the binds made since.
 func (l *lister) start() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, ns := range l.order {
 		ns.Tasks, ns.Listed = nil, false
+	}
+	if !l.complete {
+		l.binds, l.tablesRead = map[uint64][]Bind{}, map[*Namespace]bool{}
 	}
 	l.unnamed, l.tasks = nil, 0
 	l.counts, l.tids = map[*Namespace]*podCount{}, map[int][]int{}

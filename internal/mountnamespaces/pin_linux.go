@@ -18,19 +18,22 @@ import (
 	"github.com/volrecon/volrecon/mountscan"
 )
 
-// openPin opens the namespace file at path (a task's ns/mnt link, a
-// descriptor's link under /proc/<pid>/fd: magic links, followed) and pins
-// it. What is not a namespace file is refused.
+// openPin pins the namespace file at path (a task's ns/mnt link, a
+// descriptor's link under /proc/<pid>/fd: magic links, followed). It is
+// opened O_PATH: whatever the path leads to by then (a descriptor closed
+// and reused for a device, a FIFO, a file in a hung mount), no driver's
+// open is ever called; what is not a namespace file is refused.
 func openPin(path string) (pin, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return pin{}, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	return pinOf(fd, path)
 }
 
-// pinOf makes a pin of the open descriptor fd, which it takes over: the
-// inode of an nsfs file. Anything else is closed and refused.
+// pinOf makes a pin of the open descriptor fd (O_PATH or not), which it
+// takes over: the inode of an nsfs file. Anything else is closed and
+// refused.
 func pinOf(fd int, name string) (pin, error) {
 	var sfs unix.Statfs_t
 	var st unix.Stat_t
@@ -48,12 +51,12 @@ func pinOf(fd int, name string) (pin, error) {
 	return pin{f: os.NewFile(uintptr(fd), name), ino: st.Ino}, nil
 }
 
-// openBindIn opens an nsfs bind at path, as the thread's namespace shows
-// it, without following a symlink on the way (a path swapped for one since
-// the table was read leads elsewhere), and pins it when it is the
-// namespace ino.
+// openBindIn pins the nsfs bind at path, as the thread's namespace shows
+// it, O_PATH (see openPin) and without following a symlink on the way (a
+// path swapped for one since the table was read leads elsewhere), when it
+// is the namespace ino.
 func openBindIn(path string, ino uint64) (pin, error) {
-	how := unix.OpenHow{Flags: unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOFOLLOW, Resolve: unix.RESOLVE_NO_SYMLINKS}
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW, Resolve: unix.RESOLVE_NO_SYMLINKS}
 	fd, err := unix.Openat2(unix.AT_FDCWD, path, &how)
 	if errors.Is(err, unix.ENOSYS) { // before Linux 5.6
 		fd, err = unix.Open(path, int(how.Flags), 0)
@@ -89,7 +92,12 @@ func kernelList(ctx context.Context, max int) ([]pin, error) {
 	if !iocGeneric {
 		return nil, errNoKernelList
 	}
-	own, err := openPin("/proc/thread-self/ns/mnt")
+	// The ioctls take a descriptor open for reading, not an O_PATH one.
+	fd, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errNoKernelList, err)
+	}
+	own, err := pinOf(fd, "/proc/thread-self/ns/mnt")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errNoKernelList, err)
 	}
@@ -307,16 +315,19 @@ func (r *reader) serve(started chan<- error, lockedElsewhere chan<- struct{}) {
 	}
 }
 
-// dupPin duplicates the pin's descriptor, for a read that may be
-// abandoned while the pin is closed: the file's own reference is held
-// while it is copied, so a descriptor closed meanwhile is never reused.
+// dupPin opens the pinned namespace file again, for reading (setns takes
+// no O_PATH descriptor), through /proc/self/fd: a copy for a read that may
+// be abandoned while the pin is closed. The file's own reference is held
+// while it is reopened, so a descriptor closed meanwhile is never reused.
 func dupPin(f *os.File) (int, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return -1, err
 	}
 	dup := -1
-	cerr := rc.Control(func(fd uintptr) { dup, err = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) })
+	cerr := rc.Control(func(fd uintptr) {
+		dup, err = unix.Open("/proc/self/fd/"+strconv.Itoa(int(fd)), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	})
 	return dup, errors.Join(cerr, err)
 }
 
