@@ -325,8 +325,13 @@ func (l *lister) mergeTasks(seen []seenTask, err error, cur map[uint64]bool) {
 		if t.ino != 0 {
 			cur[t.ino] = true
 		}
-		if t.left && !l.pinnedLocked(t.ino) {
-			l.missing[t.ino] = "seen in " + t.Task.String() + ", which left it before it could be pinned"
+		left := t.moved
+		if t.left {
+			left = t.ino
+		}
+		if left != 0 && !l.pinnedLocked(left) {
+			cur[left] = true
+			l.missing[left] = "seen in " + t.Task.String() + ", which left it before it could be pinned"
 		}
 		if !t.holds {
 			continue
@@ -437,9 +442,13 @@ func (l *lister) mergeDescriptors(seen []seenFD, err error, cur map[uint64]bool,
 			return
 		}
 		cur[s.ino] = true
-		if ns := l.byIno[s.ino]; ns != nil && !s.left {
+		if s.pin.f != nil {
+			cur[s.pin.ino] = true
+			l.byIno[s.pin.ino].FDs = append(l.byIno[s.pin.ino].FDs, s.FD)
+		} else if ns := l.byIno[s.ino]; ns != nil && ns.pin != nil {
 			ns.FDs = append(ns.FDs, s.FD)
-		} else if !l.pinnedLocked(s.ino) {
+		}
+		if !l.pinnedLocked(s.ino) {
 			l.missing[s.ino] = "seen as " + s.FD.String() + ", closed before it could be pinned"
 		}
 	}

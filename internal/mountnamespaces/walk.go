@@ -74,8 +74,10 @@ type seenTask struct {
 	// holds: the task is live, in the namespace ino (or, not told, its own).
 	holds bool
 	// left: the task left the namespace ino between its readlink and the
-	// open: the namespace was seen, and not pinned.
-	left bool
+	// open: the namespace was seen, and not pinned. moved: the namespace
+	// its link named before the open, when it is in another (ino) since.
+	left  bool
+	moved uint64
 	pods []string
 	// unattributed says why the task belongs to no pod ("" = it does).
 	unattributed string
@@ -174,8 +176,10 @@ func (l *lister) task(wk *bounded.Walker, t Task) (seenTask, error) {
 func (l *lister) pinTask(wk *bounded.Walker, seen *seenTask, link, id string) bool {
 	p, err := bounded.Do(wk, link, func() (pin, error) { return openPin(link) })
 	if err == nil {
-		seen.pin = p
-		seen.ino = p.ino // a task that moved since: the namespace it is in now
+		if p.ino != seen.ino { // it moved since: the namespace it is in now
+			seen.moved = seen.ino
+		}
+		seen.pin, seen.ino = p, p.ino
 		return true
 	}
 	again, err := bounded.Do(wk, link, func() (string, error) { return os.Readlink(link) })
@@ -278,9 +282,11 @@ const pfExiting = 0x4
 // seenFD is a descriptor of a namespace's file in a process.
 type seenFD struct {
 	FD
-	ino  uint64
-	pin  pin  // opened here because it was not pinned yet
-	left bool // closed (or its process gone) before it could be opened
+	ino uint64 // the namespace its link named
+	// pin is what the descriptor held when opened here, because ino was
+	// not pinned yet: ino's file, or another namespace's if it was closed
+	// and reused meanwhile (then ino is left seen and not pinned).
+	pin pin
 }
 
 // descriptors looks for open namespace files in the descriptor tables of
@@ -359,13 +365,7 @@ func (l *lister) descriptorsOf(wk *bounded.Walker, t Task, budget *fdBudget) ([]
 		}
 		s := seenFD{FD: FD{Task: t, FD: n}, ino: ino}
 		if !l.pinned(ino) {
-			p, err := bounded.Do(wk, path, func() (pin, error) { return openPin(path) })
-			switch {
-			case err == nil:
-				s.pin, s.ino = p, p.ino
-			default:
-				s.left = true
-			}
+			s.pin, _ = bounded.Do(wk, path, func() (pin, error) { return openPin(path) })
 		}
 		seen = append(seen, s)
 	}
