@@ -78,7 +78,7 @@ type seenTask struct {
 	// its link named before the open, when it is in another (ino) since.
 	left  bool
 	moved uint64
-	pods []string
+	pods  []string
 	// unattributed says why the task belongs to no pod ("" = it does).
 	unattributed string
 }
