@@ -203,22 +203,22 @@ func (g *gatherer) hasRecoveredTarget(uid string) bool {
 	return false
 }
 
-// readNamespaces reads every mount namespace of the node once, looks at
-// its table and lets it go. Any namespace that cannot be listed or read
-// is an error: the evidence is then incomplete.
+// readNamespaces reads every mount namespace of the node once (however it
+// is held: tasks, a bind of its file, a descriptor), looks at its table and
+// lets it go. Any namespace that cannot be listed or read, or whose
+// holders went before it could be read, is an error: the evidence is then
+// incomplete, never "nothing runs in it".
 func (g *gatherer) readNamespaces(ctx context.Context, procDir string) error {
 	opts := mountnamespaces.Options{}
 	nss, err := mountnamespaces.List(ctx, procDir, opts)
+	defer mountnamespaces.CloseAll(nss)
 	if err != nil {
 		return err
 	}
 	for _, ns := range nss {
 		table, _, err := ns.ReadTable(ctx, procDir, opts)
-		switch {
-		case err != nil:
+		if err != nil {
 			return err
-		case table == nil:
-			continue // every task of it left: nothing runs in it
 		}
 		g.namespaces++
 		g.look(ns, table)

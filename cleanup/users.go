@@ -163,6 +163,7 @@ func namespaceUser(ctx context.Context, procDir string, host *mountscan.Table, x
 	graph := mountscan.NewPropagationGraph()
 	graph.Add(host)
 	nss, err := mountnamespaces.List(ctx, procDir, mountnamespaces.Options{})
+	defer mountnamespaces.CloseAll(nss)
 	if err != nil {
 		return "", err
 	}
@@ -176,9 +177,6 @@ func namespaceUser(ctx context.Context, procDir string, host *mountscan.Table, x
 		table, _, err := ns.ReadTable(ctx, procDir, mountnamespaces.Options{})
 		if err != nil {
 			return "", err
-		}
-		if table == nil {
-			continue // every task of it left: nothing runs in it
 		}
 		graph.Add(table)
 		for _, m := range table.Mounts() {

@@ -65,6 +65,7 @@ func (c *Checker) checkMountNamespaces(ctx context.Context, host *mountscan.Tabl
 	}
 	opts := mountnamespaces.Options{Timeout: c.opts.Timeout}
 	namespaces, err := mountnamespaces.List(ctx, c.opts.ProcDir, opts)
+	defer mountnamespaces.CloseAll(namespaces)
 	if err != nil {
 		for _, p := range pods {
 			unknown(p.UID, err.Error())
@@ -83,15 +84,14 @@ func (c *Checker) checkMountNamespaces(ctx context.Context, host *mountscan.Tabl
 		if len(onDisk) == 0 {
 			continue
 		}
-		table, from, err := ns.ReadTable(ctx, c.opts.ProcDir, opts)
+		// A namespace that cannot be read, or whose holders went before
+		// it could be, is unknown: never "nothing runs in it".
+		table, _, err := ns.ReadTable(ctx, c.opts.ProcDir, opts)
 		if err != nil {
 			for _, d := range onDisk {
 				unknown(d.uid, "a mount namespace could not be read: "+err.Error())
 			}
 			continue
-		}
-		if table == nil {
-			continue // every task of it left: nothing runs in it
 		}
 		graph.Add(table)
 		for _, m := range table.Mounts() {
@@ -100,7 +100,7 @@ func (c *Checker) checkMountNamespaces(ctx context.Context, host *mountscan.Tabl
 				if !holds {
 					continue
 				}
-				log.V(4).Info("Mount from a pod dir in a mount namespace", "podUID", d.uid, "namespace", ns.ID, "task", from.String(), "mountPoint", m.MountPoint)
+				log.V(4).Info("Mount from a pod dir in a mount namespace", "podUID", d.uid, "namespace", ns.String(), "mountPoint", m.MountPoint)
 				evidence := fmt.Sprintf("%s has %s mounted from %s (mount ID %d, %s): %s",
 					ns, m.MountPoint, m.Root, m.ID, optionalFields(m), reach.Why)
 				if len(reach.Pending) > 0 {

@@ -27,3 +27,23 @@ func ExamplePodOfCgroup() {
 	fmt.Println(uid, ok)
 	// Output: 0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91 true
 }
+
+// Every namespace on the node, one table at a time: each is pinned until
+// CloseAll, and one that cannot be read is an error, never an empty table.
+func ExampleList() {
+	ctx := context.Background()
+	nss, err := mountnamespaces.List(ctx, "/proc", mountnamespaces.Options{})
+	defer mountnamespaces.CloseAll(nss)
+	if err != nil {
+		return // incomplete: no "no user" may be concluded
+	}
+	for _, ns := range nss {
+		table, _, err := ns.ReadTable(ctx, "/proc", mountnamespaces.Options{})
+		if err != nil {
+			return // unknown: something may still run in it
+		}
+		if len(ns.Tasks) == 0 {
+			fmt.Println(ns, "holds", table.Len(), "mounts") // e.g. "(no task: held by nsfs bind at …)"
+		}
+	}
+}

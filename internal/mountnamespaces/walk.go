@@ -23,44 +23,6 @@ import (
 // walkers is how many goroutines walk /proc: its reads cost CPU, not I/O.
 const walkers = 2
 
-// List lists the distinct mount namespaces of the tasks in procDir (the
-// host's /proc, with hostPID in a container), and which pods each one's
-// tasks belong to; it reads no table. On an error (wrapping
-// ErrIncomplete), the namespaces found so far are returned with it, unless
-// /proc itself could not be listed.
-func List(ctx context.Context, procDir string, opts Options) ([]*Namespace, error) {
-	ctx, cancel := context.WithTimeout(ctx, opts.timeout())
-	defer cancel()
-	procDir, err := filepath.Abs(procDir)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrIncomplete, err)
-	}
-	nss, errs := list(ctx, procDir, opts)
-	return nss, errs.result(procDir)
-}
-
-// list is List, with its errors kept apart for Read to add to.
-func list(ctx context.Context, procDir string, opts Options) ([]*Namespace, *errorList) {
-	errs := &errorList{}
-	pids, err := listPIDs(ctx, procDir, opts)
-	if err != nil {
-		errs.add(err)
-		return nil, errs
-	}
-	w := &walk{procDir: procDir, opts: opts, index: map[string]*Namespace{}, errs: errs}
-	if err := bounded.Run(ctx, len(pids), walkers, opts.timeout(), func(wk *bounded.Walker, i int) {
-		tasks, err := w.process(wk, pids[i])
-		w.merge(tasks, err)
-	}); err != nil {
-		errs.add(fmt.Errorf("walking %s: %w", procDir, err))
-	}
-	nss := w.namespaces()
-	if len(nss) == 0 && errs.empty() {
-		errs.add(fmt.Errorf("no task found in %s: is it the host's /proc?", procDir))
-	}
-	return nss, errs
-}
-
 // listPIDs lists the processes (thread-group leaders) in procDir.
 func listPIDs(ctx context.Context, procDir string, opts Options) ([]int, error) {
 	names, err := bounded.Call(ctx, procDir, opts.timeout(), func() ([]string, error) {
@@ -102,42 +64,41 @@ func readDirNames(dir string, max int) ([]string, error) {
 	}
 }
 
-// walk gathers the tasks of every process into namespaces.
-type walk struct {
-	procDir string
-	opts    Options
-
-	mu     sync.Mutex
-	index  map[string]*Namespace // by ID
-	order  []*Namespace
-	tasks  int
-	counts map[*Namespace]*podCount
-	errs   *errorList
-}
-
-// podCount is a namespace's attribution while it is gathered.
-type podCount struct {
-	pods         map[string]bool
-	unattributed int
-	why          string // of the first task not attributed
-}
-
 // seenTask is what one task showed.
 type seenTask struct {
 	Task
-	ns   string // its namespace's ID ("" = could not be read)
-	why  string // why not, then
-	pods []string
+	ino uint64 // its namespace (0 = could not be told)
+	why string // why not, then
+	// pin is its namespace, opened here because it was not pinned yet.
+	pin pin
+	// holds: the task is live, in the namespace ino (or, not told, its own).
+	holds bool
+	// left: the task left the namespace ino between its readlink and the
+	// open: the namespace was seen, and not pinned. moved: the namespace
+	// its link named before the open, when it is in another (ino) since.
+	left  bool
+	moved uint64
+	pods  []string
 	// unattributed says why the task belongs to no pod ("" = it does).
 	unattributed string
 }
 
-// process reads the tasks of one process. It publishes nothing itself:
-// bounded.Run may start it again (see there).
-func (w *walk) process(wk *bounded.Walker, pid int) ([]seenTask, error) {
-	dir := filepath.Join(w.procDir, strconv.Itoa(pid))
+// process reads the tasks of one process: each one's namespace (pinned
+// when it is not yet) and cgroup. It publishes nothing itself: bounded.Run
+// may start it again (see there), and an abandoned run closes the pins it
+// opened.
+func (l *lister) process(wk *bounded.Walker, pid int) (seen []seenTask, err error) {
+	published := false
+	defer func() {
+		if !published {
+			for _, t := range seen {
+				t.pin.close()
+			}
+		}
+	}()
+	dir := filepath.Join(l.procDir, strconv.Itoa(pid))
 	names, err := bounded.Do(wk, filepath.Join(dir, "task"), func() ([]string, error) {
-		return readDirNames(filepath.Join(dir, "task"), w.opts.maxTasks())
+		return readDirNames(filepath.Join(dir, "task"), l.opts.maxTasks())
 	})
 	if gone(err) {
 		if _, serr := bounded.Do(wk, dir, func() (os.FileInfo, error) { return os.Lstat(dir) }); gone(serr) {
@@ -148,49 +109,97 @@ func (w *walk) process(wk *bounded.Walker, pid int) ([]seenTask, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tasks of pid %d: %w", pid, err)
 	}
-	var seen []seenTask
 	for _, name := range names {
 		tid, err := strconv.Atoi(name)
 		if err != nil {
 			continue
 		}
-		t, ok, err := w.task(wk, Task{PID: pid, TID: tid})
-		if err != nil {
-			return nil, err
-		}
-		if ok {
+		t, err := l.task(wk, Task{PID: pid, TID: tid})
+		if t.holds || t.left || t.pin.f != nil {
 			seen = append(seen, t)
 		}
+		if err != nil {
+			return seen, err
+		}
 	}
+	published = true
 	return seen, nil
 }
 
-// task reads one task's namespace link and cgroup file. ok is false when
-// the task is gone, or is a zombie: a task drops its namespaces as it
-// exits (the link then gives ENOENT), and holds nothing after.
-func (w *walk) task(wk *bounded.Walker, t Task) (seen seenTask, ok bool, err error) {
-	dir := t.dir(w.procDir)
-	seen.Task = t
-	seen.ns, err = bounded.Do(wk, filepath.Join(dir, "ns", "mnt"), func() (string, error) { return os.Readlink(filepath.Join(dir, "ns", "mnt")) })
+// task reads one task's namespace link and cgroup file, and pins its
+// namespace if it is not pinned yet. A task that is gone, or a zombie,
+// holds nothing: a task drops its namespaces as it exits (the link then
+// gives ENOENT). This process's own threads that entered a namespace to
+// read it are not the node's: skipped.
+func (l *lister) task(wk *bounded.Walker, t Task) (seenTask, error) {
+	dir := t.dir(l.procDir)
+	seen := seenTask{Task: t}
+	if t.PID == l.self && l.isReaderThread(wk, dir) {
+		return seen, nil
+	}
+	link := filepath.Join(dir, "ns", "mnt")
+	id, err := bounded.Do(wk, link, func() (string, error) { return os.Readlink(link) })
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if exited, serr := w.exited(wk, t); serr != nil || !exited {
-			return seen, false, fmt.Errorf("%s has no mount namespace link, yet it has not exited: %w", t, errors.Join(err, serr))
+		if exited, serr := l.exited(wk, t); serr != nil || !exited {
+			return seen, fmt.Errorf("%s has no mount namespace link, yet it has not exited: %w", t, errors.Join(err, serr))
 		}
-		return seen, false, nil
+		return seen, nil
 	case gone(err):
-		return seen, false, nil
+		return seen, nil
 	case err != nil:
 		// Which namespace it is needs ptrace access; its mountinfo is
 		// world-readable, so it is read as a namespace of its own.
-		seen.ns, seen.why = "", err.Error()
+		seen.why = err.Error()
+	default:
+		var parsed bool
+		if seen.ino, parsed = parseNsLink(id); !parsed {
+			seen.why = fmt.Sprintf("its link reads %q", id)
+		}
 	}
+	if seen.ino != 0 && !l.pinned(seen.ino) && !l.pinTask(wk, &seen, link, id) {
+		return seen, nil
+	}
+	if before, ok := l.attributed[t]; ok && before.ino == seen.ino && seen.ino != 0 {
+		seen.pods, seen.unattributed, seen.holds = before.pods, before.unattributed, true
+		return seen, nil
+	}
+	seen.holds = l.attribute(wk, &seen)
+	return seen, nil
+}
+
+// pinTask opens the task's namespace link, which read id. A task that
+// left the namespace since (its link is gone, or names another) leaves it
+// seen and not pinned (left, and false is returned); a task still in it
+// whose link cannot be opened (a /proc made up by a test) leaves it
+// unpinned, to be read through its tasks.
+func (l *lister) pinTask(wk *bounded.Walker, seen *seenTask, link, id string) bool {
+	p, err := bounded.Do(wk, link, func() (pin, error) { return openPin(link) })
+	if err == nil {
+		if p.ino != seen.ino { // it moved since: the namespace it is in now
+			seen.moved = seen.ino
+		}
+		seen.pin, seen.ino = p, p.ino
+		return true
+	}
+	again, err := bounded.Do(wk, link, func() (string, error) { return os.Readlink(link) })
+	if gone(err) || err == nil && again != id {
+		seen.left = true
+		return false
+	}
+	return true
+}
+
+// attribute reads the task's cgroup file: the pods it belongs to. It
+// returns false when the task exited meanwhile.
+func (l *lister) attribute(wk *bounded.Walker, seen *seenTask) bool {
+	dir := seen.dir(l.procDir)
 	cgroup := filepath.Join(dir, "cgroup")
 	data, err := bounded.Do(wk, cgroup, func() ([]byte, error) { return readLimited(cgroup, maxCgroupFileSize) })
 	if gone(err) {
 		link := filepath.Join(dir, "ns", "mnt")
 		if _, lerr := bounded.Do(wk, link, func() (string, error) { return os.Readlink(link) }); gone(lerr) {
-			return seen, false, nil // it exited meanwhile
+			return false
 		}
 	}
 	switch {
@@ -199,21 +208,29 @@ func (w *walk) task(wk *bounded.Walker, t Task) (seen seenTask, ok bool, err err
 	default:
 		var first string
 		seen.pods, first = podsOfCgroupFile(data)
-		if uid, ok := w.opts.ContainerPIDs[t.PID]; ok && !slices.Contains(seen.pods, uid) {
+		if uid, ok := l.opts.ContainerPIDs[seen.PID]; ok && !slices.Contains(seen.pods, uid) {
 			seen.pods = append(seen.pods, uid)
 		}
 		if len(seen.pods) == 0 {
 			seen.unattributed = "its cgroup " + first + " is no pod's"
 		}
 	}
-	return seen, true, nil
+	return true
+}
+
+// isReaderThread says whether the task at dir, one of this process's, is a
+// thread that entered a namespace to read it (enterAndRead names them).
+func (l *lister) isReaderThread(wk *bounded.Walker, dir string) bool {
+	comm := filepath.Join(dir, "comm")
+	data, err := bounded.Do(wk, comm, func() ([]byte, error) { return readLimited(comm, 64) })
+	return err == nil && strings.TrimSuffix(string(data), "\n") == readerThreadName
 }
 
 // exited says whether a task without a namespace link is a zombie (or
 // dead, or gone). A task drops its namespaces in do_exit a moment before
 // it becomes a zombie: it is looked at again a few times first.
-func (w *walk) exited(wk *bounded.Walker, t Task) (bool, error) {
-	dir := t.dir(w.procDir)
+func (l *lister) exited(wk *bounded.Walker, t Task) (bool, error) {
+	dir := t.dir(l.procDir)
 	for attempt := 1; ; attempt++ {
 		exited, err := bounded.Do(wk, filepath.Join(dir, "stat"), func() (bool, error) { return exitedTask(dir) })
 		if exited || err != nil || attempt == exitAttempts {
@@ -229,8 +246,9 @@ const (
 	exitWait     = 10 * time.Millisecond
 )
 
-// exitedTask says whether the task at dir is gone, or a zombie or dead:
-// the state in its stat file is Z or X.
+// exitedTask says whether the task at dir is gone, a zombie or dead (the
+// state in its stat file is Z or X), or exiting (PF_EXITING in its flags:
+// do_exit sets it before the task drops its namespaces).
 func exitedTask(dir string) (bool, error) {
 	stat := filepath.Join(dir, "stat")
 	data, err := readLimited(stat, 4096)
@@ -240,78 +258,131 @@ func exitedTask(dir string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	// "tid (comm) S …": the comm may hold anything, ')' too.
+	// "tid (comm) S ppid pgrp session tty tpgid flags …": the comm may
+	// hold anything, ')' too.
 	i := strings.LastIndexByte(string(data), ')')
 	if i < 0 || i+2 >= len(data) {
 		return false, fmt.Errorf("%s: malformed", stat)
 	}
-	state := data[i+2]
-	return state == 'Z' || state == 'X' || state == 'x', nil
+	fields := strings.Fields(string(data[i+1:]))
+	switch fields[0] {
+	case "Z", "X", "x":
+		return true, nil
+	}
+	if len(fields) > 6 {
+		flags, err := strconv.ParseUint(fields[6], 10, 64)
+		return err == nil && flags&pfExiting != 0, nil
+	}
+	return false, nil
 }
 
-// merge adds the tasks of one process to the namespaces.
-func (w *walk) merge(tasks []seenTask, err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err != nil {
-		w.errs.add(err)
-		return
-	}
-	if w.counts == nil {
-		w.counts = map[*Namespace]*podCount{}
-	}
-	for _, t := range tasks {
-		if w.tasks++; w.tasks > w.opts.maxTasks() {
-			w.errs.add(fmt.Errorf("more than %d tasks", w.opts.maxTasks()))
-			return
-		}
-		ns := w.index[t.ns]
-		if ns == nil || t.ns == "" {
-			if len(w.order) == w.opts.maxNamespaces() {
-				w.errs.add(fmt.Errorf("more than %d mount namespaces", w.opts.maxNamespaces()))
-				return
-			}
-			ns = &Namespace{ID: t.ns, identified: t.ns != ""}
-			if !ns.identified {
-				ns.ID = "of " + t.String() + " (id unreadable: " + t.why + ")"
-			} else {
-				w.index[t.ns] = ns
-			}
-			w.order = append(w.order, ns)
-			w.counts[ns] = &podCount{pods: map[string]bool{}}
-		}
-		ns.Tasks = append(ns.Tasks, t.Task)
-		c := w.counts[ns]
-		for _, uid := range t.pods {
-			c.pods[uid] = true
-		}
-		if t.unattributed != "" {
-			if c.unattributed++; c.why == "" {
-				c.why = t.String() + ": " + t.unattributed
-			}
-		}
-	}
+// pfExiting is PF_EXITING of include/linux/sched.h.
+const pfExiting = 0x4
+
+// seenFD is a descriptor of a namespace's file in a process.
+type seenFD struct {
+	FD
+	ino uint64 // the namespace its link named
+	// pin is what the descriptor held when opened here, because ino was
+	// not pinned yet: ino's file, or another namespace's if it was closed
+	// and reused meanwhile (then ino is left seen and not pinned).
+	pin pin
 }
 
-// namespaces returns the namespaces in the order of their first task, with
-// their attribution.
-func (w *walk) namespaces() []*Namespace {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, ns := range w.order {
-		slices.SortFunc(ns.Tasks, compareTasks)
-		c := w.counts[ns]
-		for uid := range c.pods {
-			ns.Pods.PodUIDs = append(ns.Pods.PodUIDs, uid)
+// descriptors looks for open namespace files in the descriptor tables of
+// the process pid's live tasks. Threads share one table unless one
+// unshared it (CLONE_FILES): a task's table is walked unless kcmp proves
+// it one already walked; where kcmp cannot tell (procDir's PIDs are not
+// this process's PID namespace's, or no kcmp), every task's is. This
+// process's own descriptors are the walk's pins, not the node's holders.
+func (l *lister) descriptors(wk *bounded.Walker, pid int, tids []int, budget *fdBudget) (seen []seenFD, err error) {
+	published := false
+	defer func() {
+		if !published {
+			for _, s := range seen {
+				s.pin.close()
+			}
 		}
-		sort.Strings(ns.Pods.PodUIDs)
-		ns.Pods.Complete = c.unattributed == 0
-		if c.unattributed > 0 {
-			ns.Pods.Unattributed = fmt.Sprintf("%d of its %d tasks belong to no pod (%s)", c.unattributed, len(ns.Tasks), c.why)
+	}()
+	var walked []int
+	for _, tid := range tids {
+		if l.sameTable(walked, tid) {
+			continue
+		}
+		walked = append(walked, tid)
+		found, err := l.descriptorsOf(wk, Task{PID: pid, TID: tid}, budget)
+		seen = append(seen, found...)
+		if err != nil {
+			return seen, err
 		}
 	}
-	slices.SortFunc(w.order, func(a, b *Namespace) int { return compareTasks(a.Tasks[0], b.Tasks[0]) })
-	return w.order
+	published = true
+	return seen, nil
+}
+
+// sameTable: tid shares the descriptor table of a task of walked.
+func (l *lister) sameTable(walked []int, tid int) bool {
+	if !l.sameProcNS {
+		return false
+	}
+	for _, w := range walked {
+		if same, err := sameFiles(w, tid); err == nil && same {
+			return true
+		}
+	}
+	return false
+}
+
+// descriptorsOf walks the descriptor table of one task.
+func (l *lister) descriptorsOf(wk *bounded.Walker, t Task, budget *fdBudget) ([]seenFD, error) {
+	dir := filepath.Join(t.dir(l.procDir), "fd")
+	names, err := bounded.Do(wk, dir, func() ([]string, error) { return readDirNames(dir, l.opts.maxFDs()) })
+	switch {
+	case gone(err):
+		return nil, nil // exited
+	case err != nil:
+		return nil, fmt.Errorf("the descriptors of %s: %w", t, err)
+	case !budget.take(len(names)):
+		return nil, fmt.Errorf("more than %d descriptors", l.opts.maxFDs())
+	}
+	var seen []seenFD
+	for _, name := range names {
+		n, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		target, err := bounded.Do(wk, path, func() (string, error) { return os.Readlink(path) })
+		if gone(err) {
+			continue // closed meanwhile
+		}
+		if err != nil {
+			return seen, fmt.Errorf("descriptor %d of %s: %w", n, t, err)
+		}
+		ino, ok := parseNsLink(target)
+		if !ok {
+			continue
+		}
+		s := seenFD{FD: FD{Task: t, FD: n}, ino: ino}
+		if !l.pinned(ino) {
+			s.pin, _ = bounded.Do(wk, path, func() (pin, error) { return openPin(path) })
+		}
+		seen = append(seen, s)
+	}
+	return seen, nil
+}
+
+// fdBudget counts the descriptors looked at, against Options.MaxFDs.
+type fdBudget struct {
+	mu   sync.Mutex
+	left int
+}
+
+func (b *fdBudget) take(n int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.left -= n
+	return b.left >= 0
 }
 
 func compareTasks(a, b Task) int {

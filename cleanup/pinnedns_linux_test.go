@@ -1,0 +1,50 @@
+package cleanup_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/volrecon/volrecon/cleanup"
+	"github.com/volrecon/volrecon/internal/mountnamespaces/testtaskholder"
+	"github.com/volrecon/volrecon/internal/testmountns"
+)
+
+// A leaked staging mount whose filesystem only a mount namespace with no
+// task in it still mounts (kept alive by a bind of its file, as
+// `unshare --mount=FILE` and snapd keep theirs, or by an open descriptor
+// of a process in another namespace), and writes go through, is not
+// unstaged, however long it has been unused in the host's table. Found
+// through the tasks only, that namespace was never read, and
+// NodeUnstageVolume was sent (issue 36, item 3).
+func TestRealATasklessNamespaceKeepsALeak(t *testing.T) {
+	if !testmountns.Enter(t) {
+		return
+	}
+	for _, held := range []string{"bind", "fd"} {
+		t.Run(held, func(t *testing.T) {
+			n := newRealCSI(t)
+			now := time.Now()
+			store := &memStore{since: map[string]time.Time{n.staging: now.Add(-2 * time.Hour)}}
+			td := &cleanup.CSITeardown{AssumeNoNewPods: true, MinLeakAge: time.Minute, Now: now, Store: store}
+			user := filepath.Join(t.TempDir(), "user")
+			require.NoError(t, os.Mkdir(user, 0o750))
+			if held == "bind" {
+				testtaskholder.PinByBind(t, filepath.Join(t.TempDir(), "ns.mnt"), "", `mount --bind "$1" "$2"`, n.staging, user)
+			} else {
+				testtaskholder.Start(t, testtaskholder.FDHeld, n.staging, user)
+			}
+
+			results := n.run(t, td)
+			require.Len(t, results, 1)
+			assert.Equal(t, cleanup.NeedsDriver, results[0].Action.Action, "a mount of it in a namespace with no task is a user: %s", results[0].Reason)
+			assert.NotContains(t, callMethods(n.driver), "NodeUnstageVolume")
+			assert.True(t, realMountTable(t).IsMountPoint(n.staging), "still staged")
+			assert.Empty(t, store.since, "a staging mount in use is forgotten")
+		})
+	}
+}

@@ -1,0 +1,95 @@
+package mountnamespaces
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// pin is an open nsfs file of a mount namespace: while it is open the
+// namespace lives on, and its table can be read by entering it, whatever
+// held it before (tasks, a bind, a descriptor) has gone. ino identifies
+// the namespace; a PID would not (it is reused, and the task may leave).
+type pin struct {
+	f   *os.File
+	ino uint64
+}
+
+func (p pin) close() {
+	if p.f != nil {
+		_ = p.f.Close()
+	}
+}
+
+func closePins(ps []pin) {
+	for _, p := range ps {
+		p.close()
+	}
+}
+
+var (
+	errNotNamespace = errors.New("not a mount namespace's file")
+	errNoKernelList = errors.New("the kernel does not list mount namespaces")
+	errCannotEnter  = errors.New("the namespace cannot be entered")
+)
+
+// parseNsLink returns N of "mnt:[N]", a mount namespace's link text (and
+// an nsfs entry's root in a table).
+func parseNsLink(s string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(s, "mnt:[")
+	if !ok {
+		return 0, false
+	}
+	digits, ok := strings.CutSuffix(rest, "]")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	return n, err == nil && n != 0
+}
+
+func nsID(ino uint64) string { return "mnt:[" + strconv.FormatUint(ino, 10) + "]" }
+
+// wantedBind is an nsfs bind of the namespace ino, to be pinned.
+type wantedBind struct {
+	Bind
+	ino uint64
+}
+
+// boundPin is what opening a wanted bind gave.
+type boundPin struct {
+	wantedBind
+	pin pin
+	err error
+}
+
+// handoff takes the pins a read opens for binds. The read runs in a call
+// that may be abandoned (bounded.Call): what its caller has not taken by
+// then, the read closes itself.
+type handoff struct {
+	mu     sync.Mutex
+	closed bool
+	got    []boundPin
+}
+
+func (h *handoff) add(b wantedBind, p pin, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		p.close()
+		return
+	}
+	h.got = append(h.got, boundPin{b, p, err})
+}
+
+// take returns what the read opened so far; anything later it closes.
+func (h *handoff) take() []boundPin {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	got := h.got
+	h.got = nil
+	return got
+}
