@@ -58,7 +58,9 @@ func (s Source) ReadScoped(ctx context.Context, scope *Scope) (*Table, error) {
 		return table, err
 	}
 	klog.FromContext(ctx).V(4).Info("Mount table read from mountinfo: listmount/statmount cannot give it", "path", s.Name(), "reason", err)
-	return withStatmountError(s.readMountinfo(ctx, scope))(err)
+	table, err2 := s.readMountinfo(ctx, scope)
+	markStatmountError(table, err)
+	return table, err2
 }
 
 // statmount reports whether the table is asked of listmount and statmount.
@@ -83,14 +85,11 @@ func (s Source) readStatmount(ctx context.Context, scope *Scope, w *Watcher) (*T
 	return readStatmount(ctx, r, target)
 }
 
-// withStatmountError records on a table freshly read from mountinfo why
-// listmount and statmount did not read it.
-func withStatmountError(t *Table, err error) func(error) (*Table, error) {
-	return func(why error) (*Table, error) {
-		if t != nil {
-			t.statmountErr = why // nobody holds t yet
-		}
-		return t, err
+// markStatmountError records on a table freshly read from mountinfo, which
+// nobody holds yet, why listmount and statmount did not read it.
+func markStatmountError(t *Table, why error) {
+	if t != nil {
+		t.statmountErr = why
 	}
 }
 
@@ -178,13 +177,8 @@ func (c *Current) Reread(ctx context.Context, scope *Scope) (*Table, error) {
 // readWatched reads the table through the watch: by listmount and
 // statmount while they can give it (Source.Method), else from mountinfo.
 func (c *Current) readWatched(ctx context.Context, scope *Scope) (*Table, error) {
-	if c.src.statmount() && c.statmountErr == nil {
-		table, err := c.src.readStatmount(ctx, scope, c.watch)
-		if !errors.Is(err, ErrStatmountUnavailable) {
-			return table, err
-		}
-		klog.FromContext(ctx).V(2).Info("Mount table read from mountinfo from now on: listmount/statmount cannot give it", "path", c.src.Name(), "reason", err)
-		c.statmountErr = err
+	if table, done, err := c.tryStatmount(ctx, scope, c.watch); done {
+		return table, err
 	}
 	var table *Table
 	var err error
@@ -193,7 +187,24 @@ func (c *Current) readWatched(ctx context.Context, scope *Scope) (*Table, error)
 	} else {
 		table, err = c.watch.ReadScoped(ctx, c.src.MaxAttempts, scope)
 	}
-	return withStatmountError(table, err)(c.statmountErr)
+	markStatmountError(table, c.statmountErr)
+	return table, err
+}
+
+// tryStatmount reads the table by listmount and statmount, through w when
+// not nil, while they can give it (Source.Method); done is false when the
+// table is to be read from mountinfo instead.
+func (c *Current) tryStatmount(ctx context.Context, scope *Scope, w *Watcher) (table *Table, done bool, err error) {
+	if !c.src.statmount() || c.statmountErr != nil {
+		return nil, false, nil
+	}
+	table, err = c.src.readStatmount(ctx, scope, w)
+	if !errors.Is(err, ErrStatmountUnavailable) {
+		return table, true, err
+	}
+	klog.FromContext(ctx).V(2).Info("Mount table read from mountinfo from now on: listmount/statmount cannot give it", "path", c.src.Name(), "reason", err)
+	c.statmountErr = err
+	return nil, false, nil
 }
 
 // readUnwatched reads a table the kernel does not flag changes of. A
@@ -201,8 +212,16 @@ func (c *Current) readWatched(ctx context.Context, scope *Scope) (*Table, error)
 // file finds the text it was parsed from (readFileScopedAgain): one read
 // instead of the two that agree.
 func (c *Current) readUnwatched(ctx context.Context, scope *Scope) (*Table, error) {
-	if c.src.Read != nil || scope == nil || c.src.statmount() {
-		return c.src.ReadScoped(ctx, scope)
+	if table, done, err := c.tryStatmount(ctx, scope, nil); done {
+		return table, err
+	}
+	if c.src.Read != nil {
+		return c.src.readFunc(ctx)
+	}
+	if scope == nil {
+		table, err := c.src.readMountinfo(ctx, nil)
+		markStatmountError(table, c.statmountErr)
+		return table, err
 	}
 	last := c.table
 	if last == nil || !c.scope.coversScope(scope) {
@@ -220,6 +239,7 @@ func (c *Current) readUnwatched(ctx context.Context, scope *Scope) (*Table, erro
 		return nil, err
 	}
 	if table != last {
+		markStatmountError(table, c.statmountErr)
 		c.table, c.scope = table, scope
 	}
 	return table, nil

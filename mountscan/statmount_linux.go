@@ -7,9 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -137,8 +137,8 @@ func mountNamespaceIDOf(fd int) (uint64, error) {
 	return id, nil
 }
 
-// readStatmount is ReadStatmount; rootMnt, when not 0, is the unique ID of
-// the mount whose root the table must be relative to (see statmountTarget).
+// readStatmount is ReadStatmount; target, when set, replaces r.Namespace
+// and names the mount whose root the table must be relative to.
 func readStatmount(ctx context.Context, r StatmountRead, target *statmountTarget) (*Table, error) {
 	name := r.name()
 	maxAttempts := r.MaxAttempts
@@ -210,8 +210,8 @@ type statmountReader struct {
 }
 
 // checkForeign tells whether ns is another namespace than the caller's: the
-// kernel then computes propagate_from against the caller's root, and it is
-// checked (see checkPropagateFrom).
+// kernel then computes propagate_from against the caller's root, and
+// checkPass checks what it gave.
 func (rd *statmountReader) checkForeign() error {
 	if rd.ns == 0 {
 		return nil
@@ -670,36 +670,42 @@ type statmountTarget struct {
 }
 
 // resolveStatmountTarget finds what the mountinfo file at path lists: the
-// caller's own table (/proc/self/mountinfo, /proc/thread-self/mountinfo),
-// or the table of the process <pid> for /proc/<pid>/mountinfo, whose paths
-// are relative to that process's root. listmount and statmount read a
-// namespace relative to the caller's root when it is the caller's, else
-// relative to the root of the namespace's first mount; a process whose
-// root is another (chroot, pivot_root over a stack) is not theirs to give.
+// caller's own table (/proc/self/mountinfo), or the table of the process
+// whose procfs directory holds it (/proc/<procDir>/mountinfo, also where the
+// host's /proc is mounted elsewhere), whose paths are relative to that
+// process's root. listmount and statmount read a namespace relative to the
+// caller's root when it is the caller's, else relative to the root of the
+// namespace's first mount; a process whose root is another (chroot,
+// pivot_root over a stack) is not theirs to give.
 func resolveStatmountTarget(path string) (*statmountTarget, error) {
 	switch path {
 	case DefaultPath, "/proc/thread-self/mountinfo":
 		return &statmountTarget{}, nil
 	}
-	pid, ok := strings.CutSuffix(path, "/mountinfo")
-	if pid, ok = strings.CutPrefix(pid, "/proc/"); !ok || pid == "" || strings.Trim(pid, "0123456789") != "" {
-		return nil, fmt.Errorf("%w: %s is not the mountinfo of a process", ErrStatmountUnavailable, path)
+	notAProcess := fmt.Errorf("%w: %s is not the mountinfo of a process", ErrStatmountUnavailable, path)
+	if filepath.Base(path) != "mountinfo" {
+		return nil, notAProcess
 	}
 	// The process's directory pins the process: if it exits, and another
 	// takes its ID, what is read through it fails instead of naming the other.
-	dir, err := unix.Open("/proc/"+pid, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	procDir := filepath.Dir(path)
+	dir, err := unix.Open(procDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("%w: /proc/%s: %w", ErrStatmountUnavailable, pid, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrStatmountUnavailable, procDir, err)
 	}
 	defer unix.Close(dir)
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(dir, &sfs); err != nil || sfs.Type != unix.PROC_SUPER_MAGIC {
+		return nil, notAProcess
+	}
 	nsFD, err := unix.Openat(dir, "ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, fmt.Errorf("%w: /proc/%s/ns/mnt: %w", ErrStatmountUnavailable, pid, err)
+		return nil, fmt.Errorf("%w: %s/ns/mnt: %w", ErrStatmountUnavailable, procDir, err)
 	}
 	ns, err := mountNamespaceIDOf(nsFD)
 	unix.Close(nsFD)
 	if err != nil {
-		return nil, fmt.Errorf("%w: /proc/%s/ns/mnt: %w", ErrStatmountUnavailable, pid, err)
+		return nil, fmt.Errorf("%w: %s/ns/mnt: %w", ErrStatmountUnavailable, procDir, err)
 	}
 	own, err := MountNamespaceID("/proc/self/ns/mnt")
 	if err != nil {
@@ -707,11 +713,11 @@ func resolveStatmountTarget(path string) (*statmountTarget, error) {
 	}
 	root, err := rootOf(dir, "root")
 	if err != nil {
-		return nil, fmt.Errorf("%w: /proc/%s/root: %w", ErrStatmountUnavailable, pid, err)
+		return nil, fmt.Errorf("%w: %s/root: %w", ErrStatmountUnavailable, procDir, err)
 	}
 	if ns != own {
 		if root.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 || root.Attributes&unix.STATX_ATTR_MOUNT_ROOT == 0 {
-			return nil, fmt.Errorf("%w: the root of process %s is not the root of a mount", ErrStatmountUnavailable, pid)
+			return nil, fmt.Errorf("%w: the root of the process of %s is not the root of a mount", ErrStatmountUnavailable, procDir)
 		}
 		return &statmountTarget{ns: ns, rootMnt: root.Mnt_id}, nil
 	}
@@ -720,7 +726,7 @@ func resolveStatmountTarget(path string) (*statmountTarget, error) {
 		return nil, fmt.Errorf("%w: /proc/self/root: %w", ErrStatmountUnavailable, err)
 	}
 	if self.Mnt_id != root.Mnt_id || self.Dev_major != root.Dev_major || self.Dev_minor != root.Dev_minor || self.Ino != root.Ino {
-		return nil, fmt.Errorf("%w: the root of process %s is not the caller's", ErrStatmountUnavailable, pid)
+		return nil, fmt.Errorf("%w: the root of the process of %s is not the caller's", ErrStatmountUnavailable, procDir)
 	}
 	return &statmountTarget{}, nil
 }

@@ -270,6 +270,14 @@ func TestSourceStatmount(t *testing.T) {
 	assert.Positive(t, after.Skipped())
 	assert.Equal(t, 2, *reads)
 
+	// The caller's own table through a procfs mounted elsewhere, as a
+	// DaemonSet mounts the host's /proc.
+	proc := filepath.Join(t.TempDir(), "proc")
+	testmountns.Mount(t, "proc", proc, "proc", 0, "")
+	tab, err = Source{Path: filepath.Join(proc, strconv.Itoa(os.Getpid()), "mountinfo"), Method: MethodStatmount}.ReadScoped(t.Context(), nil)
+	require.NoError(t, err)
+	assert.Equal(t, MethodStatmount, tab.Method(), tab.StatmountError())
+
 	saved := filepath.Join(t.TempDir(), "mountinfo")
 	b, err := os.ReadFile(DefaultPath)
 	require.NoError(t, err)
