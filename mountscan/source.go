@@ -30,7 +30,8 @@ type Source struct {
 	// parses Path where they cannot give it: a kernel without them, a
 	// process without the privilege, a mount they cannot describe as
 	// mountinfo does (see ReadStatmount). Table.Method says which read a
-	// table, and Table.StatmountError why not statmount.
+	// table, and Table.StatmountError why not statmount. Read, when set,
+	// is called whatever Method says.
 	Method Method
 }
 

@@ -75,19 +75,24 @@ func (t *Table) StatmountError() error { return t.statmountErr }
 // ReadStatmount reads the mount table of a namespace by listmount(2) and
 // statmount(2): the same entries, in the same order, with the same fields
 // as the mountinfo parser gives for /proc/<pid>/mountinfo of a task at that
-// namespace's root (the caller itself for its own namespace), with three
-// exceptions the kernel imposes:
-//   - statmount does not report the superblock flag "mand" (mandatory
-//     locking, a no-op since Linux 5.15 that mountinfo still prints), so
-//     SuperOptions never holds it;
-//   - Line is the entry's 1-based position in the namespace's list, which
-//     is its line number in such a mountinfo;
-//   - a FUSE mount whose subtype is the empty string is of FSType "fuse",
-//     where mountinfo prints "fuse.".
+// namespace's root (the caller itself for its own namespace; Line is the
+// entry's 1-based position in the namespace's list, its line number in
+// such a mountinfo), with one exception the kernel imposes: statmount does
+// not report the superblock flag "mand" (mandatory locking, a no-op since
+// Linux 5.15 that mountinfo still prints), so SuperOptions never holds it.
 //
-// Every failure is a *ReadError, as ReadFile's are: a table assembled
-// while mounts changed is read again (see StatmountRead.Watch), and after
-// MaxAttempts readings the error wraps ErrInconsistent. It wraps
+// A reading lists the IDs (listmount, a page at a time), then asks
+// statmount for each mount. It is torn, and read again, when a mount
+// listed is gone by its statmount (ENOENT) or no longer under the root
+// (no mount point); with a Watch, when the namespace's change flag went
+// up during it (every mount, unmount, move and remount raises it);
+// without, when the next reading differs (an ID is never reused, so a
+// mount made or gone changes the list). As for a mountinfo read, a change
+// of propagation alone (make-shared, make-slave...) raises no flag: a
+// watched reading while one happens can mix before and after, as a
+// mountinfo read can. Every failure is a *ReadError, as ReadFile's are,
+// and after MaxAttempts readings that never held the error wraps
+// ErrInconsistent. It wraps
 // ErrStatmountUnavailable when the kernel cannot give the table: then read
 // the mountinfo file instead (Source.Method does). For another namespace
 // than the caller's, the kernel computes a slave mount's propagate_from
