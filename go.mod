@@ -9,7 +9,7 @@ require (
 	github.com/prometheus/client_model v0.2.0
 	github.com/prometheus/common v0.10.0
 	github.com/stretchr/testify v1.8.4
-	golang.org/x/sys v0.20.0
+	golang.org/x/sys v0.26.0
 	google.golang.org/grpc v1.63.0
 	google.golang.org/protobuf v1.33.0
 	k8s.io/api v0.30.0

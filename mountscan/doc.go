@@ -1,5 +1,6 @@
-// Package mountscan reads a Linux mount table (/proc/self/mountinfo) once,
-// consistently, and indexes it so that a whole reconstruction pass can ask
+// Package mountscan reads a Linux mount table (/proc/self/mountinfo, or
+// the kernel's listmount(2) and statmount(2)) once, consistently, and
+// indexes it so that a whole reconstruction pass can ask
 // many questions about mounts without re-reading the file.
 //
 // What it is for:
@@ -9,6 +10,25 @@
 //     any other file until two consecutive reads are identical.
 //   - Watch keeps a live table open and tells, without blocking, whether
 //     it changed since it was last read (Watcher.Changed, Watcher.Read).
+//   - ReadStatmount asks the kernel instead, by listmount(2) and
+//     statmount(2) (Linux 6.15 for every field): no text is formatted or
+//     parsed, and another mount namespace is read by its ID
+//     (MountNamespaceID) without entering it. It gives the Table the parser
+//     gives for that namespace's mountinfo: the same entries in the same
+//     order (the kernel lists both by mount ID), the same fields, rendered
+//     and unescaped as the parser's (Line is the entry's position), the
+//     same Scope; the one field it cannot give is the superblock flag
+//     "mand". A reading that a change may have torn is read again, as a
+//     mountinfo read is: once when a watch of the namespace's mountinfo
+//     saw no change during it, else until two readings agree, and
+//     ErrInconsistent after MaxAttempts. Where the kernel cannot give the
+//     table as mountinfo does (before 6.15; a seccomp filter; no
+//     CAP_SYS_ADMIN over another namespace; another namespace's slave
+//     whose propagate_from it cannot tell; a process whose root is not
+//     the namespace's) the error wraps ErrStatmountUnavailable, and
+//     Source.Method = MethodStatmount reads the mountinfo file then.
+//     Table.Method says which read a table, Table.StatmountError why not
+//     statmount.
 //   - Parse, ParseBytes and FromLines parse mountinfo text in one pass, with
 //     no line-length limit. Root, MountPoint, FSType and Source are unescaped
 //     (\040 is a space, \134 a backslash, ...), so they compare equal to the

@@ -95,6 +95,7 @@ func parseOwned(buf []byte) (*Table, error) {
 	}
 	t := newTable(p.mounts, p.index)
 	t.text = []textBlock{text}
+	t.method = MethodMountinfo
 	return t, nil
 }
 

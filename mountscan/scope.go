@@ -439,6 +439,7 @@ func (p *scopedParser) table(name string, attempts int) (*Table, error) {
 		mounts = slices.Clone(mounts)
 	}
 	t := newTable(slices.Clip(mounts), p.index)
+	t.method = MethodMountinfo
 	t.skipped, t.scope = p.skipped, p.scope
 	t.digest, t.digested = p.digest, true
 	t.text = slices.SortedFunc(slices.Values(p.blocks), func(a, b textBlock) int { return cmp.Compare(a.lo, b.lo) })

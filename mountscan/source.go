@@ -1,6 +1,11 @@
 package mountscan
 
-import "context"
+import (
+	"context"
+	"errors"
+
+	"k8s.io/klog/v2"
+)
 
 // Source says where a node's mount table comes from: a mountinfo file
 // (Path), or a function that hands over a table (Read: an agent that holds
@@ -18,6 +23,16 @@ type Source struct {
 	// MaxAttempts bounds the reads until one is known whole (<=1 means
 	// DefaultMaxAttempts).
 	MaxAttempts int
+	// Method is how the table is read: MethodMountinfo ("" too) parses
+	// Path. MethodStatmount asks listmount(2) and statmount(2) for the
+	// table that Path lists, when Path is the caller's own
+	// (/proc/self/mountinfo) or a process's (/proc/<pid>/mountinfo), and
+	// parses Path where they cannot give it: a kernel without them, a
+	// process without the privilege, a mount they cannot describe as
+	// mountinfo does (see ReadStatmount). Table.Method says which read a
+	// table, and Table.StatmountError why not statmount. Read, when set,
+	// is called whatever Method says.
+	Method Method
 }
 
 // Name is how the table is named in the State and in errors: Path, or
@@ -36,6 +51,51 @@ func (s Source) ReadScoped(ctx context.Context, scope *Scope) (*Table, error) {
 	if s.Read != nil {
 		return s.readFunc(ctx)
 	}
+	if !s.statmount() {
+		return s.readMountinfo(ctx, scope)
+	}
+	table, err := s.readStatmount(ctx, scope, nil)
+	if !errors.Is(err, ErrStatmountUnavailable) {
+		return table, err
+	}
+	klog.FromContext(ctx).V(4).Info("Mount table read from mountinfo: listmount/statmount cannot give it", "path", s.Name(), "reason", err)
+	table, err2 := s.readMountinfo(ctx, scope)
+	markStatmountError(table, err)
+	return table, err2
+}
+
+// statmount reports whether the table is asked of listmount and statmount.
+func (s Source) statmount() bool { return s.Method == MethodStatmount && s.Read == nil }
+
+// readStatmount reads the table Path lists by listmount and statmount,
+// through w when it watches Path, else through a watch of its own while
+// it reads (ReadFile's way).
+func (s Source) readStatmount(ctx context.Context, scope *Scope, w *Watcher) (*Table, error) {
+	target, err := resolveStatmountTarget(s.Name())
+	if err != nil {
+		return nil, &ReadError{Path: s.Name(), Err: err}
+	}
+	if w == nil {
+		if w, err = Watch(s.Name()); err == nil {
+			defer w.Close()
+		} else {
+			w = nil // read until two readings agree
+		}
+	}
+	r := StatmountRead{Watch: w, MaxAttempts: s.MaxAttempts, Scope: scope, Name: s.Name()}
+	return readStatmount(ctx, r, target)
+}
+
+// markStatmountError records on a table freshly read from mountinfo, which
+// nobody holds yet, why listmount and statmount did not read it.
+func markStatmountError(t *Table, why error) {
+	if t != nil {
+		t.statmountErr = why
+	}
+}
+
+// readMountinfo reads and parses Path.
+func (s Source) readMountinfo(ctx context.Context, scope *Scope) (*Table, error) {
 	if scope == nil {
 		return ReadFile(ctx, s.Name(), s.MaxAttempts)
 	}
@@ -78,6 +138,10 @@ type Current struct {
 	watch *Watcher // nil: read every time
 	table *Table   // the last table read, while the watch says it is current
 	scope *Scope   // the scope table was read within (nil: whole)
+	// statmountErr, once listmount and statmount could not give a table
+	// (Source.Method), keeps this Current on mountinfo: what the kernel
+	// and the process's privileges allow does not change.
+	statmountErr error
 }
 
 // Table returns a table, within scope (nil: the whole table), that has
@@ -103,13 +167,7 @@ func (c *Current) Reread(ctx context.Context, scope *Scope) (*Table, error) {
 		return c.src.ReadScoped(ctx, scope)
 	}
 	c.table, c.scope = nil, nil // let it go before the next read
-	var table *Table
-	var err error
-	if scope == nil {
-		table, err = c.watch.Read(ctx, c.src.MaxAttempts)
-	} else {
-		table, err = c.watch.ReadScoped(ctx, c.src.MaxAttempts, scope)
-	}
+	table, err := c.readWatched(ctx, scope)
 	if err != nil {
 		return nil, err
 	}
@@ -117,13 +175,54 @@ func (c *Current) Reread(ctx context.Context, scope *Scope) (*Table, error) {
 	return table, nil
 }
 
+// readWatched reads the table through the watch: by listmount and
+// statmount while they can give it (Source.Method), else from mountinfo.
+func (c *Current) readWatched(ctx context.Context, scope *Scope) (*Table, error) {
+	if table, done, err := c.tryStatmount(ctx, scope, c.watch); done {
+		return table, err
+	}
+	var table *Table
+	var err error
+	if scope == nil {
+		table, err = c.watch.Read(ctx, c.src.MaxAttempts)
+	} else {
+		table, err = c.watch.ReadScoped(ctx, c.src.MaxAttempts, scope)
+	}
+	markStatmountError(table, c.statmountErr)
+	return table, err
+}
+
+// tryStatmount reads the table by listmount and statmount, through w when
+// not nil, while they can give it (Source.Method); done is false when the
+// table is to be read from mountinfo instead.
+func (c *Current) tryStatmount(ctx context.Context, scope *Scope, w *Watcher) (table *Table, done bool, err error) {
+	if !c.src.statmount() || c.statmountErr != nil {
+		return nil, false, nil
+	}
+	table, err = c.src.readStatmount(ctx, scope, w)
+	if !errors.Is(err, ErrStatmountUnavailable) {
+		return table, true, err
+	}
+	klog.FromContext(ctx).V(2).Info("Mount table read from mountinfo from now on: listmount/statmount cannot give it", "path", c.src.Name(), "reason", err)
+	c.statmountErr = err
+	return nil, false, nil
+}
+
 // readUnwatched reads a table the kernel does not flag changes of. A
 // file's last scoped table is kept, and returned again when a read of the
 // file finds the text it was parsed from (readFileScopedAgain): one read
 // instead of the two that agree.
 func (c *Current) readUnwatched(ctx context.Context, scope *Scope) (*Table, error) {
-	if c.src.Read != nil || scope == nil {
-		return c.src.ReadScoped(ctx, scope)
+	if table, done, err := c.tryStatmount(ctx, scope, nil); done {
+		return table, err
+	}
+	if c.src.Read != nil {
+		return c.src.readFunc(ctx)
+	}
+	if scope == nil {
+		table, err := c.src.readMountinfo(ctx, nil)
+		markStatmountError(table, c.statmountErr)
+		return table, err
 	}
 	last := c.table
 	if last == nil || !c.scope.coversScope(scope) {
@@ -141,6 +240,7 @@ func (c *Current) readUnwatched(ctx context.Context, scope *Scope) (*Table, erro
 		return nil, err
 	}
 	if table != last {
+		markStatmountError(table, c.statmountErr)
 		c.table, c.scope = table, scope
 	}
 	return table, nil

@@ -38,6 +38,11 @@ type Table struct {
 	// (digested: it was taken), which a later read is compared with.
 	digest   [2]uint64
 	digested bool
+
+	// method is how the table was read ("": built from entries given);
+	// statmountErr, why listmount and statmount, asked, did not read it.
+	method       Method
+	statmountErr error
 }
 
 // textBlock is the address range of one block of a table's text. It holds

@@ -40,7 +40,7 @@ func ParseDevID(s string) (DevID, error) {
 // the parser strips it from Root and sets Deleted, and FormatLine writes it
 // back. A path the kernel prints never holds "//" otherwise.
 type Mount struct {
-	Line           int      // 1-based line number in the file it came from
+	Line           int      // 1-based line number in the file it came from; read by statmount, the position in the namespace's list, its line in the mountinfo
 	ID             int      // mount ID
 	ParentID       int      // parent mount ID
 	Dev            DevID    // st_dev of the filesystem

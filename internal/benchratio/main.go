@@ -168,5 +168,14 @@ func run(in io.Reader, out io.Writer) error {
 	line("peak RSS, serve under churn:", ok, "%.1f MiB (target ≤ 96 MiB, the DaemonSet's limit: %s)", p, target(p, 96))
 	rescan, ok := r.ratio("cpu-ms/op", []string{"BenchmarkServeRescan/full"}, []string{"BenchmarkServeRescan/one-pod"})
 	line("serve rescan, full vs one pod changed:", ok, "%.2f× the CPU", rescan)
+	for _, ns := range []string{"host", "slave"} {
+		for _, size := range []string{"1k", "30k", "100k"} {
+			by := func(method string) []string { return []string{"BenchmarkTableRead/" + ns + "/" + size + "/" + method} }
+			t, okT := r.ratio("ns/op", by("statmount"), by("mountinfo"))
+			c, okC := r.ratio("cpu-ns/op", by("statmount"), by("mountinfo"))
+			m, okM := r.ratio("B/op", by("statmount"), by("mountinfo"))
+			line("table read "+ns+" "+size+", statmount:", okT && okC && okM, "%.2f× the time, %.2f× the CPU, %.2f× the bytes of mountinfo", t, c, m)
+		}
+	}
 	return nil
 }

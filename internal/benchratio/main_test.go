@@ -34,5 +34,13 @@ func TestRunWithoutResults(t *testing.T) {
 func TestRunMissingBenchmarks(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, run(strings.NewReader("BenchmarkParse/30k/volrecon-2 1 5 ns/op\n"), &out))
-	assert.Equal(t, 18, strings.Count(out.String(), "n/a"), out.String())
+	assert.Equal(t, 24, strings.Count(out.String(), "n/a"), out.String())
+}
+
+func TestRunTableRead(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, run(strings.NewReader(`BenchmarkTableRead/slave/30k/statmount-2 1 300 ns/op 100 cpu-ns/op 30 B/op
+BenchmarkTableRead/slave/30k/mountinfo-2 1 200 ns/op 50 cpu-ns/op 60 B/op
+`), &out))
+	assert.Contains(t, out.String(), "table read slave 30k, statmount:       1.50× the time, 2.00× the CPU, 0.50× the bytes of mountinfo")
 }

@@ -3,9 +3,13 @@
 package testmountns
 
 import (
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestParseBenchLineReadsEveryFigure(t *testing.T) {
@@ -25,4 +29,27 @@ func TestParseBenchLineReadsEveryFigure(t *testing.T) {
 		_, ok := parseBenchLine("BenchmarkX/n=10", line)
 		assert.False(t, ok, "%q", line)
 	}
+}
+
+// TestBindMountsMakesAsMany: BindMounts adds exactly the mounts asked for,
+// made one by one or copied.
+func TestBindMountsMakesAsMany(t *testing.T) {
+	for _, n := range []int{0, 5, 999, 1000, 2500} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			if !Enter(t) {
+				return
+			}
+			before := countMounts(t)
+			dir := t.TempDir()
+			Mount(t, "tmpfs", dir, "tmpfs", 0, "size=16m")
+			BindMounts(t, dir, n)
+			assert.Equal(t, before+1+n, countMounts(t))
+		})
+	}
+}
+
+func countMounts(t *testing.T) int {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	require.NoError(t, err)
+	return strings.Count(string(b), "\n")
 }
