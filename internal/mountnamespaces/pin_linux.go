@@ -87,10 +87,14 @@ const (
 
 // kernelList pins every mount namespace the kernel lists, the caller's own
 // included, at most max of them. It returns errNoKernelList where the
-// kernel (before 6.12) or the architecture has no such list.
+// kernel (before 6.12) or the architecture has no such list, or where the
+// kernel gives it to no one: outside the initial PID namespace.
 func kernelList(ctx context.Context, max int) ([]pin, error) {
 	if !iocGeneric {
 		return nil, errNoKernelList
+	}
+	if !inInitialPIDNamespace() {
+		return nil, fmt.Errorf("%w to a process outside the initial PID namespace", errNoKernelList)
 	}
 	// The ioctls take a descriptor open for reading, not an O_PATH one.
 	fd, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -136,8 +140,21 @@ func kernelList(ctx context.Context, max int) ([]pin, error) {
 }
 
 // procUserInitIno is the inode of the initial user namespace's file
-// (PROC_USER_INIT_INO).
-const procUserInitIno = 0xEFFFFFFD
+// (PROC_USER_INIT_INO), procPIDInitIno the initial PID namespace's.
+const (
+	procUserInitIno = 0xEFFFFFFD
+	procPIDInitIno  = 0xEFFFFFFC
+)
+
+// inInitialPIDNamespace says whether this process is in the initial PID
+// namespace, or cannot tell. Elsewhere NS_MNT_GET_NEXT/PREV fail with
+// EPERM: the kernel lists the mount namespaces of the whole machine only
+// to a caller that sees all its processes. A process in a PID namespace of
+// its own (a test's, testmountns.EnterWithOwnProc) walks its /proc only.
+func inInitialPIDNamespace() bool {
+	var st unix.Stat_t
+	return unix.Stat("/proc/self/ns/pid", &st) != nil || st.Ino == procPIDInitIno
+}
 
 // kernelListComplete says whether the kernel's list holds every mount
 // namespace: it leaves out those the caller has no CAP_SYS_ADMIN over,
