@@ -190,7 +190,7 @@ func TestALeakedSubpathIsNoEvidenceOfLife(t *testing.T) {
 // is the kubelet's (before, any mount at or below the pod dir, in any
 // namespace, was taken for the kubelet's).
 func TestOnlyACopyPropagationProvesIsTheKubeletsSubpath(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	testmountns.ShareAll(t)
