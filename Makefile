@@ -52,14 +52,14 @@ test:
 ## test-busy: the tests of BUSY_PACKAGES (those that read every process's
 ## mount namespaces, and the mount churn test) with the race detector,
 ## BUSY_COUNT times (default 1), beside a mount churn of their own, as root
-## (internal/testchurn): BUSY_NAMESPACES mount namespaces (default 2), each
-## mounting BUSY_MOUNTS tmpfs and binds (default 2000), unmounting them and
+## (internal/testchurn): BUSY_NAMESPACES mount namespaces (default 4), each
+## mounting BUSY_MOUNTS tmpfs and binds (default 5000), unmounting them and
 ## again, from before the tests start until they end. The timeouts are
 ## guards against a hang only.
 BUSY_PACKAGES := ./liveness ./cleanup ./internal/mountnamespaces/... ./cmd/volrecon
 test-busy: BUSY_COUNT ?= 1
-test-busy: BUSY_NAMESPACES ?= 2
-test-busy: BUSY_MOUNTS ?= 2000
+test-busy: BUSY_NAMESPACES ?= 4
+test-busy: BUSY_MOUNTS ?= 5000
 test-busy:
 	$(GO) run ./internal/testchurn -namespaces $(BUSY_NAMESPACES) -mounts $(BUSY_MOUNTS) -max-duration 4h -- \
 		$(GO) test -race -count=$(BUSY_COUNT) -timeout 3h $(BUSY_PACKAGES)
