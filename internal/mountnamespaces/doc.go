@@ -28,11 +28,12 @@
 // an nsfs file.
 //
 // Where the kernel lists every mount namespace (NS_MNT_GET_NEXT/PREV,
-// Linux 6.12, to a caller in the initial PID namespace only; complete only
-// with CAP_SYS_ADMIN in the initial user namespace; used where procDir is
-// a real procfs), its list is the complete one: the tasks are walked for
-// their pods, and the binds and descriptors only looked for to say what
-// holds a namespace with no task.
+// Linux 6.12; complete only with CAP_SYS_ADMIN in the initial user
+// namespace; used where procDir is a real procfs), its list is the
+// complete one: the tasks are walked for their pods, and the binds and
+// descriptors only looked for to say what holds a namespace with no task.
+// It refuses the list outside the initial PID namespace, and List fails
+// there, unless a test vouches for its PID namespace (NodePIDNamespaceEnv).
 // The listing is repeated until two consecutive listings find the same
 // namespaces, within the time bound; otherwise the result is an error.
 //

@@ -87,14 +87,15 @@ const (
 
 // kernelList pins every mount namespace the kernel lists, the caller's own
 // included, at most max of them. It returns errNoKernelList where the
-// kernel (before 6.12) or the architecture has no such list, or where the
-// kernel gives it to no one: outside the initial PID namespace.
+// kernel (before 6.12) or the architecture has no such list, and in a PID
+// namespace vouched for as the whole node (NodePIDNamespaceEnv), where the
+// kernel refuses it.
 func kernelList(ctx context.Context, max int) ([]pin, error) {
 	if !iocGeneric {
 		return nil, errNoKernelList
 	}
-	if !inInitialPIDNamespace() {
-		return nil, fmt.Errorf("%w to a process outside the initial PID namespace", errNoKernelList)
+	if ns, ok := vouchedPIDNamespace(); ok {
+		return nil, fmt.Errorf("%w outside the initial PID namespace; %s is vouched for as the node's (%s)", errNoKernelList, ns, NodePIDNamespaceEnv)
 	}
 	// The ioctls take a descriptor open for reading, not an O_PATH one.
 	fd, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -146,14 +147,19 @@ const (
 	procPIDInitIno  = 0xEFFFFFFC
 )
 
-// inInitialPIDNamespace says whether this process is in the initial PID
-// namespace, or cannot tell. Elsewhere NS_MNT_GET_NEXT/PREV fail with
-// EPERM: the kernel lists the mount namespaces of the whole machine only
-// to a caller that sees all its processes. A process in a PID namespace of
-// its own (a test's, testmountns.EnterWithOwnProc) walks its /proc only.
-func inInitialPIDNamespace() bool {
+// vouchedPIDNamespace returns the PID namespace of this process when it is
+// not the initial one and NodePIDNamespaceEnv names it.
+func vouchedPIDNamespace() (string, bool) {
+	want := os.Getenv(NodePIDNamespaceEnv)
+	if want == "" {
+		return "", false
+	}
 	var st unix.Stat_t
-	return unix.Stat("/proc/self/ns/pid", &st) != nil || st.Ino == procPIDInitIno
+	own, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil || unix.Stat("/proc/self/ns/pid", &st) != nil || st.Ino == procPIDInitIno {
+		return "", false
+	}
+	return own, own == want
 }
 
 // kernelListComplete says whether the kernel's list holds every mount

@@ -19,6 +19,10 @@ import (
 // be in: it unmounts /proc.
 const envInit = "VOLRECON_TEST_PIDNS_INIT"
 
+// envNodePIDNamespace is mountnamespaces.NodePIDNamespaceEnv (which this
+// package cannot import: that one's dependencies' tests import this one).
+const envNodePIDNamespace = "VOLRECON_NODE_PID_NAMESPACE"
+
 // EnterWithOwnProc is Enter for a test that reads every process of the
 // machine (/proc whole: evidence of life, a CSI teardown's evidence, the
 // mount namespaces of all tasks). Its child runs in a private mount
@@ -32,7 +36,10 @@ const envInit = "VOLRECON_TEST_PIDNS_INIT"
 //
 // In the child, /proc/self is the test, /proc/<pid> of a helper it started
 // is that helper (exec.Cmd.Process.Pid is in the same namespace), and
-// /proc/self/mountinfo is the test's table. /proc/1 is the init, in the
+// /proc/self/mountinfo is the test's table. The kernel lists no mount
+// namespace outside the initial PID namespace: the child's environment
+// vouches for its PID namespace as the whole node
+// (mountnamespaces.NodePIDNamespaceEnv), so that package walks its /proc. /proc/1 is the init, in the
 // test's mount namespace, not the host's PID 1: a test that needs the
 // host's PID 1 keeps to Enter. When the test's process ends, the init exits
 // with its status and the kernel kills whatever is left in the namespace.
@@ -86,13 +93,20 @@ func runInit(parentNS string) int {
 	if err := mountOwnProc(parentNS); err != nil {
 		return fail(err)
 	}
+	pidNS, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return fail(err)
+	}
 	// The test's helpers run this binary too: none may become an init.
-	env := make([]string, 0, len(os.Environ()))
+	env := make([]string, 0, len(os.Environ())+1)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, envInit+"=") {
 			env = append(env, kv)
 		}
 	}
+	// The test's processes are the whole node it reads; the kernel lists no
+	// mount namespace to them, which they walk in their /proc instead.
+	env = append(env, envNodePIDNamespace+"="+pidNS)
 	test, err := syscall.ForkExec(exe, os.Args, &syscall.ProcAttr{Env: env, Files: []uintptr{0, 1, 2}})
 	if err != nil {
 		return fail(fmt.Errorf("starting the test: %w", err))
