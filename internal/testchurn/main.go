@@ -123,7 +123,7 @@ func run(cfg config, command []string, log io.Writer) (int, totals) {
 		workers = append(workers, w)
 	}
 	for _, w := range workers {
-		if err := w.awaitReady(); err != nil {
+		if err := w.awaitReady(ctx); err != nil {
 			return fail(err)
 		}
 	}
@@ -216,8 +216,10 @@ func startWorker(dir string, mounts int, parentNS string) (*worker, error) {
 	return &worker{dir: dir, cmd: cmd, out: bufio.NewReader(stdout)}, nil
 }
 
-// awaitReady waits until the worker's mounts are up for the first time.
-func (w *worker) awaitReady() error {
+// awaitReady waits until the worker's mounts are up for the first time, or
+// kills it when ctx ends first.
+func (w *worker) awaitReady(ctx context.Context) error {
+	defer context.AfterFunc(ctx, func() { _ = w.cmd.Process.Kill() })()
 	line, err := w.out.ReadString('\n')
 	if line != "ready\n" {
 		return fmt.Errorf("the worker of %s did not get ready: %q %v", w.dir, line, err)
