@@ -169,8 +169,8 @@ func (c *churner) check(fs *churnFS) {
 // another goroutine binds fresh tmpfs onto the volume dirs of orphaned
 // and active pods, writes into them, and unbinds them again, until it
 // bound churnBinds times and the cleanup ran churnScans times and removed
-// something meanwhile. Some tmpfs sit on disk emptyDirs whose files have the same names as
-// theirs. Afterwards every file ever written into any tmpfs is still there:
+// something meanwhile. Some tmpfs sit on disk emptyDirs whose files have
+// the same names as theirs. Afterwards every file ever written into any tmpfs is still there:
 // nothing volrecon did deleted through a mount, or unmounted anything. The
 // cleanup did remove things meanwhile, and once the churn stops it removes
 // the dirs of the orphaned pods that have no mount left.

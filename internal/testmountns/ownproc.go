@@ -31,18 +31,21 @@ const envNodePIDNamespace = "VOLRECON_NODE_PID_NAMESPACE"
 // the helpers it starts, and an init (PID 1) that reaps whatever they
 // orphan. The other processes of the machine, other tests that churn
 // thousands of mounts in namespaces of their own among them, are no part
-// of the test; on a busy machine reading them ran into the reader's time
-// bound, and so to a safe "unknown" the test did not expect.
+// of the test; on a busy machine reading their tables ran into the
+// reader's bounds (time, tables that changed between reads), and so to a
+// safe "unknown" the test did not expect.
 //
 // In the child, /proc/self is the test, /proc/<pid> of a helper it started
 // is that helper (exec.Cmd.Process.Pid is in the same namespace), and
 // /proc/self/mountinfo is the test's table. The kernel lists no mount
 // namespace outside the initial PID namespace: the child's environment
 // vouches for its PID namespace as the whole node
-// (mountnamespaces.NodePIDNamespaceEnv), so that package walks its /proc. /proc/1 is the init, in the
-// test's mount namespace, not the host's PID 1: a test that needs the
-// host's PID 1 keeps to Enter. When the test's process ends, the init exits
-// with its status and the kernel kills whatever is left in the namespace.
+// (mountnamespaces.NodePIDNamespaceEnv), whose /proc that package walks
+// instead. /proc/1 is the init, in the test's mount namespace, not the
+// host's PID 1: a test that needs the host's PID 1, or the kernel's list
+// of every mount namespace, keeps to Enter. When the test's process ends,
+// the init exits with its status and the kernel kills whatever is left in
+// the namespace.
 func EnterWithOwnProc(t *testing.T) bool {
 	t.Helper()
 	if inChild(t) {

@@ -48,8 +48,7 @@ func procStatus(t *testing.T, pid int, field string) string {
 
 // TestOwnProcSeesOnlyTheTestsProcesses: with EnterWithOwnProc, /proc lists
 // the init and the test, and then a helper the test starts, under the pid
-// the test knows it by; not a process the parent started, whose /proc
-// entry the host's /proc has.
+// the test knows it by, and nothing else of the machine.
 func TestOwnProcSeesOnlyTheTestsProcesses(t *testing.T) {
 	if !EnterWithOwnProc(t) {
 		return
