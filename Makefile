@@ -34,7 +34,7 @@ NEWEST := k8s.io/api@v0.37.2 k8s.io/apimachinery@v0.37.2 k8s.io/client-go@v0.37.
 	google.golang.org/protobuf@v1.36.12 github.com/container-storage-interface/spec@v1.13.0 \
 	github.com/stretchr/testify@v1.12.1 golang.org/x/sys@v0.49.0 github.com/go-logr/logr@v1.4.4
 
-.PHONY: test test-schema test-examples test-newest bench lint demo build image update-fixtures fuzz e2e chaos
+.PHONY: test test-busy test-schema test-examples test-newest bench lint demo build image update-fixtures fuzz e2e chaos
 
 ## test: gofmt check, go vet, and every test with the race detector, of the
 ## library at the oldest versions it requires (go.mod), of TEST_MODULES,
@@ -48,6 +48,21 @@ test:
 	for m in $(TEST_MODULES); do (cd $$m && $(GO) vet ./... && $(GO) test -race ./...) || exit 1; done
 	$(MAKE) test-schema
 	$(MAKE) test-examples
+
+## test-busy: the tests of BUSY_PACKAGES (those that read every process's
+## mount namespaces, and the mount churn test) with the race detector,
+## BUSY_COUNT times (default 1), beside a mount churn of their own, as root
+## (internal/testchurn): BUSY_NAMESPACES mount namespaces (default 4), each
+## mounting BUSY_MOUNTS tmpfs and binds (default 5000), unmounting them and
+## again, from before the tests start until they end. The timeouts are
+## guards against a hang only.
+BUSY_PACKAGES := ./liveness ./cleanup ./internal/mountnamespaces/... ./cmd/volrecon
+test-busy: BUSY_COUNT ?= 1
+test-busy: BUSY_NAMESPACES ?= 4
+test-busy: BUSY_MOUNTS ?= 5000
+test-busy:
+	$(GO) run ./internal/testchurn -namespaces $(BUSY_NAMESPACES) -mounts $(BUSY_MOUNTS) -max-duration 4h -- \
+		$(GO) test -race -count=$(BUSY_COUNT) -timeout 3h $(BUSY_PACKAGES)
 
 ## test-examples: each module of EXAMPLE_MODULES built, vetted and tested.
 test-examples:

@@ -22,7 +22,7 @@ import (
 // through the tasks only, that namespace was never read, and
 // NodeUnstageVolume was sent (issue 36, item 3).
 func TestRealATasklessNamespaceKeepsALeak(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	for _, held := range []string{"bind", "fd"} {

@@ -27,7 +27,7 @@ import (
 // staging mount leaked, names the copies in the evidence, and the driver
 // unstages it (the copies go with it, by propagation), the data intact.
 func TestRealPropagatedCopiesOfAStagingMountAreNoUsers(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	base := fakedriver.ShortTempDir(t) // the driver's socket lies below it
@@ -84,7 +84,7 @@ func TestRealPropagatedCopiesOfAStagingMountAreNoUsers(t *testing.T) {
 // subdir of it at a path where a copy would be: no propagation made them,
 // and nothing is unstaged.
 func TestRealOnlyCopiesAreNoUsers(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newRealCSI(t)

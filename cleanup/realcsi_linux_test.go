@@ -59,7 +59,7 @@ func (n *realCSI) assertDataIntact(t *testing.T) {
 // The first leak: a pod's vol_data.json deleted, the pod force-deleted. The
 // driver unpublishes and unstages for real; a second run removes the pod dir.
 func TestRealCSITeardownOfAPodWithoutVolData(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newRealCSI(t)
@@ -88,7 +88,7 @@ func TestRealCSITeardownOfAPodWithoutVolData(t *testing.T) {
 // A staging mount seen unused in two runs MinLeakAge apart is unstaged; one
 // a bind appeared on meanwhile is not, and the record forgets it.
 func TestRealCSITeardownOfALeakedStagingMount(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newRealCSI(t)

@@ -27,7 +27,7 @@ import (
 // time in that run. Now the identity is not proven: no driver call at all,
 // and the scan names no staging dir as the volume's device mount path.
 func TestRealCSITeardownNeverActsForTheWrongVolume(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	const volA, volB = "vol-A", "vol-B"

@@ -35,7 +35,7 @@ func leakRun(t *testing.T, n *realCSI, dir string, now time.Time) cleanup.Action
 // runs now count the same mount seen twice, in the same boot: each of
 // those is first seen in the second run here, and not unstaged in it.
 func TestRealLeakCountsOneMount(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	remount := func(t *testing.T, n *realCSI, dev string) {
@@ -106,7 +106,7 @@ func TestRealLeakCountsOneMount(t *testing.T) {
 // The same mount seen unused in two runs MinLeakAge apart is unstaged, and
 // the NodeUnstage names the very mount it judged.
 func TestRealTheSameLeakedMountInTwoRunsIsUnstaged(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newRealCSI(t)
@@ -127,7 +127,7 @@ func TestRealTheSameLeakedMountInTwoRunsIsUnstaged(t *testing.T) {
 // and root (the plan's CSICall.Source), is kept, and the driver is not
 // called. Today's check compared the device and root only.
 func TestRealNodeUnstageActsOnTheMountItJudged(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newRealCSI(t)

@@ -30,7 +30,7 @@ import (
 // long enough. Before, each was taken for a copy by its path and
 // NodeUnstageVolume was sent while it still had the filesystem mounted.
 func TestRealOnlyPropagationMakesACopyOfAStagingMount(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	testmountns.ShareAll(t) // / and the kubelet root are shared, as on a node
@@ -83,7 +83,7 @@ func (n *realCSI) runLeaked(t *testing.T) cleanup.ActionResult {
 // is sent. Before, that entry was taken for the kubelet's mount by its
 // path, and both were sent in one run.
 func TestRealAPrivateCopyOfAnOrphansTargetKeepsItsVolume(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	testmountns.ShareAll(t)
@@ -109,7 +109,7 @@ func TestRealAPrivateCopyOfAnOrphansTargetKeepsItsVolume(t *testing.T) {
 // unpublished and the volume unstaged in one run, and their copies are
 // gone from those namespaces too.
 func TestRealCopiesInOtherNamespacesGoWithTheTeardown(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	testmountns.ShareAll(t)
@@ -206,7 +206,7 @@ func (n *realShare) runLeaked(t *testing.T) cleanup.ActionResult {
 // staging mount is unstaged while it stays. Every other mount of the share
 // is a user, whatever its path; before, a staging-shaped path was enough.
 func TestRealOnAShareOnlyAKnownStagingMountIsAnotherVolume(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	testmountns.ShareAll(t)
@@ -265,7 +265,7 @@ func TestRealOnAShareOnlyAKnownStagingMountIsAnotherVolume(t *testing.T) {
 // the plan (a container started meanwhile) holds the staging mount, and
 // nothing is sent. Before, only the host's table was read again.
 func TestRealANamespaceMadeAfterThePlanKeepsTheStagingMount(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	testmountns.ShareAll(t)

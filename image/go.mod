@@ -1,6 +1,6 @@
 module github.com/volrecon/volrecon/image
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/google/go-containerregistry v0.21.4

@@ -42,7 +42,7 @@ func holdInOwnNamespace(t *testing.T, source string) {
 // removed; without the checker it was OrphanedPodRemovable and its data was
 // deleted (issue 9, item 2).
 func TestRunningContainerKeepsItsOrphanedPod(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := fakenode.OnRealMounts(t)
@@ -73,7 +73,7 @@ func TestRunningContainerKeepsItsOrphanedPod(t *testing.T) {
 // deletes nothing. Reading the leaders' /proc/<pid>/ns/mnt and mountinfo
 // only, both were removable and the data was deleted (issue 18, item 1).
 func TestRunningThreadKeepsItsOrphanedPod(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	for _, kind := range []testtaskholder.Kind{testtaskholder.SecondThread, testtaskholder.LeaderExited} {
@@ -103,7 +103,7 @@ func TestRunningThreadKeepsItsOrphanedPod(t *testing.T) {
 // both cgroup drivers' spellings: a container of the pod runs, whether or
 // not its namespace shows a mount from the pod dir.
 func TestATaskInThePodsCgroupKeepsItsOrphanedPod(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	for _, driver := range []testtaskholder.Driver{testtaskholder.Systemd, testtaskholder.Cgroupfs} {
@@ -128,7 +128,7 @@ func TestATaskInThePodsCgroupKeepsItsOrphanedPod(t *testing.T) {
 // Without any other namespace holding it, the same orphan is removable:
 // the check finds no false evidence in the node's own namespaces.
 func TestOrphanWithoutLifeIsRemovable(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := fakenode.OnRealMounts(t)
@@ -143,7 +143,7 @@ func TestOrphanWithoutLifeIsRemovable(t *testing.T) {
 // emptyDir under the running container. Its life is looked for too, and it
 // is kept whole.
 func TestRunningContainerKeepsItsOrphanedPodWithHostMounts(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := fakenode.OnRealMounts(t)
@@ -168,7 +168,7 @@ func TestRunningContainerKeepsItsOrphanedPodWithHostMounts(t *testing.T) {
 // under the pod dir, is no evidence of life: a leaked subpath is cleaned up
 // as before.
 func TestALeakedSubpathIsNoEvidenceOfLife(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := fakenode.OnRealMounts(t)
@@ -190,7 +190,7 @@ func TestALeakedSubpathIsNoEvidenceOfLife(t *testing.T) {
 // is the kubelet's (before, any mount at or below the pod dir, in any
 // namespace, was taken for the kubelet's).
 func TestOnlyACopyPropagationProvesIsTheKubeletsSubpath(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	testmountns.ShareAll(t)

@@ -22,7 +22,7 @@ import (
 // that namespace was never read, and the data was deleted (issue 36,
 // item 3).
 func TestATasklessNamespaceKeepsItsOrphanedPod(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	for _, held := range []string{"bind", "fd"} {

@@ -1,6 +1,6 @@
 module github.com/volrecon/volrecon/schema
 
-go 1.26.7
+go 1.26.0
 
 replace github.com/volrecon/volrecon => ../
 

@@ -51,7 +51,7 @@ func runBinary(t *testing.T, bin string, args ...string) (int, []byte) {
 // against a node made of real mounts: an active pod, an orphan whose tmpfs
 // can be unmounted, and an orphan whose tmpfs is busy.
 func TestEndToEnd(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !testmountns.EnterWithOwnProc(t) {
 		return
 	}
 	bin := buildBinary(t)

@@ -4,7 +4,7 @@
 // so volrecon's internal packages are out of its reach).
 module example.com/agent
 
-go 1.26.7
+go 1.26.0
 
 require (
 	github.com/stretchr/testify v1.12.1

@@ -32,6 +32,8 @@
 // namespace; used where procDir is a real procfs), its list is the
 // complete one: the tasks are walked for their pods, and the binds and
 // descriptors only looked for to say what holds a namespace with no task.
+// It refuses the list outside the initial PID namespace, and List fails
+// there, unless a test vouches for its PID namespace (NodePIDNamespaceEnv).
 // The listing is repeated until two consecutive listings find the same
 // namespaces, within the time bound; otherwise the result is an error.
 //

@@ -29,6 +29,16 @@ func closePins(ps []pin) {
 	}
 }
 
+// Outside the initial PID namespace the kernel refuses its list of mount
+// namespaces (NS_MNT_GET_NEXT/PREV: EPERM), and List fails (unknown):
+// /proc there shows only some of the node's processes. Set to the name of
+// this process's PID namespace (pid:[N], as /proc/self/ns/pid reads),
+// NodePIDNamespaceEnv vouches that its processes are all the node's, and
+// List walks them only, as on a kernel before 6.12. It is for tests that
+// run in a PID namespace of their own (testmountns.EnterWithOwnProc sets
+// it), never for a node.
+const NodePIDNamespaceEnv = "VOLRECON_NODE_PID_NAMESPACE"
+
 var (
 	errNotNamespace = errors.New("not a mount namespace's file")
 	errNoKernelList = errors.New("the kernel does not list mount namespaces")

@@ -87,10 +87,15 @@ const (
 
 // kernelList pins every mount namespace the kernel lists, the caller's own
 // included, at most max of them. It returns errNoKernelList where the
-// kernel (before 6.12) or the architecture has no such list.
+// kernel (before 6.12) or the architecture has no such list, and in a PID
+// namespace vouched for as the whole node (NodePIDNamespaceEnv), where the
+// kernel refuses it.
 func kernelList(ctx context.Context, max int) ([]pin, error) {
 	if !iocGeneric {
 		return nil, errNoKernelList
+	}
+	if ns, ok := vouchedPIDNamespace(); ok {
+		return nil, fmt.Errorf("%w outside the initial PID namespace; %s is vouched for as the node's (%s)", errNoKernelList, ns, NodePIDNamespaceEnv)
 	}
 	// The ioctls take a descriptor open for reading, not an O_PATH one.
 	fd, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -136,8 +141,26 @@ func kernelList(ctx context.Context, max int) ([]pin, error) {
 }
 
 // procUserInitIno is the inode of the initial user namespace's file
-// (PROC_USER_INIT_INO).
-const procUserInitIno = 0xEFFFFFFD
+// (PROC_USER_INIT_INO), procPIDInitIno the initial PID namespace's.
+const (
+	procUserInitIno = 0xEFFFFFFD
+	procPIDInitIno  = 0xEFFFFFFC
+)
+
+// vouchedPIDNamespace returns the PID namespace of this process when it is
+// not the initial one and NodePIDNamespaceEnv names it.
+func vouchedPIDNamespace() (string, bool) {
+	want := os.Getenv(NodePIDNamespaceEnv)
+	if want == "" {
+		return "", false
+	}
+	var st unix.Stat_t
+	own, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil || unix.Stat("/proc/self/ns/pid", &st) != nil || st.Ino == procPIDInitIno {
+		return "", false
+	}
+	return own, own == want
+}
 
 // kernelListComplete says whether the kernel's list holds every mount
 // namespace: it leaves out those the caller has no CAP_SYS_ADMIN over,

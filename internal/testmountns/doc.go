@@ -5,5 +5,10 @@
 // a private mount namespace, so its mounts never reach the host's and vanish
 // with the child even if a cleanup fails. Without root the tests skip.
 //
+// A test that reads every process of the machine (/proc whole) enters with
+// EnterWithOwnProc instead: its child also gets a PID namespace of its own
+// and that namespace's /proc, so it reads its own processes only, never
+// other tests' mount tables, however many and however busy.
+//
 // It is for tests only.
 package testmountns

@@ -20,3 +20,14 @@ func ExampleEnter() {
 		// … scan and assert …
 	}
 }
+
+// A test that reads every process's mount namespaces (evidence of life):
+// its /proc holds only its own processes.
+func ExampleEnterWithOwnProc() {
+	_ = func(t *testing.T) {
+		if !testmountns.EnterWithOwnProc(t) {
+			return
+		}
+		// … mount, start helpers, then scan /proc whole and assert …
+	}
+}

@@ -25,15 +25,29 @@ func Enter(t *testing.T) bool {
 	if inChild(t) {
 		return true
 	}
-	out, err := childCommand(t.Name(), "-test.run="+runPattern(t.Name()), "-test.v", "-test.count=1").CombinedOutput()
-	t.Logf("in a private mount namespace:\n%s", out)
+	runTestChild(t, childCommand(t.Name(), testChildArgs(t.Name())...), "in a private mount namespace")
+	return false
+}
+
+// testChildArgs are the arguments of the child that runs the test name
+// alone.
+func testChildArgs(name string) []string {
+	return []string{"-test.run=" + runPattern(name), "-test.v", "-test.count=1"}
+}
+
+// runTestChild runs cmd, the child of t, and fails t if the child failed
+// or did not pass (a skip in the child is a failure: the test proved
+// nothing).
+func runTestChild(t *testing.T, cmd *exec.Cmd, where string) {
+	t.Helper()
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s:\n%s", where, out)
 	if err != nil {
 		t.Fatalf("child test failed: %v", err)
 	}
 	if !strings.Contains(string(out), "--- PASS: "+t.Name()) {
 		t.Fatalf("child test did not pass (skipped?)")
 	}
-	return false
 }
 
 // inChild reports whether this process is the child that runs tb, and
