@@ -102,16 +102,25 @@ func (s *server) runScans(ctx context.Context) {
 		if !sleepUntil(ctx, l.pace.Earliest(time.Now())) {
 			return
 		}
-		ch := l.watch.Take(ctx)
-		now := time.Now()
-		if !ch.Any() && !s.scanDue(ctx, now) {
-			continue
-		}
-		if now.Sub(l.lastFull) >= s.interval {
-			ch.All = true
-		}
-		s.scanChanged(ctx, ch)
+		s.turn(ctx)
 	}
+}
+
+// turn is one turn of the loop once its wait and pace are over: it takes
+// what changed, and scans when the node changed or a scan is due. It
+// returns what it took, and whether it scanned.
+func (s *server) turn(ctx context.Context) (nodewatch.Changes, bool) {
+	l := s.loop
+	ch := l.watch.Take(ctx)
+	now := time.Now()
+	if !ch.Any() && !s.scanDue(ctx, now) {
+		return ch, false
+	}
+	if now.Sub(l.lastFull) >= s.interval {
+		ch.All = true
+	}
+	s.scanChanged(ctx, ch)
+	return ch, true
 }
 
 // untilDue is how long the loop may wait for a change before it must scan
