@@ -129,10 +129,16 @@ func newServeDiff(t *testing.T, seed uint64) *serveDiff {
 }
 
 // step makes one change, lets serve's loop take it until the watch sees
-// nothing more, and compares serve's State with a fresh scan's.
+// nothing more, and compares serve's State with a fresh scan's. The loop
+// turns as serve's does: when its wait ends, on a change the watch saw or
+// a scan due (what the watch cannot see is due at once here, as it is
+// every --min-interval in serve), never for a change the watch missed.
 func (d *serveDiff) step(step int) {
 	d.ops = append(d.ops, fmt.Sprintf("step %d: %s", step, d.n.change()))
 	for range 8 {
+		if !d.s.loop.watch.Wait(d.ctx, 0) && !d.s.scanDue(d.ctx, time.Now()) {
+			break
+		}
 		ch, scanned := d.s.turn(d.ctx)
 		if scanned {
 			d.stats.scans++
