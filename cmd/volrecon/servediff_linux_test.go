@@ -97,7 +97,7 @@ type serveDiff struct {
 	ctx   context.Context
 	ops   []string // the changes made, for a failure's report
 	stats struct {
-		scans, full, reused, kept, keptScans, staleDiffered, failed int
+		scans, full, reused, kept, keptScans, staleDiffered, failed, polled int
 	}
 	last string // serve's State (or error) before the step, as compared
 }
@@ -152,6 +152,9 @@ func (d *serveDiff) step(step int) {
 			break
 		}
 	}
+	if d.s.loop.watch.Status().Polling() || len(d.s.loop.unwatched) > 0 {
+		d.stats.polled++
+	}
 	got, want := d.serveState(), d.scanState()
 	if diffs := stateDiff(got, want); len(diffs) > 0 {
 		d.t.Fatalf("seed %d, step %d: serve's State differs from a fresh scan's (replay: make serve-diff SEED=%d STEPS=%d)\n"+
@@ -205,8 +208,9 @@ func comparableState(t *testing.T, st *reconstruct.State) string {
 func (d *serveDiff) report(steps int, took time.Duration) {
 	st := d.stats
 	d.t.Logf("seed %d: %d steps in %s, no difference; serve scanned %d times (%d walked everything, %d took most pods from the last scan, "+
-		"the join kept %d pods in %d scans); the State before a step differed from the scan after it in %d steps; %d steps left no root to scan",
-		d.seed, steps, took.Round(time.Second), st.scans, st.full, st.reused, st.kept, st.keptScans, st.staleDiffered, st.failed)
+		"the join kept %d pods in %d scans); the State before a step differed from the scan after it in %d steps; %d steps left no root to scan; "+
+		"after %d steps a part of the node was polled",
+		d.seed, steps, took.Round(time.Second), st.scans, st.full, st.reused, st.kept, st.keptScans, st.staleDiffered, st.failed, st.polled)
 	if steps < 100 {
 		return
 	}
@@ -295,6 +299,11 @@ type nodeChanges struct {
 	root string // the kubelet root as configured
 	list string // the active pod list
 	seq  int
+	// odd are the mounts made where the kubelet has none (on its dirs,
+	// above the root), most recent last: each goes again soon, so that
+	// most steps find a node whose every part is watched, and a change
+	// the watch misses is not scanned anyway for a part polled.
+	odd []string
 }
 
 func newNodeChanges(t *testing.T, rnd *rand.Rand) *nodeChanges {
@@ -388,6 +397,9 @@ func (n *nodeChanges) change() string {
 		n.freshRoot(n.root)
 		return "the root made again"
 	}
+	if len(n.odd) > 0 && n.rnd.IntN(2) == 0 {
+		return "an odd mount goes: " + n.unmountOdd()
+	}
 	total := 0
 	for _, c := range nodeChangeKinds {
 		total += c.weight
@@ -465,6 +477,26 @@ func (n *nodeChanges) csiPublish() string {
 	vol := filepath.Join(n.pick(pods), "volumes", "kubernetes.io~csi", "pvc-"+s)
 	n.write(filepath.Join(vol, "vol_data.json"), n.volData("h"+s))
 	return n.mount(staging, filepath.Join(vol, "mount"), "", unix.MS_BIND)
+}
+
+// oddMount mounts where the kubelet has no mount, and remembers it.
+func (n *nodeChanges) oddMount(source, target, fstype string, flags uintptr) string {
+	did := n.mount(source, target, fstype, flags)
+	if resolved, err := filepath.EvalSymlinks(target); err == nil {
+		n.odd = append(n.odd, resolved)
+	}
+	return did
+}
+
+// unmountOdd unmounts the last odd mount, or says why it cannot (moved
+// by a rename since, or gone).
+func (n *nodeChanges) unmountOdd() string {
+	mp := n.odd[len(n.odd)-1]
+	n.odd = n.odd[:len(n.odd)-1]
+	if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil {
+		return fmt.Sprintf("%s: %v", n.rel(mp), err)
+	}
+	return n.rel(mp)
 }
 
 // unmount unmounts one mount below base, the structural ones too: a
@@ -679,13 +711,13 @@ func (n *nodeChanges) mountOnLayoutDir() string {
 	target := n.pick(n.layoutDirs())
 	if n.rnd.IntN(3) == 0 {
 		if target == n.path("pods") {
-			return n.mount(filepath.Join(n.base, "data", n.pick([]string{"pods1", "pods2"})), target, "", unix.MS_BIND)
+			return n.oddMount(filepath.Join(n.base, "data", n.pick([]string{"pods1", "pods2"})), target, "", unix.MS_BIND)
 		}
 		if target == n.root {
-			return n.mount(filepath.Join(n.base, "data", n.pick([]string{"k1", "k2"})), target, "", unix.MS_BIND)
+			return n.oddMount(filepath.Join(n.base, "data", n.pick([]string{"k1", "k2"})), target, "", unix.MS_BIND)
 		}
 	}
-	return n.mount("tmpfs", target, "tmpfs", 0)
+	return n.oddMount("tmpfs", target, "tmpfs", 0)
 }
 
 // mountAbove mounts at or above the root: another root, another parent
@@ -694,15 +726,15 @@ func (n *nodeChanges) mountOnLayoutDir() string {
 func (n *nodeChanges) mountAbove() string {
 	switch n.rnd.IntN(5) {
 	case 0:
-		return n.mount(filepath.Join(n.base, "data", n.pick([]string{"k1", "k2"})), n.root, "", unix.MS_BIND)
+		return n.oddMount(filepath.Join(n.base, "data", n.pick([]string{"k1", "k2"})), n.root, "", unix.MS_BIND)
 	case 1:
-		return n.mount(filepath.Join(n.base, "data/lib1"), filepath.Join(n.base, "var/lib"), "", unix.MS_BIND)
+		return n.oddMount(filepath.Join(n.base, "data/lib1"), filepath.Join(n.base, "var/lib"), "", unix.MS_BIND)
 	case 2:
-		return n.mount(filepath.Join(n.base, "data/lib1"), filepath.Join(n.base, "var/lib"), "", unix.MS_BIND|unix.MS_REC)
+		return n.oddMount(filepath.Join(n.base, "data/lib1"), filepath.Join(n.base, "var/lib"), "", unix.MS_BIND|unix.MS_REC)
 	case 3:
-		return n.mount("tmpfs", filepath.Join(n.base, "var/lib"), "tmpfs", 0)
+		return n.oddMount("tmpfs", filepath.Join(n.base, "var/lib"), "tmpfs", 0)
 	}
-	return n.mount("tmpfs", filepath.Join(n.base, "var"), "tmpfs", 0)
+	return n.oddMount("tmpfs", filepath.Join(n.base, "var"), "tmpfs", 0)
 }
 
 // symlinkSwap points the root, its parent or pods/ somewhere else
