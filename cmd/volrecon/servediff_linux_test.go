@@ -563,8 +563,11 @@ func (n *nodeChanges) subpath() string {
 	return n.mount(filepath.Join(pod, "volumes", "kubernetes.io~empty-dir"), target, "", unix.MS_BIND)
 }
 
+// stacked mounts a tmpfs on a volume's own dir (mounted or not), where
+// the kubelet mounts: a plugin's volume dir, a CSI volume's mount dir.
 func (n *nodeChanges) stacked() string {
-	vols := n.glob("pods", "*", "volumes", "*", "*")
+	vols := slices.DeleteFunc(n.glob("pods", "*", "volumes", "*", "*"), func(p string) bool { return strings.Contains(p, "/kubernetes.io~csi/") })
+	vols = append(vols, n.glob("pods", "*", "volumes", "kubernetes.io~csi", "*", "mount")...)
 	if len(vols) == 0 {
 		return "none"
 	}
