@@ -397,7 +397,7 @@ func (n *nodeChanges) change() string {
 		n.freshRoot(n.root)
 		return "the root made again"
 	}
-	if len(n.odd) > 0 && n.rnd.IntN(2) == 0 {
+	if len(n.odd) > 0 && n.rnd.IntN(4) == 0 {
 		return "an odd mount goes: " + n.unmountOdd()
 	}
 	total := 0
