@@ -397,8 +397,13 @@ func (n *nodeChanges) change() string {
 		n.freshRoot(n.root)
 		return "the root made again"
 	}
-	if len(n.odd) > 0 && n.rnd.IntN(4) == 0 {
-		return "an odd mount goes: " + n.unmountOdd()
+	if len(n.odd) > 0 {
+		switch n.rnd.IntN(4) {
+		case 0:
+			return "an odd mount goes: " + n.unmountOdd()
+		case 1:
+			return "in an odd mount: " + n.inOdd()
+		}
 	}
 	total := 0
 	for _, c := range nodeChangeKinds {
@@ -496,6 +501,17 @@ func (n *nodeChanges) unmountOdd() string {
 	if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil {
 		return fmt.Sprintf("%s: %v", n.rel(mp), err)
 	}
+	return n.rel(mp)
+}
+
+// inOdd makes a dir and a vol_data.json in the last odd mount: as what
+// the mount hides, a pod dir, a volume dir, a staging dir, or a file
+// that does not belong there.
+func (n *nodeChanges) inOdd() string {
+	mp := n.odd[len(n.odd)-1]
+	s := fmt.Sprint(n.seq)
+	n.mkdir(filepath.Join(mp, "x-"+s))
+	n.write(filepath.Join(mp, "vol_data.json"), n.volData("o"+s))
 	return n.rel(mp)
 }
 
