@@ -97,7 +97,7 @@ type serveDiff struct {
 	ctx   context.Context
 	ops   []string // the changes made, for a failure's report
 	stats struct {
-		scans, full, reused, kept, keptScans, staleDiffered, failed, polled int
+		scans, full, reused, stagingOnly, kept, keptScans, staleDiffered, failed, polled int
 	}
 	last string // serve's State (or error) before the step, as compared
 }
@@ -146,6 +146,9 @@ func (d *serveDiff) step(step int) {
 				d.stats.full++
 			} else if !ch.CSI && len(ch.Pods) < d.n.podCount() {
 				d.stats.reused++
+			}
+			if !ch.All && !ch.CSI && len(ch.Staging) > 0 {
+				d.stats.stagingOnly++
 			}
 		}
 		if !ch.Any() {
@@ -208,15 +211,17 @@ func comparableState(t *testing.T, st *reconstruct.State) string {
 func (d *serveDiff) report(steps int, took time.Duration) {
 	st := d.stats
 	d.t.Logf("seed %d: %d steps in %s, no difference; serve scanned %d times (%d walked everything, %d took most pods from the last scan, "+
-		"the join kept %d pods in %d scans); the State before a step differed from the scan after it in %d steps; %d steps left no root to scan; "+
-		"after %d steps a part of the node was polled",
-		d.seed, steps, took.Round(time.Second), st.scans, st.full, st.reused, st.kept, st.keptScans, st.staleDiffered, st.failed, st.polled)
+		"%d walked only some staging dirs of the CSI dir, the join kept %d pods in %d scans); the State before a step differed from the scan "+
+		"after it in %d steps; %d steps left no root to scan; after %d steps a part of the node was polled",
+		d.seed, steps, took.Round(time.Second), st.scans, st.full, st.reused, st.stagingOnly, st.kept, st.keptScans, st.staleDiffered, st.failed, st.polled)
 	if steps < 100 {
 		return
 	}
 	require.Greater(d.t, st.staleDiffered, steps/4, "most changes change the State: the comparison can fail")
 	require.Greater(d.t, st.reused, steps/5, "many scans walked only some pods")
 	require.Greater(d.t, st.keptScans, steps/20, "the join kept unchanged pods in many scans")
+	require.Greater(d.t, st.stagingOnly, steps/50, "some scans walked only some staging dirs")
+	require.Less(d.t, st.polled, steps/2, "most steps found every part of the node watched")
 }
 
 // stateDiff lists the fields in which two outcomes (a State's JSON, or
@@ -438,6 +443,8 @@ var nodeChangeKinds = []struct {
 	{"a raw block volume's dirs", 1, (*nodeChanges).rawBlock},
 	{"an application writes into a volume dir", 2, (*nodeChanges).appWrites},
 	{"a CSI volume's mount dir", 2, (*nodeChanges).mountDir},
+	{"a volume dir goes", 1, (*nodeChanges).volumeGoes},
+	{"a driver registers or goes", 1, (*nodeChanges).driverRegistration},
 	{"the active pod list", 2, (*nodeChanges).activePods},
 	{"a mount where the layout has none", 3, (*nodeChanges).mountOnLayoutDir},
 	{"a mount at or above the root", 2, (*nodeChanges).mountAbove},
@@ -682,6 +689,29 @@ func (n *nodeChanges) mountDir() string {
 		return "made " + n.rel(mnt)
 	}
 	return "removed " + n.rel(mnt)
+}
+
+// volumeGoes removes a volume dir of a pod, with its mounts.
+func (n *nodeChanges) volumeGoes() string {
+	vols := n.glob("pods", "*", "volumes", "*", "*")
+	if len(vols) == 0 {
+		return "none"
+	}
+	v := n.pick(vols)
+	n.unmountBelow(v)
+	_ = os.RemoveAll(v)
+	return n.rel(v)
+}
+
+// driverRegistration registers the CSI driver (its socket in
+// plugins_registry/), or removes its registration.
+func (n *nodeChanges) driverRegistration() string {
+	sock := n.path("plugins_registry", "ebs.csi.aws.com-reg.sock")
+	if err := os.Remove(sock); err == nil {
+		return "removed"
+	}
+	n.write(sock, "")
+	return "registered"
 }
 
 // activePods rewrites the active pod list: about two thirds of the pod
