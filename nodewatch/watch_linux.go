@@ -34,6 +34,11 @@ const watchMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN
 const dataMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF |
 	unix.IN_ONLYDIR | unix.IN_EXCL_UNLINK | unix.IN_MASK_ADD
 
+// ancestorMask: the entries of a dir on the way to a top dir made,
+// removed or renamed, and the dir's own end; IN_MASK_ADD, as dataMask.
+const ancestorMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF |
+	unix.IN_ONLYDIR | unix.IN_MASK_ADD
+
 // eventBufSize bounds one read of the inotify queue (the kernel queues at
 // most fs.inotify.max_queued_events; past it, IN_Q_OVERFLOW).
 const eventBufSize = 64 << 10
@@ -215,9 +220,13 @@ func (w *Watcher) watchTop(ctx context.Context, path string, k kind) podsdir.Res
 func (w *Watcher) watchAncestor(ctx context.Context, dir, name string, id podsdir.DirID) {
 	ifd := w.ifd
 	wd, err := bounded.Call(ctx, dir, w.opts.FSTimeout, func() (int32, error) { return watchIdentified(ifd, dir, id) })
-	if err != nil {
-		w.log.V(2).Info("Watching again: a dir on the way to the kubelet's dirs changed, or cannot be watched", "path", dir, "err", err)
+	switch {
+	case errors.Is(err, errMoved), errors.Is(err, unix.ENOENT):
+		w.log.V(2).Info("Watching again: a dir on the way to the kubelet's dirs changed while it was being watched", "path", dir)
 		w.resync = true
+		return
+	case err != nil:
+		w.distrust(ctx, "everything", "dir", fmt.Sprintf("%s, a dir on the way to the kubelet's dirs, cannot be watched: %v", dir, err))
 		return
 	}
 	a, ok := w.ancestors[wd]
@@ -243,7 +252,7 @@ func watchIdentified(ifd int, path string, id podsdir.DirID) (int32, error) {
 	} else if now != id {
 		return -1, errMoved
 	}
-	wd, err := addWatch(ifd, fmt.Sprintf("/proc/self/fd/%d", fd))
+	wd, err := unix.InotifyAddWatch(ifd, fmt.Sprintf("/proc/self/fd/%d", fd), ancestorMask)
 	return int32(wd), err
 }
 
@@ -801,7 +810,8 @@ func (w *Watcher) watchDataDir(ctx context.Context, dir string) {
 		return
 	}
 	w.data[wd] = dataDir{path: dir, part: part}
-	w.note(time.Now(), part)
+	part.At = time.Now()
+	w.pending.merge(part) // to be looked into again, though nothing was seen to change
 }
 
 // placeData returns the top dir (a host path) that the volume dir at host
