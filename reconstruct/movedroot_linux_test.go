@@ -40,10 +40,12 @@ func TestIncrementalWalksAgainWhenAKubeletDirMoves(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			base := t.TempDir()
-			for dir, uid := range map[string]string{"var/lib/kubelet": realUID1, "alt/lib/kubelet": realUID2} {
-				vol := filepath.Join(base, dir, "pods", uid, "volumes/kubernetes.io~empty-dir/cache")
+			// The same pod in both trees, with other volumes, and other
+			// staging dirs: the listing of pods/ alone tells nothing.
+			for dir, name := range map[string]string{"var/lib/kubelet": "cache", "alt/lib/kubelet": "scratch"} {
+				vol := filepath.Join(base, dir, "pods", realUID1, "volumes/kubernetes.io~empty-dir", name)
 				require.NoError(t, os.MkdirAll(vol, 0o750))
-				require.NoError(t, os.MkdirAll(filepath.Join(base, dir, "plugins/kubernetes.io/csi"), 0o750))
+				require.NoError(t, os.MkdirAll(filepath.Join(base, dir, "plugins/kubernetes.io/csi/ebs.csi.aws.com", name, "globalmount"), 0o750))
 			}
 			opts := reconstruct.Options{}
 			opts.RootDir = filepath.Join(base, "var/lib/kubelet")
@@ -51,16 +53,16 @@ func TestIncrementalWalksAgainWhenAKubeletDirMoves(t *testing.T) {
 			var inc reconstruct.Incremental
 			before, err := inc.Scan(ctx, opts, reconstruct.Changed{All: true})
 			require.NoError(t, err)
-			require.Len(t, before.Pods, 1)
-			assert.Equal(t, realUID1, before.Pods[0].UID)
+			require.Len(t, before.Volumes, 1)
+			assert.Equal(t, "cache", before.Volumes[0].Name)
 
 			move(t, base)
 			got, err := inc.Scan(ctx, opts, reconstruct.Changed{Pod: func(string) bool { return false }})
 			require.NoError(t, err)
 			want, err := reconstruct.Scan(ctx, opts)
 			require.NoError(t, err)
-			require.Len(t, want.Pods, 1)
-			assert.Equal(t, realUID2, want.Pods[0].UID, "the other tree is the node's now")
+			require.Len(t, want.Volumes, 1)
+			assert.Equal(t, "scratch", want.Volumes[0].Name, "the other tree is the node's now")
 			got.MountTable.Entries, want.MountTable.Entries = 0, 0 // the namespace's
 			assert.Equal(t, want, got)
 		})
