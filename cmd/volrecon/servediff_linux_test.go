@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
@@ -879,4 +880,52 @@ func (n *nodeChanges) unmountBelow(dir string) {
 			_ = unix.Unmount(below[i], unix.MNT_DETACH)
 		}
 	}
+}
+
+// TestServeScansAMountWhereTheLayoutHasNoneAtItsOwnPace: a tmpfs mounted
+// on a pod's volumes/ hides the dir the watch sits on; what is made in it
+// later is no event. serve scans that pod every --min-interval while the
+// mount is there, says so in /healthz, and its State follows.
+func TestServeScansAMountWhereTheLayoutHasNoneAtItsOwnPace(t *testing.T) {
+	if !testmountns.Enter(t) {
+		return
+	}
+	root := filepath.Join(t.TempDir(), "kubelet")
+	uid := "8f3c1e2a-0000-4000-8000-000000000001"
+	volumes := filepath.Join(root, "pods", uid, "volumes")
+	require.NoError(t, os.MkdirAll(filepath.Join(volumes, "kubernetes.io~empty-dir/cache"), 0o750))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "plugins/kubernetes.io/csi"), 0o750))
+	flags := nodeFlags{rootDir: root, mountInfo: "/proc/self/mountinfo"}
+	n, err := flags.openNode(nil)
+	require.NoError(t, err)
+	s, err := newServer(n, 24*time.Hour)
+	require.NoError(t, err)
+	ctx := t.Context()
+	require.NoError(t, s.startWatch(ctx, time.Nanosecond, 24*time.Hour, nil))
+	defer s.loop.watch.Close()
+	s.loop.watch.Take(ctx)
+	s.scanChanged(ctx, nodewatch.Changes{All: true})
+	volumeNames := func() []string {
+		var names []string
+		for _, v := range s.latest.st.Volumes {
+			names = append(names, v.Name)
+		}
+		return names
+	}
+	require.Equal(t, []string{"cache"}, volumeNames())
+	require.False(t, s.scanDue(ctx, time.Now()))
+
+	testmountns.Mount(t, "tmpfs", volumes, "tmpfs", 0, "size=1m")
+	require.True(t, s.loop.watch.Wait(ctx, 10*time.Second), "the mount table changed")
+	_, scanned := s.turn(ctx)
+	require.True(t, scanned)
+	assert.Empty(t, volumeNames(), "the tmpfs hides the volumes")
+	assert.Contains(t, s.watchDetail(), "pod "+uid+": mounted over where the kubelet's layout has no mount")
+
+	require.NoError(t, os.MkdirAll(filepath.Join(volumes, "kubernetes.io~secret/creds"), 0o750)) // in the tmpfs
+	require.False(t, s.loop.watch.Wait(ctx, 100*time.Millisecond), "no watch sees inside the mount")
+	require.True(t, s.scanDue(ctx, time.Now()), "the pod is scanned at serve's own pace")
+	_, scanned = s.turn(ctx)
+	require.True(t, scanned)
+	assert.Equal(t, []string{"creds"}, volumeNames())
 }
