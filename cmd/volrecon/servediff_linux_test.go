@@ -467,12 +467,14 @@ func (n *nodeChanges) podStarts() string {
 	return uid
 }
 
-func (n *nodeChanges) podGoes() string {
-	pods := n.podDirs()
-	if len(pods) == 0 {
+func (n *nodeChanges) podGoes() string { return n.removeOne(n.podDirs()) }
+
+// removeOne removes one of dirs with the mounts at and below it.
+func (n *nodeChanges) removeOne(dirs []string) string {
+	if len(dirs) == 0 {
 		return "none"
 	}
-	dir := n.pick(pods)
+	dir := n.pick(dirs)
 	n.unmountBelow(dir)
 	_ = os.RemoveAll(dir)
 	return n.rel(dir)
@@ -562,12 +564,8 @@ func (n *nodeChanges) volDataChanged() string {
 }
 
 func (n *nodeChanges) stagingDir() string {
-	dirs := n.glob("plugins/kubernetes.io/csi/ebs.csi.aws.com", "*")
-	if len(dirs) > 0 && n.rnd.IntN(2) == 0 {
-		d := n.pick(dirs)
-		n.unmountBelow(d)
-		_ = os.RemoveAll(d)
-		return "removed " + n.rel(d)
+	if dirs := n.glob("plugins/kubernetes.io/csi/ebs.csi.aws.com", "*"); len(dirs) > 0 && n.rnd.IntN(2) == 0 {
+		return "removed " + n.removeOne(dirs)
 	}
 	d := n.path("plugins/kubernetes.io/csi/ebs.csi.aws.com", podsdir.StagingHash("s"+fmt.Sprint(n.seq)), "globalmount")
 	n.mkdir(d)
@@ -694,14 +692,7 @@ func (n *nodeChanges) mountDir() string {
 
 // volumeGoes removes a volume dir of a pod, with its mounts.
 func (n *nodeChanges) volumeGoes() string {
-	vols := n.glob("pods", "*", "volumes", "*", "*")
-	if len(vols) == 0 {
-		return "none"
-	}
-	v := n.pick(vols)
-	n.unmountBelow(v)
-	_ = os.RemoveAll(v)
-	return n.rel(v)
+	return n.removeOne(n.glob("pods", "*", "volumes", "*", "*"))
 }
 
 // driverRegistration registers the CSI driver (its socket in
