@@ -306,9 +306,10 @@ type nodeChanges struct {
 	list string // the active pod list
 	seq  int
 	// odd are the mounts made where the kubelet has none (on its dirs,
-	// above the root), most recent last: each goes again soon, so that
-	// most steps find a node whose every part is watched, and a change
-	// the watch misses is not scanned anyway for a part polled.
+	// above the root), by mount ID, most recent last: each goes again
+	// soon, wherever a rename took it, so that most steps find a node
+	// whose every part is watched, and a change the watch misses is not
+	// scanned anyway for a part polled.
 	odd []string
 }
 
@@ -497,16 +498,41 @@ func (n *nodeChanges) csiPublish() string {
 // oddMount mounts where the kubelet has no mount, and remembers it.
 func (n *nodeChanges) oddMount(source, target, fstype string, flags uintptr) string {
 	did := n.mount(source, target, fstype, flags)
-	if resolved, err := filepath.EvalSymlinks(target); err == nil {
-		n.odd = append(n.odd, resolved)
+	resolved, err := filepath.EvalSymlinks(target)
+	if err != nil {
+		return did
+	}
+	var id string
+	for _, f := range n.mountTable() {
+		if f[4] == resolved {
+			id = f[0] // the last one there is the one on top
+		}
+	}
+	if id != "" {
+		n.odd = append(n.odd, id)
 	}
 	return did
 }
 
-// unmountOdd unmounts the last odd mount, or says why it cannot (moved
-// by a rename since, or gone).
+// lastOdd returns where the last odd mount is now, and drops it from the
+// list when it is gone.
+func (n *nodeChanges) lastOdd() (string, bool) {
+	id := n.odd[len(n.odd)-1]
+	for _, f := range n.mountTable() {
+		if f[0] == id {
+			return f[4], true
+		}
+	}
+	n.odd = n.odd[:len(n.odd)-1]
+	return "", false
+}
+
+// unmountOdd unmounts the last odd mount.
 func (n *nodeChanges) unmountOdd() string {
-	mp := n.odd[len(n.odd)-1]
+	mp, ok := n.lastOdd()
+	if !ok {
+		return "gone already"
+	}
 	n.odd = n.odd[:len(n.odd)-1]
 	if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil {
 		return fmt.Sprintf("%s: %v", n.rel(mp), err)
@@ -518,7 +544,10 @@ func (n *nodeChanges) unmountOdd() string {
 // the mount hides, a pod dir, a volume dir, a staging dir, or a file
 // that does not belong there.
 func (n *nodeChanges) inOdd() string {
-	mp := n.odd[len(n.odd)-1]
+	mp, ok := n.lastOdd()
+	if !ok {
+		return "gone already"
+	}
 	s := fmt.Sprint(n.seq)
 	n.mkdir(filepath.Join(mp, "x-"+s))
 	n.write(filepath.Join(mp, "vol_data.json"), n.volData("o"+s))
@@ -839,14 +868,26 @@ func (n *nodeChanges) renameSwap() string {
 	return fmt.Sprintf("%s <-> %s", n.rel(a), n.rel(b))
 }
 
+// mountTable is the fields of each line of the mount table, in its
+// order (the test's paths have no character mountinfo escapes).
+func (n *nodeChanges) mountTable() [][]string {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	require.NoError(n.t, err)
+	var out [][]string
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 4 {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // mountPoints lists the mount points strictly below dir, in the table's
 // order (hidden ones too).
 func (n *nodeChanges) mountPoints(dir string) []string {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	require.NoError(n.t, err)
 	var out []string
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+	for _, f := range n.mountTable() {
+		if strings.HasPrefix(f[4], dir+"/") {
 			out = append(out, f[4])
 		}
 	}
@@ -861,7 +902,7 @@ func (n *nodeChanges) unmountBelow(dir string) {
 	}
 	for range 50 {
 		below := n.mountPoints(dir)
-		if data, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(data), " "+dir+" ") {
+		if slices.ContainsFunc(n.mountTable(), func(f []string) bool { return f[4] == dir }) {
 			below = append([]string{dir}, below...)
 		}
 		if len(below) == 0 {
