@@ -118,3 +118,16 @@ func TestWatchDataSeesWhatIsWrittenIntoAnUnmountedVolumeDir(t *testing.T) {
 	assert.False(t, w.Wait(ctx, 100*time.Millisecond), "no longer watched: %+v", w.Take(ctx))
 	assert.Empty(t, w.Status().Untrusted)
 }
+
+// TestWatchARelativeRootIsNotWatched: the scan refuses a kubelet root that
+// is not an absolute path; the watch resolves none against / either, and
+// polls everything.
+func TestWatchARelativeRootIsNotWatched(t *testing.T) {
+	table := filepath.Join(t.TempDir(), "mountinfo")
+	require.NoError(t, os.WriteFile(table, nil, 0o600))
+	w, err := New(context.Background(), Options{RootDir: "var/lib/kubelet", MountTable: table})
+	require.NoError(t, err)
+	defer w.Close()
+	assert.Equal(t, []string{"everything: the kubelet root var/lib/kubelet is not an absolute path"}, w.Status().Untrusted)
+	assert.True(t, w.Take(context.Background()).All)
+}

@@ -175,6 +175,10 @@ func (w *Watcher) setup(ctx context.Context) error {
 	for _, f := range w.opts.Files {
 		w.watchFile(ctx, f, roleDesired)
 	}
+	if !filepath.IsAbs(w.opts.RootDir) { // the scan refuses it
+		w.distrust(ctx, "everything", "root", fmt.Sprintf("the kubelet root %s is not an absolute path", w.opts.RootDir))
+		return nil
+	}
 	root := w.watchTop(ctx, w.opts.RootDir, kRoot)
 	if root.Err != nil {
 		w.distrust(ctx, "everything", "root", fmt.Sprintf("the kubelet root %s does not resolve: %v", w.opts.RootDir, root.Err))
