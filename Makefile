@@ -34,7 +34,7 @@ NEWEST := k8s.io/api@v0.37.2 k8s.io/apimachinery@v0.37.2 k8s.io/client-go@v0.37.
 	google.golang.org/protobuf@v1.36.12 github.com/container-storage-interface/spec@v1.13.0 \
 	github.com/stretchr/testify@v1.12.1 golang.org/x/sys@v0.49.0 github.com/go-logr/logr@v1.4.4
 
-.PHONY: test test-busy test-schema test-examples test-newest bench lint demo build image update-fixtures fuzz e2e chaos
+.PHONY: test test-busy test-schema test-examples test-newest bench lint demo build image update-fixtures fuzz e2e chaos serve-diff
 
 ## test: gofmt check, go vet, and every test with the race detector, of the
 ## library at the oldest versions it requires (go.mod), of TEST_MODULES,
@@ -146,6 +146,18 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodePlainVolData$$' -fuzztime $(FUZZTIME) ./podsdir
 	$(GO) test -run '^$$' -fuzz '^FuzzScanTree$$' -fuzztime $(FUZZTIME) ./cleanup
 	$(GO) test -run '^$$' -fuzz '^FuzzQuote$$' -fuzztime $(FUZZTIME) ./safetext
+
+## serve-diff: the differential test of serve's incremental path
+## (TestServeMatchesScan, as root, on real mounts in a private mount
+## namespace): STEPS random changes of a node (default 10000) from SEED
+## (default 0: from the clock), each compared, once it settled, with a
+## fresh scan, field by field; a failure names its seed and step, and
+## `make serve-diff SEED=... STEPS=...` replays it. make test runs its
+## short form (300 steps). See RELIABILITY.md.
+serve-diff: STEPS ?= 10000
+serve-diff: SEED ?= 0
+serve-diff:
+	$(GO) test -count=1 -timeout 0 -v -run '^TestServeMatchesScan$$' ./cmd/volrecon -args -seed=$(SEED) -steps=$(STEPS)
 
 ## e2e: the end-to-end suite against a real kubelet, API server, containerd and
 ## CSI driver on 127.0.0.1 (as root; installs Debian packages, builds Kubernetes

@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +26,18 @@ import (
 // vol_data.json written, a mode changed), and the dir's own end.
 const watchMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_MODIFY |
 	unix.IN_CLOSE_WRITE | unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR | unix.IN_EXCL_UNLINK
+
+// dataMask: the entries of an unmounted volume dir made, removed or
+// renamed (not the writes into them: a scan asks only whether it holds
+// any), and the dir's own end. IN_MASK_ADD: a dir watched for the layout
+// as well keeps its mask.
+const dataMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF |
+	unix.IN_ONLYDIR | unix.IN_EXCL_UNLINK | unix.IN_MASK_ADD
+
+// ancestorMask: the entries of a dir on the way to a top dir made,
+// removed or renamed, and the dir's own end; IN_MASK_ADD, as dataMask.
+const ancestorMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF |
+	unix.IN_ONLYDIR | unix.IN_MASK_ADD
 
 // eventBufSize bounds one read of the inotify queue (the kernel queues at
 // most fs.inotify.max_queued_events; past it, IN_Q_OVERFLOW).
@@ -67,6 +81,9 @@ type Watcher struct {
 	mu         sync.Mutex
 	ifd        int                 // inotify; replaced when the watches are set up again
 	watches    map[int32]*watch    // by watch descriptor
+	tops       []top               // the top dirs, as they resolved when watched
+	ancestors  map[int32]ancestor  // the dirs looked up on the way to a top dir, by watch descriptor
+	data       map[int32]dataDir   // unmounted volume dirs watched for data (WatchData), by watch descriptor
 	files      map[string]fileRole // watched files, by host path
 	fileDirs   map[int32]string    // the dirs watched for them, by watch descriptor
 	mtMode     string
@@ -87,6 +104,27 @@ type watch struct {
 }
 
 func (w *watch) path() string { return filepath.Join(w.top, w.rel) }
+
+// top is a top dir (the root, pods/, plugins/, plugins_registry/): its
+// path as the scan resolves it, and how it resolved when it was watched.
+type top struct {
+	path string
+	kind kind
+	res  podsdir.Resolution
+}
+
+// ancestor is a dir looked up on the way to a top dir: the names looked up
+// in it.
+type ancestor struct {
+	names map[string]bool
+}
+
+// dataDir is an unmounted volume dir watched for data: its host path (as
+// the scan names it), and the part of the node it lies in.
+type dataDir struct {
+	path string
+	part Changes
+}
 
 type fileRole uint8
 
@@ -130,30 +168,123 @@ func (w *Watcher) setup(ctx context.Context) error {
 	}
 	w.ifd, w.watches, w.untrusted = ifd, map[int32]*watch{}, map[string]string{}
 	w.files, w.fileDirs = map[string]fileRole{}, map[int32]string{}
+	w.tops, w.ancestors, w.data = nil, map[int32]ancestor{}, map[int32]dataDir{}
 	if w.mt == nil {
 		w.watchFile(ctx, w.opts.MountTable, roleMountTable)
 	}
 	for _, f := range w.opts.Files {
 		w.watchFile(ctx, f, roleDesired)
 	}
-	root, ok := w.resolveRoot(ctx)
-	if !ok {
+	if !filepath.IsAbs(w.opts.RootDir) { // the scan refuses it
+		w.distrust(ctx, "everything", "root", fmt.Sprintf("the kubelet root %s is not an absolute path", w.opts.RootDir))
 		return nil
 	}
-	w.watchTree(ctx, root, "", kRoot, "")
-	w.log.V(2).Info("Watching the node", "watches", len(w.watches), "mountTable", w.mtMode, "untrusted", len(w.untrusted))
+	root := w.watchTop(ctx, w.opts.RootDir, kRoot)
+	if root.Err != nil {
+		w.distrust(ctx, "everything", "root", fmt.Sprintf("the kubelet root %s does not resolve: %v", w.opts.RootDir, root.Err))
+		return nil
+	}
+	for _, name := range []string{"pods", "plugins", "plugins_registry"} {
+		k, _ := childKind(kRoot, name)
+		w.watchTop(ctx, filepath.Join(root.Path, name), k)
+	}
+	w.log.V(2).Info("Watching the node", "watches", len(w.watches), "ancestors", len(w.ancestors), "mountTable", w.mtMode, "untrusted", len(w.untrusted))
 	return nil
 }
 
-// resolveRoot resolves the kubelet root as the scan does.
-func (w *Watcher) resolveRoot(ctx context.Context) (string, bool) {
-	popts := podsdir.Options{RootDir: w.opts.RootDir, HostRoot: w.opts.HostRoot, Timeout: w.opts.FSTimeout}
-	dirs := popts.KubeletDirs(ctx)
-	if len(dirs) == 0 {
-		w.distrust(ctx, "everything", "root", fmt.Sprintf("the kubelet root %s does not resolve", w.opts.RootDir))
-		return "", false
+// podsdirOptions are the options the scan resolves the kubelet's dirs
+// with.
+func (w *Watcher) podsdirOptions() podsdir.Options {
+	return podsdir.Options{RootDir: w.opts.RootDir, HostRoot: w.opts.HostRoot, Timeout: w.opts.FSTimeout}
+}
+
+// watchTop watches the top dir of kind k at path (the root, or one of its
+// pods/, plugins/, plugins_registry/), as the scan resolves it: every dir
+// looked up on the way, for a change of the entry looked up (a rename, a
+// symlink retargeted), and the dir it resolves to with its tree. It
+// returns how path resolved; Take resolves it again, and sets the watches
+// up again when it resolves otherwise (a mount came or went on or above
+// it, which no inotify event tells).
+func (w *Watcher) watchTop(ctx context.Context, path string, k kind) podsdir.Resolution {
+	popts := w.podsdirOptions()
+	res := popts.Resolve(ctx, path)
+	w.tops = append(w.tops, top{path: path, kind: k, res: res})
+	for _, l := range res.Lookups {
+		w.watchAncestor(ctx, popts.HostPath(l.Dir), l.Name, l.DirID)
 	}
-	return popts.HostPath(dirs[0]), true
+	if res.Err == nil {
+		w.watchTree(ctx, popts.HostPath(res.Path), "", k, "", &res.ID)
+	}
+	return res
+}
+
+// watchAncestor watches the dir at host path dir, in which name was
+// looked up on the way to a top dir, when it is still the dir of identity
+// id; else the watches are set up again at the next Take.
+func (w *Watcher) watchAncestor(ctx context.Context, dir, name string, id podsdir.DirID) {
+	ifd := w.ifd
+	wd, err := bounded.Call(ctx, dir, w.opts.FSTimeout, func() (int32, error) { return watchIdentified(ifd, dir, id) })
+	switch {
+	case errors.Is(err, errMoved), errors.Is(err, unix.ENOENT):
+		w.log.V(2).Info("Watching again: a dir on the way to the kubelet's dirs changed while it was being watched", "path", dir)
+		w.resync = true
+		return
+	case err != nil:
+		w.distrust(ctx, "everything", "dir", fmt.Sprintf("%s, a dir on the way to the kubelet's dirs, cannot be watched: %v", dir, err))
+		return
+	}
+	a, ok := w.ancestors[wd]
+	if !ok {
+		a = ancestor{names: map[string]bool{}}
+		w.ancestors[wd] = a
+	}
+	a.names[name] = true
+}
+
+var errMoved = errors.New("not the dir resolved")
+
+// watchIdentified opens the dir at path, checks that it is the dir of
+// identity id, and watches it on the inotify instance ifd.
+func watchIdentified(ifd int, path string, id podsdir.DirID) (int32, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(fd)
+	if now, err := identify(fd); err != nil {
+		return -1, err
+	} else if now != id {
+		return -1, errMoved
+	}
+	wd, err := unix.InotifyAddWatch(ifd, fmt.Sprintf("/proc/self/fd/%d", fd), ancestorMask)
+	return int32(wd), err
+}
+
+// identify is the identity of the open file fd (podsdir.DirID).
+func identify(fd int) (podsdir.DirID, error) {
+	var stx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, unix.STATX_INO|unix.STATX_MNT_ID, &stx); err != nil {
+		return podsdir.DirID{}, err
+	}
+	id := podsdir.DirID{Dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor), Ino: stx.Ino}
+	if stx.Mask&unix.STATX_MNT_ID != 0 {
+		id.MountID = stx.Mnt_id
+	}
+	return id, nil
+}
+
+// topsMoved reports whether a top dir resolves otherwise than when it was
+// watched: a mount came or went on or above it, a dir on the way was
+// renamed or replaced, a symlink retargeted.
+func (w *Watcher) topsMoved(ctx context.Context) bool {
+	popts := w.podsdirOptions()
+	for _, t := range w.tops {
+		if now := popts.Resolve(ctx, t.path); !now.Same(t.res) {
+			w.log.V(2).Info("Watching again: a kubelet dir resolves to another dir", "path", t.path, "was", t.res.Path, "now", now.Path)
+			return true
+		}
+	}
+	return false
 }
 
 // watchFile watches the dir of a file (a mount table that is a regular
@@ -188,20 +319,30 @@ func (w *Watcher) watchFile(ctx context.Context, path string, role fileRole) {
 
 // watchTree watches the dir top/rel of kind k and its watched subdirs. A
 // top dir is opened as it resolves (the node's choice, as the scan reads
-// it); every dir below one is opened beneath it without crossing a mount
-// or following a symlink, so that no mount is ever entered.
-func (w *Watcher) watchTree(ctx context.Context, top, rel string, k kind, pod string) {
+// it), and must be the dir of identity want; every dir below one is
+// opened beneath it without crossing a mount or following a symlink, so
+// that no mount is ever entered. The root's subdirs are top dirs of their
+// own (watchTop).
+func (w *Watcher) watchTree(ctx context.Context, top, rel string, k kind, pod string, want *podsdir.DirID) {
 	p := filepath.Join(top, rel)
 	if len(w.watches) >= w.opts.MaxWatches {
 		w.distrustPart(ctx, k, pod, "limit", fmt.Sprintf("the watch limit of %d is reached, %s not watched", w.opts.MaxWatches, p))
 		return
 	}
 	ifd := w.ifd
-	d, err := bounded.Call(ctx, p, w.opts.FSTimeout, func() (watchedDir, error) { return watchDir(ifd, top, rel, k, w.opts.MaxDirEntries) })
+	d, err := bounded.Call(ctx, p, w.opts.FSTimeout, func() (watchedDir, error) {
+		return watchDir(ifd, top, rel, k, w.opts.MaxDirEntries, want)
+	})
 	if err == nil {
 		w.watches[d.wd] = &watch{top: top, rel: rel, kind: k, pod: pod}
 	}
 	switch {
+	case errors.Is(err, errMoved):
+		w.log.V(2).Info("Watching again: a kubelet dir changed while it was being watched", "path", p)
+		w.resync = true
+		return
+	case err == nil && k == kRoot:
+		return
 	case err == nil:
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ELOOP):
 		// A dir gone meanwhile (its parent saw it go), or no dir (a file,
@@ -226,7 +367,7 @@ func (w *Watcher) watchTree(ctx context.Context, top, rel string, k kind, pod st
 		if k == kPods {
 			cpod = name
 		}
-		w.watchTree(ctx, top, filepath.Join(rel, name), ck, cpod)
+		w.watchTree(ctx, top, filepath.Join(rel, name), ck, cpod, nil)
 	}
 }
 
@@ -239,15 +380,23 @@ type watchedDir struct {
 	subdirs []string
 }
 
-// watchDir opens top/rel, watches it on the inotify instance ifd, and
-// lists its subdirs that are watched too. The watch comes before the
-// listing, so that an entry made after the listing is an event.
-func watchDir(ifd int, top, rel string, k kind, maxEntries int) (watchedDir, error) {
+// watchDir opens top/rel, checks that it is the dir of identity want
+// (when given), watches it on the inotify instance ifd, and lists its
+// subdirs that are watched too. The watch comes before the listing, so
+// that an entry made after the listing is an event.
+func watchDir(ifd int, top, rel string, k kind, maxEntries int, want *podsdir.DirID) (watchedDir, error) {
 	fd, err := openBeneath(top, rel)
 	if err != nil {
 		return watchedDir{}, err
 	}
 	defer unix.Close(fd)
+	if want != nil {
+		if id, err := identify(fd); err != nil {
+			return watchedDir{}, err
+		} else if id != *want {
+			return watchedDir{}, errMoved
+		}
+	}
 	if isTop(k) {
 		if t, err := fsType(fd); err != nil {
 			return watchedDir{}, err
@@ -448,6 +597,16 @@ func (w *Watcher) event(ctx context.Context, now time.Time, wd int32, mask uint3
 		w.note(now, Changes{All: true})
 		return
 	}
+	if a, ok := w.ancestors[wd]; ok {
+		w.ancestorEvent(now, wd, a, mask, name)
+	}
+	if dd, ok := w.data[wd]; ok {
+		if mask&(unix.IN_IGNORED|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0 {
+			delete(w.data, wd)
+		}
+		w.note(now, dd.part)
+		return
+	}
 	wt, ok := w.watches[wd]
 	if !ok {
 		if dir, ok := w.fileDirs[wd]; ok {
@@ -496,9 +655,26 @@ func (w *Watcher) event(ctx context.Context, now time.Time, wd int32, mask uint3
 		if wt.kind == kPods {
 			pod = name
 		}
-		w.watchTree(ctx, wt.top, child, ck, pod)
+		w.watchTree(ctx, wt.top, child, ck, pod, nil)
 	case mask&unix.IN_MOVED_FROM != 0:
 		w.unwatchBelow(wt.top, child)
+	}
+}
+
+// ancestorEvent handles an event of a dir looked up on the way to a top
+// dir: when the entry looked up came, went or was renamed, or the dir
+// itself went, a top dir may resolve to another dir (a symlink
+// retargeted, a dir renamed over it): everything changed, and the watches
+// are set up again at the next Take.
+func (w *Watcher) ancestorEvent(now time.Time, wd int32, a ancestor, mask uint32, name string) {
+	const entry = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO
+	const self = unix.IN_IGNORED | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_UNMOUNT
+	if mask&self != 0 || mask&entry != 0 && a.names[name] {
+		w.resync = true
+		w.note(now, Changes{All: true})
+	}
+	if mask&unix.IN_IGNORED != 0 {
+		delete(w.ancestors, wd)
 	}
 }
 
@@ -541,6 +717,9 @@ func (w *Watcher) Take(ctx context.Context) Changes {
 	w.collect(ctx, false)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.resync && w.topsMoved(ctx) {
+		w.resync = true
+	}
 	if w.resync {
 		w.resync = false
 		if err := w.setup(ctx); err != nil {
@@ -572,6 +751,103 @@ func (w *Watcher) Take(ctx context.Context) Changes {
 		c.MountTable = true
 	}
 	return c
+}
+
+// WatchData watches dirs, the unmounted volume dirs a scan looked into
+// for data (host paths, reconstruct.Incremental.DataDirs), for entries
+// made, removed or renamed, in place of those it watched for that before:
+// what an application writes into a volume dir no mount covers is the only
+// copy of its data (DataOnNodeDisk), and no watch of the kubelet's layout
+// sees it. A dir watched anew counts as changed at the next Take (for
+// what came between the scan's look and the watch). One mounted on by now
+// or gone is not watched (that is a change of its own); one that cannot
+// be watched is polled with its part.
+func (w *Watcher) WatchData(ctx context.Context, dirs []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	want := make(map[string]bool, len(dirs))
+	for _, d := range dirs {
+		want[d] = true
+	}
+	for wd, dd := range w.data {
+		if want[dd.path] {
+			delete(want, dd.path) // watched already
+			continue
+		}
+		_, _ = unix.InotifyRmWatch(w.ifd, uint32(wd))
+		delete(w.data, wd)
+	}
+	for _, d := range slices.Sorted(maps.Keys(want)) {
+		w.watchDataDir(ctx, d)
+	}
+}
+
+// watchDataDir watches the unmounted volume dir at host path dir, opened
+// beneath the top dir it lies in, as the layout's dirs are.
+func (w *Watcher) watchDataDir(ctx context.Context, dir string) {
+	top, rel, part, ok := w.placeData(dir)
+	if !ok {
+		w.distrust(ctx, "everything", "data", fmt.Sprintf("%s, a volume dir the scan looked into for data, lies in none of the kubelet's dirs as watched", dir))
+		return
+	}
+	hp, ifd := filepath.Join(top, rel), w.ifd
+	wd, err := bounded.Call(ctx, hp, w.opts.FSTimeout, func() (int32, error) {
+		fd, err := openBeneath(top, rel)
+		if err != nil {
+			return -1, err
+		}
+		defer unix.Close(fd)
+		wd, err := unix.InotifyAddWatch(ifd, fmt.Sprintf("/proc/self/fd/%d", fd), dataMask)
+		return int32(wd), err
+	})
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ELOOP), errors.Is(err, unix.EXDEV):
+		return // gone, or mounted on by now: a change of its own
+	case err != nil:
+		w.distrust(ctx, partName(part), "data", fmt.Sprintf("%s, a volume dir the scan looked into for data, cannot be watched: %v", hp, err))
+		return
+	}
+	if _, layout := w.watches[wd]; layout {
+		return // a dir of the layout (a bind of one): its events tell
+	}
+	if _, on := w.ancestors[wd]; on {
+		return
+	}
+	w.data[wd] = dataDir{path: dir, part: part}
+	part.At = time.Now()
+	w.pending.merge(part) // to be looked into again, though nothing was seen to change
+}
+
+// placeData returns the top dir (a host path) that the volume dir at host
+// path dir lies in, dir below it, and the part of the node it belongs to:
+// its pod, its staging dir, or the CSI dir.
+func (w *Watcher) placeData(dir string) (top, rel string, part Changes, ok bool) {
+	popts := w.podsdirOptions()
+	for _, t := range w.tops {
+		r, in := strings.CutPrefix(dir, t.res.Path+"/")
+		if t.res.Err != nil || !in || (t.kind != kPods && t.kind != kPlugins) {
+			continue
+		}
+		parts := strings.Split(r, "/")
+		switch {
+		case t.kind == kPods:
+			part = Changes{Pods: map[string]bool{parts[0]: true}}
+		case len(parts) >= 4 && parts[0] == "kubernetes.io" && parts[1] == "csi" && parts[2] != "volumeDevices":
+			part = Changes{Staging: map[string]bool{parts[2] + "/" + parts[3]: true}}
+		default:
+			part = Changes{CSI: true}
+		}
+		return popts.HostPath(t.res.Path), r, part, true
+	}
+	return "", "", Changes{}, false
+}
+
+// partName is how Status names the part of the node ch names (one part).
+func partName(ch Changes) string {
+	for pod := range ch.Pods {
+		return "pod " + pod
+	}
+	return "csi"
 }
 
 // Status says what is watched, and what is polled.

@@ -20,5 +20,6 @@ func New(context.Context, Options) (*Watcher, error) { return nil, ErrUnsupporte
 func (*Watcher) Notify()                                  {}
 func (*Watcher) Wait(context.Context, time.Duration) bool { return false }
 func (*Watcher) Take(context.Context) Changes             { return Changes{All: true} }
+func (*Watcher) WatchData(context.Context, []string)      {}
 func (*Watcher) Status() Status                           { return Status{} }
 func (*Watcher) Close() error                             { return nil }

@@ -228,9 +228,10 @@ func StagingHash(volumeHandle string) string {
 
 // resolved is the outcome of resolving a host path.
 type resolved struct {
-	path string      // host path with every symlink resolved (on error: the component that failed)
-	info fs.FileInfo // Lstat of path (never a symlink); nil on error
-	hops int         // symlinks followed
+	path    string      // host path with every symlink resolved (on error: the component that failed)
+	info    fs.FileInfo // Lstat of path (never a symlink); nil on error
+	hops    int         // symlinks followed
+	lookups []Lookup    // each lookup made, when asked for (resolveLookups)
 }
 
 // resolve resolves every symlink in host path p, one component at a time,
@@ -238,10 +239,22 @@ type resolved struct {
 // re-rooted under HostRoot; a relative one is relative to the link's
 // directory. ".." is applied to the already resolved prefix and never goes
 // above "/". More than maxSymlinkHops links give ELOOP.
-func (o Options) resolve(p string) (resolved, error) {
+func (o Options) resolve(p string) (resolved, error) { return o.resolveLookups(p, false) }
+
+// resolveLookups is resolve, recording each lookup with the identity of
+// the dir it is made in when record is set.
+func (o Options) resolveLookups(p string, record bool) (resolved, error) {
 	pending := strings.Split(p, "/")
 	cur := "/"
 	var r resolved
+	var lookup func(dir, name string) error
+	if record {
+		lookup = func(dir, name string) error {
+			id, err := identify(o.HostPath(dir))
+			r.lookups = append(r.lookups, Lookup{Dir: dir, Name: name, DirID: id})
+			return err
+		}
+	}
 	for len(pending) > 0 {
 		c := pending[0]
 		pending = pending[1:]
@@ -253,6 +266,12 @@ func (o Options) resolve(p string) (resolved, error) {
 			continue
 		}
 		next := filepath.Join(cur, c)
+		if lookup != nil {
+			if err := lookup(cur, c); err != nil {
+				r.path = cur
+				return r, err
+			}
+		}
 		fi, err := os.Lstat(o.HostPath(next))
 		if err != nil {
 			r.path = next

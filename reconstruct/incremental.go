@@ -4,8 +4,11 @@ import (
 	"context"
 	"hash/maphash"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
+
+	"k8s.io/klog/v2"
 
 	boundedcall "github.com/volrecon/volrecon/internal/bounded"
 	"github.com/volrecon/volrecon/mountscan"
@@ -36,11 +39,24 @@ import (
 // A pod dir, a staging dir or the CSI dir, at or below which a mount came,
 // went or was replaced since the last scan is walked again too (the walk
 // lists a dir mounted over as it is now, and one laid bare).
-// Everything is walked again, whatever Changed says, when the mounts not
-// to enter (a FUSE or network mount where the layout has none) or the
-// hung paths changed since the last scan, after a scan that failed, and
-// for the pod dirs and the CSI dir in which the last walk met a problem
-// (a hung path is tried again, an unreadable dir read again).
+// Everything is walked again, whatever Changed says, when the kubelet's
+// dirs resolve otherwise than at the last scan (a mount came or went on
+// or above one, a symlink on the way was retargeted, it or a dir above it
+// was renamed: each dir's identity, its mount, device and inode, is
+// compared), when the mounts not to enter (a FUSE or network mount where
+// the layout has none) or the hung paths changed since the last scan,
+// after a scan that failed, and for the pod dirs and the CSI dir in which
+// the last walk met a problem (a hung path is tried again, an unreadable
+// dir read again). The identity is all a mount above the dirs can change
+// for the walk: what it reads lies at or below them, and is reached from
+// them.
+//
+// A mount on a dir that the walk lists (where the kubelet's layout has
+// none: a pod dir, its volumes/, a staging dir, the CSI dir or
+// plugins/kubernetes.io) hides the dir a watch of the kubelet's dirs sits
+// on: what changes inside it no watch sees. The part it lies in is walked
+// at every scan while it is there, and Unwatched names it, so that the
+// caller scans at its own pace meanwhile.
 //
 // An Incremental is not safe for concurrent use; its zero value is ready
 // and walks everything at its first scan.
@@ -78,20 +94,52 @@ func (in *Incremental) Scan(ctx context.Context, opts Options, changed Changed) 
 // Forget drops the kept inventory: the next scan walks everything.
 func (in *Incremental) Forget() { in.forget() }
 
+// Unwatched names the parts of the kubelet's dirs that the last scan
+// found mounted over where the kubelet's layout has no mount, sorted:
+// "pod <pod dir name>", "staging <driver>/<name>" (or pv/<name>), "csi"
+// (the CSI dir, a dir above it in plugins/, or one of its block dirs).
+// No watch of the kubelet's dirs (nodewatch) sees what changes inside such
+// a mount, so a caller that scans when a watch says so must scan at its
+// own pace while one is there (serve: every --min-interval); each scan
+// walks those parts again. Nil when there is none, or when the last scan
+// could not tell (no mount table: everything is walked at every scan).
+func (in *Incremental) Unwatched() []string {
+	if in == nil || in.mounts == nil {
+		return nil
+	}
+	return in.mounts.unwatched()
+}
+
+// DataDirs are the unmounted volume dirs (a CSI publish target, a staging
+// dir, a persistent volume's dir) that the last scan looked into for data
+// (DataOnNodeDisk), sorted: what an application writes there no watch of
+// the kubelet's dirs sees, so a caller that scans when a watch says so
+// watches them too (nodewatch.Watcher.WatchData). Each is walked and
+// looked into again at every scan.
+func (in *Incremental) DataDirs() []string {
+	if in == nil || in.join == nil {
+		return nil
+	}
+	dirs := slices.Clone(in.join.dataDirs)
+	slices.Sort(dirs)
+	return slices.Compact(dirs)
+}
+
 // reuse returns what the walk may take from the last scan's inventory, or
 // nil when it must walk everything. ctx carries the scan's hung paths;
 // table is the mount table as read before the walk (nil when none could
-// be), dirs the kubelet's dirs as resolved then: a pod dir (or the CSI
-// dir) at or below which a mount came, went or was replaced since the last
-// scan is walked again, since the walk lists a dir mounted over (or laid
-// bare) as it is now.
-func (in *Incremental) reuse(ctx context.Context, notEntered map[string]string, table *mountscan.Table, dirs []string, changed Changed) *podsdir.Reuse {
+// be), dirs the kubelet's dirs as resolved then (walk reads them): a pod
+// dir (or the CSI dir) at or below which a mount came, went or was
+// replaced since the last scan is walked again, since the walk lists a dir
+// mounted over (or laid bare) as it is now.
+func (in *Incremental) reuse(ctx context.Context, walk podsdir.Options, notEntered map[string]string, table *mountscan.Table, dirs []string,
+	changed Changed) *podsdir.Reuse {
 	if in == nil {
 		return nil
 	}
 	in.pending = boundedcall.RegistryOf(ctx).Stuck().HungPaths
 	prevMounts := in.mounts
-	in.mounts = in.digest(table, dirs)
+	in.mounts = in.digest(ctx, walk, table, dirs)
 	if changed.All || in.prev == nil || in.pending != in.hung || !maps.Equal(notEntered, in.notEntered) ||
 		in.mounts == nil || prevMounts == nil || !in.mounts.sameDirs(prevMounts) ||
 		in.mounts.podsDir != in.prev.PodsDir || in.mounts.csiDir != in.prev.CSIDir {
@@ -113,8 +161,9 @@ func (in *Incremental) reuse(ctx context.Context, notEntered map[string]string, 
 
 // digest is the mountDigest of table within dirs, placed by the last
 // scan's pods and CSI dirs (else by dirs' own: the root, the pods dir, the
-// plugins dir); nil without a table or dirs.
-func (in *Incremental) digest(table *mountscan.Table, dirs []string) *mountDigest {
+// plugins dir), with the identity of each of dirs now; nil without a
+// table or dirs, or when a dir's identity cannot be had.
+func (in *Incremental) digest(ctx context.Context, walk podsdir.Options, table *mountscan.Table, dirs []string) *mountDigest {
 	if table == nil || len(dirs) < 3 {
 		return nil
 	}
@@ -125,7 +174,16 @@ func (in *Incremental) digest(table *mountscan.Table, dirs []string) *mountDiges
 	if in.seed == (maphash.Seed{}) {
 		in.seed = maphash.MakeSeed()
 	}
-	return newMountDigest(table, dirs, podsDir, csiDir, in.seed)
+	d := newMountDigest(table, dirs, podsDir, csiDir, in.seed)
+	for _, dir := range dirs {
+		id, err := walk.Identify(ctx, dir)
+		if err != nil {
+			klog.FromContext(ctx).V(4).Info("Walking everything: a kubelet dir cannot be identified", "path", dir, "err", err)
+			return nil
+		}
+		d.ids = append(d.ids, id)
+	}
+	return d
 }
 
 // csiChanges is what changed in the CSI dir: all of it, or the staging
@@ -146,6 +204,7 @@ type csiChanges struct {
 // alive between scans for it.
 type mountDigest struct {
 	dirs            []string
+	ids             []podsdir.DirID // of dirs, as they resolved
 	podsDir, csiDir string
 	pods, staging   map[string]uint64
 	csiRest, other  uint64
@@ -177,6 +236,9 @@ func newMountDigest(table *mountscan.Table, dirs []string, podsDir, csiDir strin
 // add files the fingerprint sum of the entry at mp where it lies.
 func (d *mountDigest) add(mp string, sum uint64) {
 	switch {
+	case mp == filepath.Dir(d.csiDir): // plugins/kubernetes.io: the CSI dir lies in it
+		d.csiRest = mix(d.csiRest, sum)
+		d.listed.csi = true
 	case within(mp, d.csiDir):
 		rel := relParts(mp, d.csiDir)
 		if len(rel) < 2 || rel[0] == "volumeDevices" {
@@ -201,8 +263,25 @@ func (d *mountDigest) add(mp string, sum uint64) {
 	}
 }
 
+// sameDirs: the kubelet's dirs resolve as they did, to the same dirs.
 func (d *mountDigest) sameDirs(o *mountDigest) bool {
-	return slices.Equal(d.dirs, o.dirs) && d.podsDir == o.podsDir && d.csiDir == o.csiDir
+	return slices.Equal(d.dirs, o.dirs) && slices.Equal(d.ids, o.ids) && d.podsDir == o.podsDir && d.csiDir == o.csiDir
+}
+
+// unwatched is Incremental.Unwatched of this digest.
+func (d *mountDigest) unwatched() []string {
+	var out []string
+	for name := range d.listed.pods {
+		out = append(out, "pod "+name)
+	}
+	for key := range d.listed.staging {
+		out = append(out, "staging "+key)
+	}
+	if d.listed.csi {
+		out = append(out, "csi")
+	}
+	slices.Sort(out)
+	return out
 }
 
 // changes compares the digest of the last scan (d) with this one's (now):

@@ -36,6 +36,9 @@ type joinMemo struct {
 	seed maphash.Seed
 	node uint64              // the node's fingerprint at the last join
 	pods map[string]*podJoin // by pod dir, from the last join
+	// dataDirs are the unmounted dirs the join under way (then the last
+	// one) looked into for data (DataOnNodeDisk).
+	dataDirs []string
 
 	// The join under way.
 	usable    bool                // node is as it was: pods may be kept

@@ -70,6 +70,7 @@ func TestMountDigestChanges(t *testing.T) {
 		"a raw block publish":                          {now: slices.Delete(slices.Clone(base), 4, 5), csiAll: true},
 		"on the pods dir itself":                       {now: append(slices.Clone(base), "43 1 0:43 / "+k+"/pods rw - tmpfs tmpfs rw"), all: true},
 		"a mount where the layout has none, unchanged": {now: append(slices.Clone(base), "44 1 0:44 / "+k+"/pods/e/volumes rw - tmpfs tmpfs rw"), pods: []string{"e"}},
+		"on plugins/kubernetes.io, above the CSI dir":  {now: append(slices.Clone(base), "45 1 0:45 / "+k+"/plugins/kubernetes.io rw - tmpfs tmpfs rw"), csiAll: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			pods, csi, all := digest(base...).changes(digest(tc.now...))
@@ -82,4 +83,32 @@ func TestMountDigestChanges(t *testing.T) {
 			assert.Equal(t, tc.csiAll, csi.all)
 		})
 	}
+}
+
+// TestUnwatchedNamesMountsWhereTheLayoutHasNone: the parts with a mount on
+// a dir the walk lists (which no watch of the layout sees inside) are
+// named, so that serve scans them at its own pace; the kubelet's own
+// mounts (a volume, a staging mount, a subpath, a block publish) and the
+// kubelet's dirs themselves (watched as they resolve) are not.
+func TestUnwatchedNamesMountsWhereTheLayoutHasNone(t *testing.T) {
+	const k = "/var/lib/kubelet"
+	table, err := mountscan.FromLines(
+		"29 1 0:29 / "+k+" rw - ext4 /dev/sda2 rw",
+		"30 29 0:30 / "+k+"/pods rw - ext4 /dev/sdb rw",
+		"31 30 0:31 / "+k+"/pods/a/volumes/kubernetes.io~csi/pv/mount rw - ext4 /dev/sdc rw",
+		"32 30 0:32 / "+k+"/pods/a/volume-subpaths/v/c/0 rw - ext4 /dev/sdc rw",
+		"33 30 0:33 / "+k+"/pods/b/volumes/kubernetes.io~secret rw - tmpfs tmpfs rw",
+		"34 29 0:34 / "+k+"/plugins/kubernetes.io/csi/d/h/globalmount rw - ext4 /dev/sdd rw",
+		"35 29 0:35 / "+k+"/plugins/kubernetes.io/csi/d/g rw - tmpfs tmpfs rw",
+		"36 29 0:36 / "+k+"/plugins/kubernetes.io/csi/volumeDevices/publish/pv/uid rw - devtmpfs udev rw",
+		"37 30 0:37 / "+k+"/pods/c rw - tmpfs tmpfs rw",
+	)
+	require.NoError(t, err)
+	d := newMountDigest(table, []string{k, k + "/pods", k + "/plugins"}, k+"/pods", k+"/plugins/kubernetes.io/csi", maphash.MakeSeed())
+	assert.Equal(t, []string{"pod b", "pod c", "staging d/g"}, d.unwatched())
+
+	above, err := mountscan.FromLines("40 1 0:40 / " + k + "/plugins/kubernetes.io rw - tmpfs tmpfs rw")
+	require.NoError(t, err)
+	d = newMountDigest(above, []string{k, k + "/pods", k + "/plugins"}, k+"/pods", k+"/plugins/kubernetes.io/csi", maphash.MakeSeed())
+	assert.Equal(t, []string{"csi"}, d.unwatched(), "the CSI dir lies in the mount")
 }

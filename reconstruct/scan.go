@@ -56,7 +56,7 @@ func scan(ctx context.Context, opts Options, in *Incremental, changed Changed) (
 	var early *mountscan.Table
 	var dirs []string
 	walk.NotEntered, early, dirs = table.notToEnter(ctx, opts) // read before the walk
-	walk.Reuse = in.reuse(ctx, walk.NotEntered, early, dirs, changed)
+	walk.Reuse = in.reuse(ctx, walk, walk.NotEntered, early, dirs, changed)
 	if walk.Reuse == nil {
 		in.dropJoin() // every pod is walked anew, so none can be kept: let the memo go before the walk
 	}
@@ -177,6 +177,9 @@ func build(ctx context.Context, opts Options, inv *podsdir.Inventory, readTable 
 		memo:      memo,
 	}
 	b.consistent = tableErr == nil && table != nil
+	if memo != nil {
+		memo.dataDirs = nil
+	}
 	b.st = &State{
 		SchemaVersion:   SchemaVersion,
 		RootDir:         inv.RootDir,

@@ -206,6 +206,9 @@ func (b *builder) noteDataOnNodeDisk(dir, podUID, volume, what string) bool {
 		b.log.V(4).Info("Not checking an unmounted dir for data: the walk did not read it", "path", dir, "unread", p)
 		return false
 	}
+	if b.memo != nil {
+		b.memo.dataDirs = append(b.memo.dataDirs, dir)
+	}
 	pdo := b.opts.podsdirOptions()
 	var has bool
 	r := bounded(b.ctx, pdo.HostPath(dir), b.opts.ProbeTimeout, func() error {

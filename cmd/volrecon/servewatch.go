@@ -51,6 +51,10 @@ type scanLoop struct {
 	// recheck: the last State holds what time alone changes (see
 	// timeDependent); trusted: the pod watch's trust at the last scan.
 	recheck, trusted bool
+	// unwatched: the parts of the node the last scan found mounted over
+	// where the kubelet's layout has none (Incremental.Unwatched), which no
+	// watch sees; written by the loop under the server's mu.
+	unwatched []string
 }
 
 // startWatch sets the watch of the node up, for serve's loop.
@@ -102,16 +106,25 @@ func (s *server) runScans(ctx context.Context) {
 		if !sleepUntil(ctx, l.pace.Earliest(time.Now())) {
 			return
 		}
-		ch := l.watch.Take(ctx)
-		now := time.Now()
-		if !ch.Any() && !s.scanDue(ctx, now) {
-			continue
-		}
-		if now.Sub(l.lastFull) >= s.interval {
-			ch.All = true
-		}
-		s.scanChanged(ctx, ch)
+		s.turn(ctx)
 	}
+}
+
+// turn is one turn of the loop once its wait and pace are over: it takes
+// what changed, and scans when the node changed or a scan is due. It
+// returns what it took, and whether it scanned.
+func (s *server) turn(ctx context.Context) (nodewatch.Changes, bool) {
+	l := s.loop
+	ch := l.watch.Take(ctx)
+	now := time.Now()
+	if !ch.Any() && !s.scanDue(ctx, now) {
+		return ch, false
+	}
+	if now.Sub(l.lastFull) >= s.interval {
+		ch.All = true
+	}
+	s.scanChanged(ctx, ch)
+	return ch, true
 }
 
 // untilDue is how long the loop may wait for a change before it must scan
@@ -129,14 +142,16 @@ func (s *server) untilDue(now time.Time) time.Duration {
 }
 
 // scanDueAt is when the loop must scan though nothing changed: the safety
-// net's full scan, a State that time alone changes, a watch that polls.
+// net's full scan, a State that time alone changes, a part of the node
+// that no watch sees (the watch polls it, or the last scan found a mount
+// where the kubelet's layout has none).
 func (s *server) scanDueAt() time.Time {
 	l := s.loop
 	due := l.lastFull.Add(s.interval)
 	if l.recheck {
 		due = minTime(due, l.lastStart.Add(l.recheckInterval))
 	}
-	if l.watch.Status().Polling() {
+	if l.watch.Status().Polling() || len(l.unwatched) > 0 {
 		due = minTime(due, l.lastStart.Add(l.minInterval))
 	}
 	return due
@@ -191,14 +206,19 @@ func (s *server) scanChanged(ctx context.Context, ch nodewatch.Changes) {
 	st, ok := s.scanWith(ctx, func(ctx context.Context) (*reconstruct.State, error) {
 		return s.node.scanIncremental(ctx, &l.inc, changed)
 	})
+	unwatched := l.inc.Unwatched()
+	s.mu.Lock()
+	l.unwatched = unwatched
+	s.mu.Unlock()
 	status := l.watch.Status()
 	l.metrics.ObserveChange(status.LastChange)
-	l.metrics.SetUnwatched(len(status.Untrusted))
+	l.metrics.SetUnwatched(len(status.Untrusted) + len(unwatched))
 	if !ok {
 		l.inc.Forget()
 		l.recheck = true // tried again within --recheck-interval, as the old loop did every interval
 		return
 	}
+	l.watch.WatchData(ctx, l.inc.DataDirs())
 	// A refusal or an outage of the API server changes nothing on the
 	// node: in cluster, its answer is confirmed with time too (scanDue).
 	l.recheck = s.node.opts.Probe || timeDependent(st)
@@ -242,7 +262,7 @@ func (s *server) watchDetail() string {
 		return ""
 	}
 	s.mu.Lock()
-	lastFull := s.lastFullOK
+	lastFull, unwatched := s.lastFullOK, s.loop.unwatched
 	s.mu.Unlock()
 	st := s.loop.watch.Status()
 	var b strings.Builder
@@ -252,6 +272,9 @@ func (s *server) watchDetail() string {
 	}
 	for _, u := range st.Untrusted {
 		fmt.Fprintf(&b, "\nnot watched, scanned every %s: %s", s.loop.minInterval, u)
+	}
+	for _, part := range unwatched {
+		fmt.Fprintf(&b, "\nnot watched, scanned every %s: %s: mounted over where the kubelet's layout has no mount", s.loop.minInterval, part)
 	}
 	return b.String()
 }
