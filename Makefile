@@ -52,7 +52,7 @@ test:
 ## test-busy: the tests of BUSY_PACKAGES (those that read every process's
 ## mount namespaces, and the mount churn test) with the race detector,
 ## BUSY_COUNT times (default 1), beside a mount churn of their own, as root
-## (internal/testchurn): BUSY_NAMESPACES mount namespaces (default 4), each
+## (testkit/churn): BUSY_NAMESPACES mount namespaces (default 4), each
 ## mounting BUSY_MOUNTS tmpfs and binds (default 5000), unmounting them and
 ## again, from before the tests start until they end. The timeouts are
 ## guards against a hang only.
@@ -61,7 +61,7 @@ test-busy: BUSY_COUNT ?= 1
 test-busy: BUSY_NAMESPACES ?= 4
 test-busy: BUSY_MOUNTS ?= 5000
 test-busy:
-	$(GO) run ./internal/testchurn -namespaces $(BUSY_NAMESPACES) -mounts $(BUSY_MOUNTS) -max-duration 4h -- \
+	$(GO) run ./testkit/churn -namespaces $(BUSY_NAMESPACES) -mounts $(BUSY_MOUNTS) -max-duration 4h -- \
 		$(GO) test -race -count=$(BUSY_COUNT) -timeout 3h $(BUSY_PACKAGES)
 
 ## test-examples: each module of EXAMPLE_MODULES built, vetted and tested.
@@ -90,7 +90,7 @@ test-newest:
 
 ## bench: every benchmark with allocations, the library's then the peer parsers'
 ## (module bench/), BENCH_COUNT runs each (default 1), saved in BENCH_OUT
-## (bench.out), then the ratios of BENCHMARKS.md (internal/benchratio).
+## (bench.out), then the ratios of BENCHMARKS.md (testkit/benchratio).
 ## The kubelet-style baseline alone takes minutes per run. Compare two outputs with benchstat.
 bench: SHELL := bash
 bench: .SHELLFLAGS := -o pipefail -c
@@ -99,7 +99,7 @@ bench: BENCH_OUT ?= bench.out
 bench:
 	{ $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -timeout 0 ./... && \
 	  (cd bench && $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -timeout 0 ./...); } | tee $(BENCH_OUT)
-	$(GO) run ./internal/benchratio < $(BENCH_OUT)
+	$(GO) run ./testkit/benchratio < $(BENCH_OUT)
 
 ## lint: staticcheck at a pinned version, installed here.
 lint:
@@ -130,7 +130,7 @@ demo:
 update-fixtures:
 	$(GO) test ./reconstruct -run TestFixtures -update
 	$(GO) test ./cleanup -run TestFixturePlans -update
-	cp testdata/ebs-current.txtar internal/fixture/demo.txtar
+	cp fakenode/testdata/ebs-current.txtar fixture/demo.txtar
 	$(GO) test ./cmd/volrecon -run 'Golden' -update
 	cd deploy && $(GO) test . -run TestPrometheusRuleIsAlertsYAML -update
 

@@ -1,11 +1,13 @@
-// Package volrecon holds the node fixtures of the repository's testdata/
-// (Fixtures), embedded, so that the test kit fakenode can load them from
-// any module. The library is in the packages below it: reconstruct (the
-// node's volume state), cleanup (the safe cleanup of orphaned pod dirs),
-// mountscan, podsdir, mountutil, kube, liveness, csinode, metrics, podlist
-// and safetext; fakenode and csinode/fakedriver are for tests. See
-// README.md.
+// Package volrecon is the module's front page; the library is in the
+// packages below it. reconstruct rebuilds a node's volume state from the
+// mount table and the kubelet's root dir; cleanup plans and applies the
+// safe cleanup of orphaned pod dirs, through the CSI driver where only the
+// driver may; kubelet holds the kubelet's on-disk layout and the host;
+// mountscan reads mount tables; podsdir inventories the kubelet root;
+// liveness gathers evidence of life; kube reads the API server; serve is
+// the node daemon; metrics, report and verdict turn a State into metrics,
+// tables and a check's verdict. fakenode is the test kit for agents, with
+// the repository's node fixtures embedded. See README.md.
 //
-// Only fakenode imports this package: neither the command nor any other
-// package of the library links the fixtures.
+// This package has no code: the command and the library link nothing of it.
 package volrecon

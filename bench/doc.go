@@ -6,6 +6,6 @@
 // test that the parsers agree). It has no importable code.
 //
 // Its BenchmarkParse/<size>/<parser> sit beside mountscan's
-// BenchmarkParse/<size>/volrecon in one output, where internal/benchratio
+// BenchmarkParse/<size>/volrecon in one output, where testkit/benchratio
 // reads the ratios.
 package bench

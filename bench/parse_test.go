@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	mount "k8s.io/mount-utils"
 
-	"github.com/volrecon/volrecon/internal/nodegen"
 	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/testkit/nodegen"
 )
 
 // writeMountinfo writes nodegen's busy table of about n lines as

@@ -27,7 +27,7 @@ func TestFieldCasesNeverPlanTheStagingAway(t *testing.T) {
 	for _, name := range []string{"e37-deleted-device", "e37-replaced-device", "e38-block-publish-regular-file", "e40-publish-without-stage", "e42-uncertain-device-mount"} {
 		for _, teardown := range []bool{false, true} {
 			t.Run(name+map[bool]string{false: "/plan", true: "/csi-teardown"}[teardown], func(t *testing.T) {
-				data, err := os.ReadFile("../testdata/" + name + ".txtar")
+				data, err := os.ReadFile("../fakenode/testdata/" + name + ".txtar")
 				require.NoError(t, err)
 				f, err := fakenode.ParseFixture(data)
 				require.NoError(t, err)

@@ -22,12 +22,12 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the plan.json section of every fixture")
 
-// TestFixturePlans materialises each fixture of ../testdata that names its
+// TestFixturePlans materialises each fixture of ../fakenode/testdata that names its
 // active pods, scans it, and compares the cleanup plan with the golden plan
 // of the fixture; the same State decoded from its JSON must give the same
 // plan. Run with -update to rewrite the goldens, then review the diff.
 func TestFixturePlans(t *testing.T) {
-	files, err := filepath.Glob("../testdata/*.txtar")
+	files, err := filepath.Glob("../fakenode/testdata/*.txtar")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	planned := 0

@@ -10,8 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // TestHostileRealMounts runs the hostile cases that need real mounts, as
@@ -19,11 +19,11 @@ import (
 // to host paths, and unmounts are real.
 func TestHostileRealMounts(t *testing.T) {
 	t.Parallel()
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	tmpfs := func(t *testing.T, n *hostileNode, hp string) {
-		testmountns.Mount(t, "tmpfs", n.p(hp), "tmpfs", 0, "size=4m")
+		mountns.Mount(t, "tmpfs", n.p(hp), "tmpfs", 0, "size=4m")
 	}
 	secret := hPod + "/volumes/kubernetes.io~secret/creds"
 	cache := hPod + "/volumes/kubernetes.io~empty-dir/cache"
@@ -53,7 +53,7 @@ func TestHostileRealMounts(t *testing.T) {
 			n.buildPodTree(hDecoy)
 			n.onRead = func(read int) {
 				if read == 4 { // the scan's two, the plan's, then right before the first action
-					testmountns.Bind(n.t, n.p(hDecoy), n.p(hPod))
+					mountns.Bind(n.t, n.p(hDecoy), n.p(hPod))
 				}
 			}
 		},
@@ -72,7 +72,7 @@ func TestHostileRealMounts(t *testing.T) {
 			n.real = true
 			n.hide = func(hp string) bool { return hp == hidden }
 			n.mkdir(hidden)
-			testmountns.Bind(n.t, n.p(hWitness), n.p(hidden))
+			mountns.Bind(n.t, n.p(hWitness), n.p(hidden))
 		},
 		allowFailed: true,
 		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []cleanup.ActionResult) {
@@ -125,7 +125,7 @@ func TestHostileRealMounts(t *testing.T) {
 			n.absLink(hWitness, secret+"/out")
 			view := hWitness + "/secret-view"
 			n.mkdir(view)
-			testmountns.Bind(n.t, n.p(secret), n.p(view))
+			mountns.Bind(n.t, n.p(secret), n.p(view))
 			n.witnesses[view+"/token"] = "secret-token"
 		},
 		after: func(t *testing.T, n *hostileNode, _ *reconstruct.State, results []cleanup.ActionResult) {

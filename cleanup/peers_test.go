@@ -23,7 +23,7 @@ import (
 // may need (acs-kubelet-recover), or remove anything at or below a mount
 // point that is not unmounted first (the cron scripts' rm -rf).
 func TestPeerPatternsAreNeverPlanned(t *testing.T) {
-	files, err := filepath.Glob("../testdata/peer-*.txtar")
+	files, err := filepath.Glob("../fakenode/testdata/peer-*.txtar")
 	require.NoError(t, err)
 	require.Len(t, files, 3, "one fixture per peer pattern")
 	for _, file := range files {

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/mountnamespaces/testtaskholder"
-	"github.com/volrecon/volrecon/internal/testmountns"
+	"github.com/volrecon/volrecon/testkit/mountns"
+	"github.com/volrecon/volrecon/testkit/taskholder"
 )
 
 // A leaked staging mount whose filesystem only a mount namespace with no
@@ -22,7 +22,7 @@ import (
 // through the tasks only, that namespace was never read, and
 // NodeUnstageVolume was sent (issue 36, item 3).
 func TestRealATasklessNamespaceKeepsALeak(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	for _, held := range []string{"bind", "fd"} {
@@ -34,9 +34,9 @@ func TestRealATasklessNamespaceKeepsALeak(t *testing.T) {
 			user := filepath.Join(t.TempDir(), "user")
 			require.NoError(t, os.Mkdir(user, 0o750))
 			if held == "bind" {
-				testtaskholder.PinByBind(t, filepath.Join(t.TempDir(), "ns.mnt"), "", `mount --bind "$1" "$2"`, n.staging, user)
+				taskholder.PinByBind(t, filepath.Join(t.TempDir(), "ns.mnt"), "", `mount --bind "$1" "$2"`, n.staging, user)
 			} else {
-				testtaskholder.Start(t, testtaskholder.FDHeld, n.staging, user)
+				taskholder.Start(t, taskholder.FDHeld, n.staging, user)
 			}
 
 			results := n.run(t, td)

@@ -10,8 +10,8 @@ import (
 
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/fakenode"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // A CSI driver set up for another kubelet root mounted the orphan's volume
@@ -19,7 +19,7 @@ import (
 // nothing of it is removed — not its emptyDir data, not its empty publish
 // target under the real root (issue 9, item 4).
 func TestRealCleanupKeepsAPodMountedUnderARootAlias(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)
@@ -30,7 +30,7 @@ func TestRealCleanupKeepsAPodMountedUnderARootAlias(t *testing.T) {
 	require.NoError(t, os.MkdirAll(realMount, 0o750))
 	aliasMount := filepath.Join(alias, "pods", realUID1, "volumes/kubernetes.io~csi/pvc-nfs/mount")
 	require.NoError(t, os.MkdirAll(aliasMount, 0o750))
-	testmountns.Mount(t, "tmpfs", aliasMount, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", aliasMount, "tmpfs", 0, "size=1m")
 	data := n.Path("pods", realUID1, "volumes/kubernetes.io~empty-dir/cache/work.db")
 	n.Write(data, "the app's data")
 

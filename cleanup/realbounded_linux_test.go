@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 const boundedDriver = "drv.example.com"
@@ -94,20 +94,20 @@ func TestRealPlanDriverCheckSendsNothingIntoAFUSEMount(t *testing.T) {
 		{"plugins-driver", "plugins/" + boundedDriver, cleanup.NeedsDriver},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if !testmountns.Enter(t) {
+			if !mountns.Enter(t) {
 				return
 			}
 			n := newRealNode(t)
 			st := leftoverVolData(t, n)
-			var srv *testmountns.FUSEServer
+			var srv *mountns.FUSEServer
 			if c.dir != "" {
-				srv = testmountns.ServeFUSEWith(t, n.Path(c.dir), testmountns.FUSEOptions{Tree: []string{"csi.sock", boundedDriver + "-reg.sock"}})
+				srv = mountns.ServeFUSEWith(t, n.Path(c.dir), mountns.FUSEOptions{Tree: []string{"csi.sock", boundedDriver + "-reg.sock"}})
 				srv.Stop()
 			}
 			plan := planWithin(t, 20*time.Second, st, cleanup.Options{})
 			assert.Equal(t, c.want, volDataAction(t, n, plan).Action)
 			if srv != nil {
-				assert.Equal(t, testmountns.FUSEStats{Requests: map[string]int{}}, srv.Stats(), "nothing is sent")
+				assert.Equal(t, mountns.FUSEStats{Requests: map[string]int{}}, srv.Stats(), "nothing is sent")
 			}
 		})
 	}
@@ -118,13 +118,13 @@ func TestRealPlanDriverCheckSendsNothingIntoAFUSEMount(t *testing.T) {
 // its csi.sock is abandoned at its deadline and the file is kept for the
 // driver (cannot tell = registered).
 func TestRealPlanDriverCheckIsBounded(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)
 	st := leftoverVolData(t, n)
 	dir := n.Path("plugins", boundedDriver)
-	testmountns.ServeFUSE(t, dir).Stop()
+	mountns.ServeFUSE(t, dir).Stop()
 	plan := planWithin(t, 20*time.Second, st, cleanup.Options{Node: reconstruct.Node{MountTable: mountscan.Source{Read: withoutMountAt(dir)}}})
 	assert.Equal(t, cleanup.NeedsDriver, volDataAction(t, n, plan).Action)
 }
@@ -135,14 +135,14 @@ func TestRealPlanDriverCheckIsBounded(t *testing.T) {
 // READDIR follows the plan. It used to list until the deadline abandoned
 // the listing, which went on, and grew, for good.
 func TestRealPlanStopsAnEndlessPodDir(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)
 	n.Volume(realUID1, "kubernetes.io~empty-dir", "cache")
 	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{}, EmptyActivePodsAuthoritative: true, AssumeOrphansDead: true})
 	podDir := n.Path("pods", realUID1)
-	srv := testmountns.ServeFUSEWith(t, podDir, testmountns.FUSEOptions{Endless: []string{""}})
+	srv := mountns.ServeFUSEWith(t, podDir, mountns.FUSEOptions{Endless: []string{""}})
 	plan := planWithin(t, 20*time.Second, st, cleanup.Options{Node: reconstruct.Node{MountTable: mountscan.Source{Read: withoutMountAt(podDir)}}})
 	require.Len(t, plan.Actions, 1, "%+v", plan.Actions)
 	assert.Equal(t, cleanup.Keep, plan.Actions[0].Action)

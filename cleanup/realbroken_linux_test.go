@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // A FUSE CSI driver (gcsfuse, mountpoint-s3, …) publishes its FUSE mount
@@ -26,14 +26,14 @@ const (
 
 // realFUSEVolume lays out a CSI volume of pod uid backed by a FUSE mount served
 // by a child process, and returns the server and the publish target.
-func realFUSEVolume(n *realNode, uid, pv, bucket string) (*testmountns.FUSEServer, string) {
+func realFUSEVolume(n *realNode, uid, pv, bucket string) (*mountns.FUSEServer, string) {
 	dir := n.Volume(uid, "kubernetes.io~csi", pv)
 	n.Write(filepath.Join(dir, "vol_data.json"), kubeletVolData(n.TB(), map[string]string{
 		"attachmentID": kubeletAttachmentID(bucket, realFUSEDriver, realFUSENode), "driverName": realFUSEDriver, "nodeName": realFUSENode,
 		"specVolID": pv, "volumeHandle": bucket, "volumeLifecycleMode": "Persistent",
 	}))
 	target := filepath.Join(dir, "mount")
-	srv := testmountns.ServeFUSE(n.TB(), target)
+	srv := mountns.ServeFUSE(n.TB(), target)
 	fi, err := os.Stat(target)
 	require.NoError(n.TB(), err, "the FUSE server answers before it is broken")
 	require.True(n.TB(), fi.IsDir())
@@ -43,7 +43,7 @@ func realFUSEVolume(n *realNode, uid, pv, bucket string) (*testmountns.FUSEServe
 // realTokenVolume mounts a projected tmpfs for pod uid and writes a token in it.
 func realTokenVolume(n *realNode, uid string) string {
 	p := n.Volume(uid, "kubernetes.io~projected", "kube-api-access-"+uid[:4])
-	testmountns.Mount(n.TB(), "tmpfs", p, "tmpfs", 0, "size=1m")
+	mountns.Mount(n.TB(), "tmpfs", p, "tmpfs", 0, "size=1m")
 	n.Write(filepath.Join(p, "token"), "token of "+uid)
 	return p
 }
@@ -97,7 +97,7 @@ func realMountTable(t *testing.T) *mountscan.Table {
 // unpublished, the pod's tmpfs are unmounted and a second pass removes the
 // pod dir.
 func TestRealBrokenFUSEServerKilled(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)
@@ -112,7 +112,7 @@ func TestRealBrokenFUSEServerKilled(t *testing.T) {
 	v := volumeNamed(t, st, realUID1, "pvc-fuse")
 	assert.Equal(t, reconstruct.Mounted, v.State)
 	require.NotNil(t, v.Mount)
-	assert.Equal(t, testmountns.FUSEFSType, v.Mount.FSType)
+	assert.Equal(t, mountns.FUSEFSType, v.Mount.FSType)
 	assert.Empty(t, findingsOf(st, reconstruct.CorruptedMount), "a healthy FUSE mount is not corrupted")
 	assert.Empty(t, findingsOf(st, reconstruct.HungMount))
 
@@ -201,7 +201,7 @@ func TestRealBrokenFUSEServerKilled(t *testing.T) {
 // returns in time, a second scan does not wait on the same path again, and
 // nothing of the pod is planned.
 func TestRealBrokenFUSEServerStopsAnswering(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)

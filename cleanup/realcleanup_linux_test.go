@@ -11,10 +11,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // orphanNode is a real node with one orphaned pod (realUID1) holding every
@@ -32,25 +32,25 @@ func newOrphanNode(t *testing.T) *orphanNode {
 	handle := "vol-orphan-0001"
 	n.staging = n.Path("plugins/kubernetes.io/csi/ebs.csi.aws.com", podsdir.StagingHash(handle), "globalmount")
 	n.Write(filepath.Join(filepath.Dir(n.staging), "vol_data.json"), `{"driverName":"ebs.csi.aws.com","volumeHandle":"`+handle+`"}`)
-	testmountns.Mount(t, testmountns.Ext4(t, 16), n.staging, "ext4", 0, "")
+	mountns.Mount(t, mountns.Ext4(t, 16), n.staging, "ext4", 0, "")
 	n.Write(filepath.Join(n.staging, "db", "table.dat"), "rows")
 
 	csiVol := n.Volume(realUID1, "kubernetes.io~csi", "pvc-orphan")
 	n.Write(filepath.Join(csiVol, "vol_data.json"), `{"driverName":"ebs.csi.aws.com","volumeHandle":"`+handle+`","specVolID":"pvc-orphan","volumeLifecycleMode":"Persistent"}`)
 	n.csiTarget = filepath.Join(csiVol, "mount")
-	testmountns.Bind(t, n.staging, n.csiTarget)
+	mountns.Bind(t, n.staging, n.csiTarget)
 
 	n.token = n.Volume(realUID1, "kubernetes.io~projected", "kube-api-access-1")
-	testmountns.Mount(t, "tmpfs", n.token, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", n.token, "tmpfs", 0, "size=1m")
 	n.Write(filepath.Join(n.token, "token"), "secret-token")
 	n.tokenWitness = filepath.Join(t.TempDir(), "token-witness")
-	testmountns.Bind(t, n.token, n.tokenWitness)
+	mountns.Bind(t, n.token, n.tokenWitness)
 
 	// A subpath bind of a dir on the pod dir's own filesystem.
 	n.subpathSource = n.Path("app-data")
 	n.Write(filepath.Join(n.subpathSource, "keep.txt"), "app data")
 	n.subpath = n.Path("pods", realUID1, "volume-subpaths/pvc-orphan/app/0")
-	testmountns.Bind(t, n.subpathSource, n.subpath)
+	mountns.Bind(t, n.subpathSource, n.subpath)
 
 	cache := n.Volume(realUID1, "kubernetes.io~empty-dir", "cache")
 	n.Write(filepath.Join(cache, "scratch", "tmp.bin"), "scratch")
@@ -109,7 +109,7 @@ func exists(p string) bool {
 }
 
 func TestRealCleanupWithoutUnmountKeepsEveryMount(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newOrphanNode(t)
@@ -129,7 +129,7 @@ func TestRealCleanupWithoutUnmountKeepsEveryMount(t *testing.T) {
 // With unmounting allowed, a CSI target is still only the driver's to
 // unmount: while it is mounted, nothing of its pod is touched.
 func TestRealCleanupWithUnmountNeverUnmountsACSITarget(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newOrphanNode(t)
@@ -151,7 +151,7 @@ func TestRealCleanupWithUnmountNeverUnmountsACSITarget(t *testing.T) {
 }
 
 func TestRealCleanupWithUnmountUnmountsOnlyPodLevelMounts(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newOrphanNode(t)
@@ -175,7 +175,7 @@ func TestRealCleanupWithUnmountUnmountsOnlyPodLevelMounts(t *testing.T) {
 // After a reboot nothing is mounted: the whole pod dir goes, and so does
 // the vol_data.json, since no staging mount is live either.
 func TestRealCleanupAfterRebootRemovesThePodDir(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newOrphanNode(t)
@@ -193,7 +193,7 @@ func TestRealCleanupAfterRebootRemovesThePodDir(t *testing.T) {
 // A mount that appears while the executor runs is never deleted through:
 // the action on its path is skipped as Keep.
 func TestRealCleanupSkipsAMountAddedMeanwhile(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newOrphanNode(t)
@@ -202,7 +202,7 @@ func TestRealCleanupSkipsAMountAddedMeanwhile(t *testing.T) {
 	reads := 0
 	read := func(ctx context.Context) (*mountscan.Table, error) {
 		if reads++; reads == 2 {
-			testmountns.Mount(t, "tmpfs", late, "tmpfs", 0, "size=1m")
+			mountns.Mount(t, "tmpfs", late, "tmpfs", 0, "size=1m")
 			n.Write(filepath.Join(late, "new.txt"), "written after the plan")
 		}
 		return mountscan.ReadFile(ctx, mountscan.DefaultPath, 0)
@@ -225,7 +225,7 @@ func TestRealCleanupSkipsAMountAddedMeanwhile(t *testing.T) {
 // A directory swapped for a symlink after the plan makes the removal fail;
 // it never follows the symlink out of the pod dir.
 func TestRealCleanupNeverFollowsASymlinkSwappedIn(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newOrphanNode(t)

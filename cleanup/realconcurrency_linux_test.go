@@ -18,8 +18,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 const (
@@ -175,7 +175,7 @@ func (c *churner) check(fs *churnFS) {
 // cleanup did remove things meanwhile, and once the churn stops it removes
 // the dirs of the orphaned pods that have no mount left.
 func TestRealConcurrencyMountChurnDuringCleanup(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)

@@ -14,8 +14,8 @@ import (
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/csinode/fakedriver"
 	"github.com/volrecon/volrecon/fakenode"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // Failure case 39 (kubernetes#105323, #94745) on real mounts: the kubelet
@@ -27,21 +27,21 @@ import (
 // staging mount leaked, names the copies in the evidence, and the driver
 // unstages it (the copies go with it, by propagation), the data intact.
 func TestRealPropagatedCopiesOfAStagingMountAreNoUsers(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	base := fakedriver.ShortTempDir(t) // the driver's socket lies below it
-	testmountns.Mount(t, "tmpfs", base, "tmpfs", 0, "")
+	mountns.Mount(t, "tmpfs", base, "tmpfs", 0, "")
 	require.NoError(t, unix.Mount("", base, "", unix.MS_SHARED, ""))
 	root := filepath.Join(base, "k")
 	alias := filepath.Join(base, "mnt/vda1/k")
 	hostMount := filepath.Join(base, "host-iscsi/k")
 	rootfs := filepath.Join(base, "var/lib/docker/overlay2/3f1c/merged/host-iscsi/k")
 	rn := fakenode.OnRealMountsAt(t, root)
-	testmountns.Mount(t, root, alias, "", unix.MS_BIND|unix.MS_REC, "") // a peer: Bidirectional
-	testmountns.Mount(t, root, hostMount, "", unix.MS_BIND|unix.MS_REC, "")
+	mountns.Mount(t, root, alias, "", unix.MS_BIND|unix.MS_REC, "") // a peer: Bidirectional
+	mountns.Mount(t, root, hostMount, "", unix.MS_BIND|unix.MS_REC, "")
 	require.NoError(t, unix.Mount("", hostMount, "", unix.MS_SLAVE, "")) // HostToContainer
-	testmountns.Mount(t, hostMount, rootfs, "", unix.MS_BIND|unix.MS_REC, "")
+	mountns.Mount(t, hostMount, rootfs, "", unix.MS_BIND|unix.MS_REC, "")
 
 	n := newRealCSIOn(t, rn)
 	rel := strings.TrimPrefix(n.staging, root)
@@ -84,7 +84,7 @@ func TestRealPropagatedCopiesOfAStagingMountAreNoUsers(t *testing.T) {
 // subdir of it at a path where a copy would be: no propagation made them,
 // and nothing is unstaged.
 func TestRealOnlyCopiesAreNoUsers(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newRealCSI(t)
@@ -94,13 +94,13 @@ func TestRealOnlyCopiesAreNoUsers(t *testing.T) {
 	for name, bind := range map[string]func() string{
 		"a bind elsewhere": func() string {
 			p := filepath.Join(t.TempDir(), "elsewhere")
-			testmountns.Bind(t, n.staging, p)
+			mountns.Bind(t, n.staging, p)
 			return p
 		},
 		"a subdir of it where a copy would be": func() string {
 			require.NoError(t, unix.Mkdir(filepath.Join(n.staging, "sub"), 0o750))
 			p := filepath.Join(t.TempDir(), "mnt/vda1/var/lib/kubelet") + rel
-			testmountns.Bind(t, filepath.Join(n.staging, "sub"), p)
+			mountns.Bind(t, filepath.Join(n.staging, "sub"), p)
 			return p
 		},
 	} {

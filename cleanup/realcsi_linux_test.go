@@ -13,9 +13,9 @@ import (
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/csinode"
 	"github.com/volrecon/volrecon/csinode/fakedriver"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // realCSI is a real node with a staged ext4 volume and a fake driver that
@@ -33,8 +33,8 @@ func newRealCSIOn(t *testing.T, rn *realNode) *realCSI {
 	n := &realCSI{realNode: rn}
 	n.staging = n.Path("plugins/kubernetes.io/csi", csiDriver, podsdir.StagingHash(csiHandle), "globalmount")
 	n.Write(filepath.Join(filepath.Dir(n.staging), "vol_data.json"), `{"driverName":"`+csiDriver+`","volumeHandle":"`+csiHandle+`"}`)
-	n.dev = testmountns.Ext4(t, 16)
-	testmountns.Mount(t, n.dev, n.staging, "ext4", 0, "")
+	n.dev = mountns.Ext4(t, 16)
+	mountns.Mount(t, n.dev, n.staging, "ext4", 0, "")
 	n.Write(filepath.Join(n.staging, "app.db"), "rows")
 	n.driver = &fakedriver.Driver{Name: csiDriver, StageUnstage: true, Act: func(c fakedriver.Call) error { return unix.Unmount(c.Path, 0) }}
 	n.driver.Serve(t, n.Path("plugins", csiDriver, "csi.sock"))
@@ -50,7 +50,7 @@ func (n *realCSI) run(t *testing.T, td *cleanup.CSITeardown) []cleanup.ActionRes
 // assertDataIntact mounts the volume's disk read-only and reads the data.
 func (n *realCSI) assertDataIntact(t *testing.T) {
 	check := filepath.Join(t.TempDir(), "check")
-	testmountns.Mount(t, n.dev, check, "ext4", unix.MS_RDONLY, "")
+	mountns.Mount(t, n.dev, check, "ext4", unix.MS_RDONLY, "")
 	got, err := os.ReadFile(filepath.Join(check, "app.db"))
 	require.NoError(t, err)
 	assert.Equal(t, "rows", string(got))
@@ -59,12 +59,12 @@ func (n *realCSI) assertDataIntact(t *testing.T) {
 // The first leak: a pod's vol_data.json deleted, the pod force-deleted. The
 // driver unpublishes and unstages for real; a second run removes the pod dir.
 func TestRealCSITeardownOfAPodWithoutVolData(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newRealCSI(t)
 	target := filepath.Join(n.Volume(realUID1, "kubernetes.io~csi", "pv1"), "mount")
-	testmountns.Bind(t, n.staging, target)
+	mountns.Bind(t, n.staging, target)
 	n.Write(n.Path("pods", realUID1, "etc-hosts"), "127.0.0.1 localhost")
 	td := &cleanup.CSITeardown{AssumeNoNewPods: true}
 
@@ -88,7 +88,7 @@ func TestRealCSITeardownOfAPodWithoutVolData(t *testing.T) {
 // A staging mount seen unused in two runs MinLeakAge apart is unstaged; one
 // a bind appeared on meanwhile is not, and the record forgets it.
 func TestRealCSITeardownOfALeakedStagingMount(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newRealCSI(t)
@@ -97,7 +97,7 @@ func TestRealCSITeardownOfALeakedStagingMount(t *testing.T) {
 	td := &cleanup.CSITeardown{AssumeNoNewPods: true, MinLeakAge: time.Minute, Now: now.Add(-time.Hour), Store: store}
 
 	user := filepath.Join(t.TempDir(), "user")
-	testmountns.Bind(t, n.staging, user)
+	mountns.Bind(t, n.staging, user)
 	results := n.run(t, td)
 	require.Len(t, results, 1)
 	assert.Equal(t, cleanup.NeedsDriver, results[0].Action.Action, "a bind of it elsewhere is a user")

@@ -12,9 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // dryRunPrint is all a dry run may not change: every entry under the
@@ -96,7 +96,7 @@ func errorText(err error) string {
 // mount table; on a node that stays as it is, the run then does exactly
 // what the dry run said, the unmounts and the removals after them too.
 func TestRealDryRunChecksEverythingAndChangesNothing(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newOrphanNode(t)
@@ -144,7 +144,7 @@ func TestRealDryRunCatchesWhatTheRunWouldRefuse(t *testing.T) {
 		}, cleanup.Failed, unix.ELOOP},
 		"a mount made since the plan": {func(t *testing.T, n *orphanNode) string {
 			scratch := n.Path("pods", realUID1, "volumes/kubernetes.io~empty-dir/cache/scratch")
-			testmountns.Mount(t, "tmpfs", scratch, "tmpfs", 0, "size=1m")
+			mountns.Mount(t, "tmpfs", scratch, "tmpfs", 0, "size=1m")
 			n.Write(filepath.Join(scratch, "new.txt"), "written after the plan")
 			return filepath.Join(scratch, "tmp.bin")
 		}, cleanup.Skipped, cleanup.ErrNodeChanged},
@@ -152,12 +152,12 @@ func TestRealDryRunCatchesWhatTheRunWouldRefuse(t *testing.T) {
 			cp := filepath.Join(t.TempDir(), "pods")
 			out, err := exec.Command("cp", "-a", n.Path("pods"), cp).CombinedOutput()
 			require.NoError(t, err, string(out))
-			testmountns.Bind(t, cp, n.Path("pods"))
+			mountns.Bind(t, cp, n.Path("pods"))
 			return n.Path("pods", realUID1, "etc-hosts")
 		}, cleanup.Skipped, cleanup.ErrPodsDirChanged},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if !testmountns.Enter(t) {
+			if !mountns.Enter(t) {
 				return
 			}
 			n := newOrphanNode(t)

@@ -10,8 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // Failure case 43 (Talos) on real mounts, within the kernel's limit
@@ -20,19 +20,19 @@ import (
 // was; 2,000 stacked on an orphan's memory emptyDir are one StackedMount
 // with its count, one mount point, and one Unmount in the plan.
 func TestRealMountExplosion(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)
 	for _, uid := range []string{realUID1, realUID3} {
-		testmountns.Mount(t, "tmpfs", n.Volume(uid, "kubernetes.io~empty-dir", "cache"), "tmpfs", 0, "size=1m")
+		mountns.Mount(t, "tmpfs", n.Volume(uid, "kubernetes.io~empty-dir", "cache"), "tmpfs", 0, "size=1m")
 	}
 	orphan := n.Volume(realUID1, "kubernetes.io~empty-dir", "cache")
 	opts := reconstruct.Options{ActivePods: reconstruct.PodList{realUID3}, AssumeOrphansDead: true}
 	before := stateWithoutEntries(t, n.Scan(opts))
 
 	sds := filepath.Join(t.TempDir(), "var/mnt/SDS")
-	testmountns.Mount(t, "tmpfs", sds, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", sds, "tmpfs", 0, "size=1m")
 	stack(t, sds, 5000)
 	after := n.Scan(opts)
 	assert.Greater(t, after.MountTable.Entries, 5000)

@@ -13,9 +13,9 @@ import (
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/csinode"
 	"github.com/volrecon/volrecon/csinode/fakedriver"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // Issue 18, item 6, as reproduced: a dead pod's publish target is bound
@@ -27,7 +27,7 @@ import (
 // time in that run. Now the identity is not proven: no driver call at all,
 // and the scan names no staging dir as the volume's device mount path.
 func TestRealCSITeardownNeverActsForTheWrongVolume(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	const volA, volB = "vol-A", "vol-B"
@@ -35,14 +35,14 @@ func TestRealCSITeardownNeverActsForTheWrongVolume(t *testing.T) {
 	stagingOf := func(handle, named string) string {
 		staging := n.Path("plugins/kubernetes.io/csi", csiDriver, podsdir.StagingHash(handle), "globalmount")
 		n.Write(filepath.Join(filepath.Dir(staging), "vol_data.json"), `{"driverName":"`+csiDriver+`","volumeHandle":"`+named+`"}`)
-		testmountns.Mount(t, "tmpfs", staging, "tmpfs", 0, "size=1m")
+		mountns.Mount(t, "tmpfs", staging, "tmpfs", 0, "size=1m")
 		n.Write(filepath.Join(staging, "app.db"), "rows of "+handle)
 		return staging
 	}
 	stagingA := stagingOf(volA, volB) // the hash of vol-A, naming vol-B
 	stagingB := stagingOf(volB, volB)
 	target := filepath.Join(n.Volume(realUID1, "kubernetes.io~csi", "pvc-a"), "mount")
-	testmountns.Bind(t, stagingA, target) // no pod-level vol_data.json
+	mountns.Bind(t, stagingA, target) // no pod-level vol_data.json
 	driver := &fakedriver.Driver{Name: csiDriver, StageUnstage: true, Act: func(c fakedriver.Call) error { return unix.Unmount(c.Path, 0) }}
 	driver.Serve(t, n.Path("plugins", csiDriver, "csi.sock"))
 

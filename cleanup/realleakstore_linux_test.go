@@ -13,8 +13,8 @@ import (
 
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/csinode"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // leakRun runs the teardown of n's leaked staging mount at time now, with
@@ -35,17 +35,17 @@ func leakRun(t *testing.T, n *realCSI, dir string, now time.Time) cleanup.Action
 // runs now count the same mount seen twice, in the same boot: each of
 // those is first seen in the second run here, and not unstaged in it.
 func TestRealLeakCountsOneMount(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	remount := func(t *testing.T, n *realCSI, dev string) {
 		require.NoError(t, unix.Unmount(n.staging, 0))
-		testmountns.Mount(t, dev, n.staging, "ext4", 0, "")
+		mountns.Mount(t, dev, n.staging, "ext4", 0, "")
 	}
 	for name, change := range map[string]func(t *testing.T, n *realCSI, dir string){
 		// Replaced by another device's mount. (Short names: the driver's
 		// socket path, in the subtest's temp dir, has a length limit.)
-		"other dev": func(t *testing.T, n *realCSI, _ string) { remount(t, n, testmountns.Ext4(t, 16)) },
+		"other dev": func(t *testing.T, n *realCSI, _ string) { remount(t, n, mountns.Ext4(t, 16)) },
 		// Replaced by a mount of the same device, which the kernel may give
 		// the same mount ID again.
 		"same dev": func(t *testing.T, n *realCSI, _ string) {
@@ -106,7 +106,7 @@ func TestRealLeakCountsOneMount(t *testing.T) {
 // The same mount seen unused in two runs MinLeakAge apart is unstaged, and
 // the NodeUnstage names the very mount it judged.
 func TestRealTheSameLeakedMountInTwoRunsIsUnstaged(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newRealCSI(t)
@@ -127,7 +127,7 @@ func TestRealTheSameLeakedMountInTwoRunsIsUnstaged(t *testing.T) {
 // and root (the plan's CSICall.Source), is kept, and the driver is not
 // called. Today's check compared the device and root only.
 func TestRealNodeUnstageActsOnTheMountItJudged(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newRealCSI(t)
@@ -161,7 +161,7 @@ func TestRealNodeUnstageActsOnTheMountItJudged(t *testing.T) {
 	assert.Empty(t, n.driver.Calls())
 
 	require.NoError(t, unix.Unmount(n.staging, 0))
-	testmountns.Mount(t, n.dev, n.staging, "ext4", 0, "")
+	mountns.Mount(t, n.dev, n.staging, "ext4", 0, "")
 	r = exec(plan)
 	assert.Equal(t, cleanup.Keep, r.Action.Action, r.Error)
 	assert.ErrorIs(t, r.Err, cleanup.ErrNodeChanged)

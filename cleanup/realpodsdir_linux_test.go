@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // Issue 18, item 14: a mount put over the pods dir after the plan and
@@ -22,7 +22,7 @@ import (
 // bound over it, or a tmpfs with the same pod dirs, nothing is carried out,
 // every action Keep with why, and nothing is removed on either side.
 func TestRealExecuteDoesNothingOnAPodsDirThatIsNotThePlannedOne(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	files := []string{"etc-hosts", "containers/app/1a2b3c", "volumes/kubernetes.io~empty-dir/cache/scratch.bin"}
@@ -31,10 +31,10 @@ func TestRealExecuteDoesNothingOnAPodsDirThatIsNotThePlannedOne(t *testing.T) {
 			cp := filepath.Join(t.TempDir(), "pods")
 			out, err := exec.Command("cp", "-a", n.Path("pods"), cp).CombinedOutput()
 			require.NoError(t, err, string(out))
-			testmountns.Bind(t, cp, n.Path("pods"))
+			mountns.Bind(t, cp, n.Path("pods"))
 		},
 		"a tmpfs with the same pod dirs over it": func(t *testing.T, n *realNode) {
-			testmountns.Mount(t, "tmpfs", n.Path("pods"), "tmpfs", 0, "size=1m")
+			mountns.Mount(t, "tmpfs", n.Path("pods"), "tmpfs", 0, "size=1m")
 			for _, f := range files {
 				n.Write(n.Path("pods", realUID1, f), "x")
 			}

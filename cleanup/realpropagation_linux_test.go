@@ -17,10 +17,10 @@ import (
 	"github.com/volrecon/volrecon/csinode"
 	"github.com/volrecon/volrecon/csinode/fakedriver"
 	"github.com/volrecon/volrecon/fakenode"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // Issue 36, item 1, on real mounts: an entry of a staging mount's
@@ -30,23 +30,23 @@ import (
 // long enough. Before, each was taken for a copy by its path and
 // NodeUnstageVolume was sent while it still had the filesystem mounted.
 func TestRealOnlyPropagationMakesACopyOfAStagingMount(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
-	testmountns.ShareAll(t) // / and the kubelet root are shared, as on a node
+	mountns.ShareAll(t) // / and the kubelet root are shared, as on a node
 	for name, hold := range map[string]func(t *testing.T, n *realCSI) string{
 		"a private namespace made after the staging": func(t *testing.T, n *realCSI) string {
-			testmountns.Hold(t, "private", "")
+			mountns.Hold(t, "private", "")
 			return n.staging // its copy is at the very same path, private
 		},
 		"a container's private recursive bind of the kubelet root": func(t *testing.T, n *realCSI) string {
 			rootfs := filepath.Join(t.TempDir(), "rootfs")
-			testmountns.Hold(t, "private", `mkdir -p "$1$0" && mount --rbind "$0" "$1$0" && mount --make-rprivate "$1$0"`, n.RootDir(), rootfs)
+			mountns.Hold(t, "private", `mkdir -p "$1$0" && mount --rbind "$0" "$1$0" && mount --make-rprivate "$1$0"`, n.RootDir(), rootfs)
 			return rootfs + n.staging
 		},
 		"a plain bind on the host at a path ending in the staging path": func(t *testing.T, n *realCSI) string {
 			p := filepath.Join(t.TempDir(), "data") + n.staging
-			testmountns.Bind(t, n.staging, p) // in the staging mount's peer group, yet no copy
+			mountns.Bind(t, n.staging, p) // in the staging mount's peer group, yet no copy
 			return p
 		},
 	} {
@@ -83,14 +83,14 @@ func (n *realCSI) runLeaked(t *testing.T) cleanup.ActionResult {
 // is sent. Before, that entry was taken for the kubelet's mount by its
 // path, and both were sent in one run.
 func TestRealAPrivateCopyOfAnOrphansTargetKeepsItsVolume(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
-	testmountns.ShareAll(t)
+	mountns.ShareAll(t)
 	n := newRealCSIOn(t, shortRealNode(t))
 	target := filepath.Join(n.Volume(realUID1, "kubernetes.io~csi", "pv1"), "mount")
-	testmountns.Bind(t, n.staging, target)
-	testmountns.Hold(t, "private", "")
+	mountns.Bind(t, n.staging, target)
+	mountns.Hold(t, "private", "")
 
 	results := n.run(t, &cleanup.CSITeardown{AssumeNoNewPods: true})
 	for _, r := range results {
@@ -109,20 +109,20 @@ func TestRealAPrivateCopyOfAnOrphansTargetKeepsItsVolume(t *testing.T) {
 // unpublished and the volume unstaged in one run, and their copies are
 // gone from those namespaces too.
 func TestRealCopiesInOtherNamespacesGoWithTheTeardown(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
-	testmountns.ShareAll(t)
+	mountns.ShareAll(t)
 	rn := shortRealNode(t)
 	// Their binds are made in namespaces that are peers of this one: they
 	// propagate here too, and go at the end.
 	plugin, ctr := filepath.Join(t.TempDir(), "plugin"), filepath.Join(t.TempDir(), "ctr")
 	t.Cleanup(func() { _ = unix.Unmount(plugin, unix.MNT_DETACH); _ = unix.Unmount(ctr, unix.MNT_DETACH) })
-	bidirectional := testmountns.Hold(t, "unchanged", `mkdir -p "$1" && mount --rbind "$0" "$1"`, rn.RootDir(), plugin)
-	hostToContainer := testmountns.Hold(t, "unchanged", `mkdir -p "$1" && mount --rbind "$0" "$1" && mount --make-rslave "$1"`, rn.RootDir(), ctr)
+	bidirectional := mountns.Hold(t, "unchanged", `mkdir -p "$1" && mount --rbind "$0" "$1"`, rn.RootDir(), plugin)
+	hostToContainer := mountns.Hold(t, "unchanged", `mkdir -p "$1" && mount --rbind "$0" "$1" && mount --make-rslave "$1"`, rn.RootDir(), ctr)
 	n := newRealCSIOn(t, rn)
 	target := filepath.Join(n.Volume(realUID1, "kubernetes.io~csi", "pv1"), "mount")
-	testmountns.Bind(t, n.staging, target)
+	mountns.Bind(t, n.staging, target)
 	rel := strings.TrimPrefix(n.staging, n.RootDir())
 	copies := map[int][]string{bidirectional: {plugin + rel, n.staging}, hostToContainer: {ctr + rel, n.staging}}
 	for pid, paths := range copies {
@@ -174,7 +174,7 @@ type realShare struct {
 func newRealShare(t *testing.T) *realShare {
 	n := &realShare{realNode: shortRealNode(t)}
 	n.staging = n.stagingOf(csiHandle)
-	testmountns.Mount(t, "tmpfs", n.staging, "tmpfs", 0, "size=4m")
+	mountns.Mount(t, "tmpfs", n.staging, "tmpfs", 0, "size=4m")
 	n.Write(filepath.Join(n.staging, "b", "rows"), "the other volume's data")
 	n.driver = &fakedriver.Driver{Name: csiDriver, StageUnstage: true, Act: func(c fakedriver.Call) error { return unix.Unmount(c.Path, 0) }}
 	n.driver.Serve(t, n.Path("plugins", csiDriver, "csi.sock"))
@@ -206,36 +206,36 @@ func (n *realShare) runLeaked(t *testing.T) cleanup.ActionResult {
 // staging mount is unstaged while it stays. Every other mount of the share
 // is a user, whatever its path; before, a staging-shaped path was enough.
 func TestRealOnAShareOnlyAKnownStagingMountIsAnotherVolume(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
-	testmountns.ShareAll(t)
+	mountns.ShareAll(t)
 	for name, c := range map[string]struct {
 		setup  func(t *testing.T, n *realShare) string // returns the user's mount point, "" for none
 		unused bool
 	}{
 		"another volume's staging mount, and its copy under an alias": {unused: true, setup: func(t *testing.T, n *realShare) string {
 			alias := filepath.Join(t.TempDir(), "alias")
-			testmountns.Mount(t, n.RootDir(), alias, "", unix.MS_BIND|unix.MS_REC, "") // a peer of the kubelet root's mount
-			testmountns.Bind(t, filepath.Join(n.staging, "b"), n.stagingOf("vol-0002"))
+			mountns.Mount(t, n.RootDir(), alias, "", unix.MS_BIND|unix.MS_REC, "") // a peer of the kubelet root's mount
+			mountns.Bind(t, filepath.Join(n.staging, "b"), n.stagingOf("vol-0002"))
 			require.True(t, realMountTable(t).IsMountPoint(alias+strings.TrimPrefix(n.stagingOf("vol-0002"), n.RootDir())), "propagated")
 			return ""
 		}},
 		"a host bind of a subdir at a staging-shaped path elsewhere": {setup: func(t *testing.T, n *realShare) string {
 			p := filepath.Join(t.TempDir(), "plugins/kubernetes.io/csi", csiDriver, podsdir.StagingHash("vol-0009"), "globalmount")
-			testmountns.Bind(t, filepath.Join(n.staging, "b"), p)
+			mountns.Bind(t, filepath.Join(n.staging, "b"), p)
 			return p
 		}},
 		"a private namespace still holding another volume's staging mount after its unstage": {setup: func(t *testing.T, n *realShare) string {
 			other := n.stagingOf("vol-0002")
-			testmountns.Bind(t, filepath.Join(n.staging, "b"), other)
-			testmountns.Hold(t, "private", "")
+			mountns.Bind(t, filepath.Join(n.staging, "b"), other)
+			mountns.Hold(t, "private", "")
 			require.NoError(t, unix.Unmount(other, 0)) // the driver unstaged it
 			return other
 		}},
 		"a private bind of a subdir at a staging-shaped path under a container's rootfs": {setup: func(t *testing.T, n *realShare) string {
 			p := filepath.Join(t.TempDir(), "rootfs") + n.stagingOf("vol-0002")
-			testmountns.Hold(t, "private", `mkdir -p "$1" && mount --bind "$0" "$1"`, filepath.Join(n.staging, "b"), p)
+			mountns.Hold(t, "private", `mkdir -p "$1" && mount --bind "$0" "$1"`, filepath.Join(n.staging, "b"), p)
 			return p
 		}},
 	} {
@@ -265,10 +265,10 @@ func TestRealOnAShareOnlyAKnownStagingMountIsAnotherVolume(t *testing.T) {
 // the plan (a container started meanwhile) holds the staging mount, and
 // nothing is sent. Before, only the host's table was read again.
 func TestRealANamespaceMadeAfterThePlanKeepsTheStagingMount(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
-	testmountns.ShareAll(t)
+	mountns.ShareAll(t)
 	n := newRealCSIOn(t, shortRealNode(t))
 	now := time.Now()
 	store := &memStore{since: map[string]time.Time{n.staging: now.Add(-2 * time.Hour)}}
@@ -276,7 +276,7 @@ func TestRealANamespaceMadeAfterThePlanKeepsTheStagingMount(t *testing.T) {
 	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID3}, LifeChecker: lifeSigns{}})
 	plan := cleanup.Plan(t.Context(), st, cleanup.Options{CSITeardown: td})
 	require.Equal(t, cleanup.NodeUnstage, csiKindAt(plan, n.staging))
-	pid := testmountns.Hold(t, "private", "")
+	pid := mountns.Hold(t, "private", "")
 
 	results := cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Apply: true, CSI: cleanup.CSIExec{Driver: csinode.Connector{Timeout: 10 * time.Second}}})
 	r := csiResultAt(results, n.staging)

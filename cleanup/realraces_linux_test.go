@@ -25,9 +25,9 @@ import (
 
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/fakenode"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 const (
@@ -190,7 +190,7 @@ func (tl raceTally) matching(substr string) int {
 // An unmount that resolves the path string when it is swapped unmounts the
 // outside tmpfs; one that goes through file descriptors never does.
 func TestRealRaceUnmountThroughASwappedAncestor(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	tally := raceRounds(t, raceUnmountRound)
@@ -210,10 +210,10 @@ func raceUnmountRound(t *testing.T, round int, tally raceTally) int {
 		n.addOrphan(uid)
 		source := n.Path("app-data", uid)
 		n.Write(filepath.Join(source, "keep.txt"), "app data of "+uid)
-		testmountns.Bind(t, source, n.Path("pods", uid, "volume-subpaths/data/app/0"))
+		mountns.Bind(t, source, n.Path("pods", uid, "volume-subpaths/data/app/0"))
 		outside := filepath.Join(n.base, "outside", uid, "volume-subpaths")
 		victim := filepath.Join(outside, "data/app/0")
-		testmountns.Mount(t, "tmpfs", victim, "tmpfs", 0, "size=64k")
+		mountns.Mount(t, "tmpfs", victim, "tmpfs", 0, "size=64k")
 		n.Write(filepath.Join(victim, "precious.txt"), "outside the kubelet root")
 		victims, outsides = append(victims, victim), append(outsides, outside)
 		exchanges = append(exchanges, [2]string{n.Path("pods", uid, "volume-subpaths"), n.Path("pods", uid, "swap")})
@@ -254,7 +254,7 @@ func raceUnmountRound(t *testing.T, round int, tally raceTally) int {
 // disk's files; one that works beneath the pods dir it opened at the start
 // never does, and the executor stops once it sees the pods dir changed.
 func TestRealRaceMountAboveThePodsDirDuringApply(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	tally := raceRounds(t, raceMountAboveRound)
@@ -265,7 +265,7 @@ func TestRealRaceMountAboveThePodsDirDuringApply(t *testing.T) {
 func raceMountAboveRound(t *testing.T, round int, tally raceTally) int {
 	n := newRaceNode(t)
 	disk := filepath.Join(n.base, "disk")
-	testmountns.Mount(t, "tmpfs", disk, "tmpfs", 0, "size=64m")
+	mountns.Mount(t, "tmpfs", disk, "tmpfs", 0, "size=64m")
 	diskRoot := filepath.Join(disk, "kubelet")
 	for i := range racePods {
 		uid := raceUID(round, i)
@@ -349,7 +349,7 @@ func raceUnmountRetrying(p string) error {
 // the mount the table has, and keep it: unmounting by path would destroy
 // the new tmpfs and its data.
 func TestRealUnmountKeepsAMountMadeAfterTheTableRead(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newRaceNode(t)
@@ -362,7 +362,7 @@ func TestRealUnmountKeepsAMountMadeAfterTheTableRead(t *testing.T) {
 	read := func(ctx context.Context) (*mountscan.Table, error) {
 		table, err := mountscan.ReadFile(ctx, mountscan.DefaultPath, 0)
 		if reads++; reads == 1 {
-			testmountns.Mount(t, "tmpfs", token, "tmpfs", 0, "size=64k")
+			mountns.Mount(t, "tmpfs", token, "tmpfs", 0, "size=64k")
 			n.Write(filepath.Join(token, "new.txt"), "mounted after the table was read")
 		}
 		return table, err

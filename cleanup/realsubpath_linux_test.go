@@ -8,15 +8,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // A file subPath bind target that holds data under the mount: after the
 // unmount the data shows, and the file is kept, as it would be if it had
 // been found unmounted; an empty one is unlinked (issue 9, item 5).
 func TestRealCleanupKeepsAFileSubpathThatHoldsDataAfterUnmount(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)
@@ -26,8 +26,8 @@ func TestRealCleanupKeepsAFileSubpathThatHoldsDataAfterUnmount(t *testing.T) {
 	empty := n.Path("pods", realUID3, "volume-subpaths", "config", "app", "0")
 	n.Write(withData, "written under the mount")
 	n.Write(empty, "")
-	testmountns.Bind(t, source, withData)
-	testmountns.Bind(t, source, empty)
+	mountns.Bind(t, source, withData)
+	mountns.Bind(t, source, empty)
 
 	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{realUID2}, AssumeOrphansDead: true})
 	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: true})

@@ -20,9 +20,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // fillMountTable adds count bind mounts to the namespace, each a dir of a
@@ -60,7 +60,7 @@ func writePodTree(tb testing.TB, dir string) {
 // couple of times (one consistent read), not once per action. It counts the
 // bytes this process reads (rchar), not time.
 func TestRealExecuteReadsTheTableOnlyWhenItChanges(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	fillMountTable(t, 3000)
@@ -110,7 +110,7 @@ func (h actionHook) Info(_ int, msg string, kv ...any) {
 // (polled, no ReadMountTable): it must see the mount and keep the action,
 // as a table read once and kept would not.
 func TestRealExecuteSeesAMountMadeBetweenTwoActions(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newRaceNode(t)
@@ -128,7 +128,7 @@ func TestRealExecuteSeesAMountMadeBetweenTwoActions(t *testing.T) {
 
 	hook := actionHook{after: func(p string) {
 		if p == first {
-			testmountns.Mount(t, "tmpfs", later, "tmpfs", 0, "size=64k")
+			mountns.Mount(t, "tmpfs", later, "tmpfs", 0, "size=64k")
 			n.Write(filepath.Join(later, "new.txt"), "mounted between two actions")
 		}
 	}}
@@ -154,7 +154,7 @@ func TestRealExecuteSeesAMountMadeBetweenTwoActions(t *testing.T) {
 func BenchmarkExecute(b *testing.B) {
 	for _, mounts := range []int{20, 1000, 5000} {
 		b.Run("mounts="+strconv.Itoa(mounts), func(b *testing.B) {
-			if !testmountns.EnterBenchmark(b) {
+			if !mountns.EnterBenchmark(b) {
 				return
 			}
 			fillMountTable(b, mounts)

@@ -15,9 +15,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // kubeletVolData is a vol_data.json as the kubelet writes it: one
@@ -77,8 +77,8 @@ func newUpgradeNode(t *testing.T) *upgradeNode {
 		// NodeStage: the global vol_data.json, then the filesystem.
 		v.stagingVolData = kubeletVolData(t, map[string]string{"driverName": upgradeDriver, "volumeHandle": v.handle})
 		n.Write(filepath.Join(filepath.Dir(v.staging), "vol_data.json"), v.stagingVolData)
-		v.dev = testmountns.Ext4(t, 16)
-		testmountns.Mount(t, v.dev, v.staging, "ext4", 0, "")
+		v.dev = mountns.Ext4(t, 16)
+		mountns.Mount(t, v.dev, v.staging, "ext4", 0, "")
 		n.Write(filepath.Join(v.staging, "staged.txt"), "staged "+v.pv)
 		// NodePublish: the pod's vol_data.json, then the bind.
 		dir := n.Volume(v.uid, "kubernetes.io~csi", v.pv)
@@ -87,7 +87,7 @@ func newUpgradeNode(t *testing.T) *upgradeNode {
 			"nodeName": upgradeNodeName, "specVolID": v.pv, "volumeHandle": v.handle, "volumeLifecycleMode": "Persistent",
 		}))
 		v.target = filepath.Join(dir, "mount")
-		testmountns.Bind(t, v.staging, v.target)
+		mountns.Bind(t, v.staging, v.target)
 		n.Write(filepath.Join(v.target, "app.db"), "rows of "+v.uid) // the application writes
 		v.token = realTokenVolume(n.realNode, v.uid)
 	}
@@ -208,7 +208,7 @@ func TestRealUpgrade(t *testing.T) {
 		unmount bool
 	}{{"DriverUnpublishes", false}, {"VolreconUnmounts", true}} {
 		t.Run(c.name, func(t *testing.T) {
-			if !testmountns.Enter(t) {
+			if !mountns.Enter(t) {
 				return
 			}
 			testRealUpgrade(t, c.unmount)
@@ -270,7 +270,7 @@ func testRealUpgrade(t *testing.T, unmount bool) {
 	// The data on the disks is intact.
 	for _, v := range n.vols {
 		check := filepath.Join(t.TempDir(), "check")
-		testmountns.Mount(t, v.dev, check, "ext4", unix.MS_RDONLY, "")
+		mountns.Mount(t, v.dev, check, "ext4", unix.MS_RDONLY, "")
 		for name, want := range map[string]string{"staged.txt": "staged " + v.pv, "app.db": "rows of " + v.uid} {
 			got, err := os.ReadFile(filepath.Join(check, name))
 			require.NoError(t, err)

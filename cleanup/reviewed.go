@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/volrecon/volrecon/internal/boundedread"
+	"github.com/volrecon/volrecon/internal/bounded"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -40,7 +40,7 @@ func (e *PlanError) Unwrap() error { return e.Err }
 // ReadPlanFile reads and parses the plan at path (ParsePlan), within
 // DefaultPlanMaxSize and DefaultPlanTimeout.
 func ReadPlanFile(ctx context.Context, path string) (*ActionPlan, error) {
-	data, err := boundedread.ReadFile(ctx, path, DefaultPlanMaxSize, DefaultPlanTimeout)
+	data, err := bounded.ReadFile(ctx, path, DefaultPlanMaxSize, DefaultPlanTimeout)
 	if err != nil {
 		return nil, &PlanError{Path: path, Err: err}
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/volrecon/volrecon/csinode/fakedriver"
 	"github.com/volrecon/volrecon/internal/bounded"
-	"github.com/volrecon/volrecon/internal/testmountns"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // locateWithin runs Locate in a goroutine and fails the test if it has not
@@ -42,21 +42,21 @@ func locateWithin(t *testing.T, limit time.Duration, opts LocateOptions) (Endpoi
 func TestRealLocateSendsNothingIntoAFUSEMount(t *testing.T) {
 	for _, dir := range []string{root + "/plugins_registry", root + "/plugins/" + driver} {
 		t.Run(dir, func(t *testing.T) {
-			if !testmountns.Enter(t) {
+			if !mountns.Enter(t) {
 				return
 			}
 			n := newNode(t)
 			if dir != root+"/plugins/"+driver {
 				n.serveDriver(t, &fakedriver.Driver{Name: driver}, root+"/plugins/"+driver+"/csi.sock")
 			}
-			srv := testmountns.ServeFUSEWith(t, n.at(dir), testmountns.FUSEOptions{Tree: []string{"csi.sock", driver + "-reg.sock"}})
+			srv := mountns.ServeFUSEWith(t, n.at(dir), mountns.FUSEOptions{Tree: []string{"csi.sock", driver + "-reg.sock"}})
 			srv.Stop()
-			n.opts.NotEntered = map[string]string{dir: testmountns.FUSEFSType}
+			n.opts.NotEntered = map[string]string{dir: mountns.FUSEFSType}
 			_, err := locateWithin(t, 10*time.Second, n.opts)
 			require.ErrorIs(t, err, ErrNoEndpoint)
 			assert.ErrorIs(t, err, bounded.ErrNotEntered)
 			assert.Contains(t, err.Error(), "where it listens cannot be told")
-			assert.Equal(t, testmountns.FUSEStats{Requests: map[string]int{}}, srv.Stats(), "nothing is sent")
+			assert.Equal(t, mountns.FUSEStats{Requests: map[string]int{}}, srv.Stats(), "nothing is sent")
 		})
 	}
 }
@@ -66,12 +66,12 @@ func TestRealLocateSendsNothingIntoAFUSEMount(t *testing.T) {
 // read): its listing is abandoned at the deadline, and the driver is
 // unreachable. A connect through such a mount is abandoned the same way.
 func TestRealLocateIsBounded(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newNode(t)
 	n.serveDriver(t, &fakedriver.Driver{Name: driver}, root+"/plugins/"+driver+"/csi.sock")
-	testmountns.ServeFUSE(t, n.at(root+"/plugins_registry")).Stop()
+	mountns.ServeFUSE(t, n.at(root+"/plugins_registry")).Stop()
 	n.opts.FSTimeout = 200 * time.Millisecond
 	_, err := locateWithin(t, 10*time.Second, n.opts)
 	require.ErrorIs(t, err, ErrNoEndpoint)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/fakenode"
-	"github.com/volrecon/volrecon/internal/fixture"
+	"github.com/volrecon/volrecon/fixture"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -92,7 +92,7 @@ func (f fatalTB) Fatalf(format string, args ...any) { panic(format) }
 func TestEveryFixtureLoadsWithItsOptions(t *testing.T) {
 	names, err := fs.Glob(fakenode.Fixtures(), "*.txtar")
 	require.NoError(t, err)
-	onDisk, err := filepath.Glob("../testdata/*.txtar")
+	onDisk, err := filepath.Glob("testdata/*.txtar")
 	require.NoError(t, err)
 	require.Len(t, names, len(onDisk), "the embedded fixtures are testdata/*.txtar")
 	options := map[string]bool{}

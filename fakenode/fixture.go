@@ -1,13 +1,13 @@
 package fakenode
 
 import (
+	"embed"
 	"fmt"
 	"io/fs"
 	"testing"
 
-	"github.com/volrecon/volrecon"
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/fixture"
+	"github.com/volrecon/volrecon/fixture"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -24,10 +24,18 @@ const (
 // ErrFormat is wrapped by every error about a fixture's format.
 var ErrFormat = fixture.ErrFormat
 
-// Fixtures returns the repository's fixtures (testdata/*.txtar), embedded:
-// LoadFixture(Fixtures(), "ebs-current.txtar") works in any module.
+// fixtures are the repository's node fixtures: one scenario each, most of
+// them a case from the field, in the format of README.md "Adding a
+// fixture".
+//
+//go:embed testdata/*.txtar
+var fixtures embed.FS
+
+// Fixtures returns the repository's fixtures (fakenode/testdata/*.txtar),
+// embedded: LoadFixture(Fixtures(), "ebs-current.txtar") works in any
+// module.
 func Fixtures() fs.FS {
-	sub, err := fs.Sub(volrecon.Fixtures, "testdata")
+	sub, err := fs.Sub(fixtures, "testdata")
 	if err != nil {
 		panic(err) // a constant, valid path
 	}

@@ -23,7 +23,7 @@
 // clientset, whose scheme registers every API group at init and whose
 // typed clients bring 56 k8s.io/api packages into the binary (~11 MiB of
 // RSS in every volrecon process, and 34 MB of binary). Tests adapt the fake
-// clientset to API with internal/kubetest.
+// clientset to API with testkit/kubetest.
 //
 // It is not for reading the node itself (package reconstruct) and it never
 // writes to the API server except Events and its Node condition, when

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/volrecon/volrecon/internal/kubetest"
+	"github.com/volrecon/volrecon/testkit/kubetest"
 )
 
 func csiDriver(name string, attachRequired *bool) *storagev1.CSIDriver {

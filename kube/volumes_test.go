@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/volrecon/volrecon/internal/kubetest"
+	"github.com/volrecon/volrecon/testkit/kubetest"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 )

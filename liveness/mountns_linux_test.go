@@ -13,10 +13,10 @@ import (
 
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/fakenode"
-	"github.com/volrecon/volrecon/internal/mountnamespaces/testtaskholder"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/liveness"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
+	"github.com/volrecon/volrecon/testkit/taskholder"
 )
 
 // holdInOwnNamespace starts a process in a mount namespace of its own that
@@ -42,7 +42,7 @@ func holdInOwnNamespace(t *testing.T, source string) {
 // removed; without the checker it was OrphanedPodRemovable and its data was
 // deleted (issue 9, item 2).
 func TestRunningContainerKeepsItsOrphanedPod(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := fakenode.OnRealMounts(t)
@@ -73,16 +73,16 @@ func TestRunningContainerKeepsItsOrphanedPod(t *testing.T) {
 // deletes nothing. Reading the leaders' /proc/<pid>/ns/mnt and mountinfo
 // only, both were removable and the data was deleted (issue 18, item 1).
 func TestRunningThreadKeepsItsOrphanedPod(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
-	for _, kind := range []testtaskholder.Kind{testtaskholder.SecondThread, testtaskholder.LeaderExited} {
+	for _, kind := range []taskholder.Kind{taskholder.SecondThread, taskholder.LeaderExited} {
 		t.Run(string(kind), func(t *testing.T) {
 			n := fakenode.OnRealMounts(t)
 			emptyDir := n.Volume(fakenode.UID1, "kubernetes.io~empty-dir", "data")
 			data := filepath.Join(emptyDir, "db", "rows")
 			n.Write(data, "the app's data")
-			testtaskholder.Start(t, kind, emptyDir, t.TempDir())
+			taskholder.Start(t, kind, emptyDir, t.TempDir())
 
 			st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{fakenode.UID2},
 				LifeChecker: liveness.New(liveness.Options{CRIEndpoints: []string{}})})
@@ -103,16 +103,16 @@ func TestRunningThreadKeepsItsOrphanedPod(t *testing.T) {
 // both cgroup drivers' spellings: a container of the pod runs, whether or
 // not its namespace shows a mount from the pod dir.
 func TestATaskInThePodsCgroupKeepsItsOrphanedPod(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
-	for _, driver := range []testtaskholder.Driver{testtaskholder.Systemd, testtaskholder.Cgroupfs} {
+	for _, driver := range []taskholder.Driver{taskholder.Systemd, taskholder.Cgroupfs} {
 		t.Run(string(driver), func(t *testing.T) {
 			n := fakenode.OnRealMounts(t)
 			data := filepath.Join(n.Volume(fakenode.UID1, "kubernetes.io~empty-dir", "data"), "rows")
 			n.Write(data, "the app's data")
-			h := testtaskholder.Start(t, testtaskholder.OwnNamespace, "", "")
-			testtaskholder.InPodCgroup(t, h.PID, driver, fakenode.UID1)
+			h := taskholder.Start(t, taskholder.OwnNamespace, "", "")
+			taskholder.InPodCgroup(t, h.PID, driver, fakenode.UID1)
 
 			st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{fakenode.UID2},
 				LifeChecker: liveness.New(liveness.Options{CRIEndpoints: []string{}})})
@@ -128,7 +128,7 @@ func TestATaskInThePodsCgroupKeepsItsOrphanedPod(t *testing.T) {
 // Without any other namespace holding it, the same orphan is removable:
 // the check finds no false evidence in the node's own namespaces.
 func TestOrphanWithoutLifeIsRemovable(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := fakenode.OnRealMounts(t)
@@ -143,12 +143,12 @@ func TestOrphanWithoutLifeIsRemovable(t *testing.T) {
 // emptyDir under the running container. Its life is looked for too, and it
 // is kept whole.
 func TestRunningContainerKeepsItsOrphanedPodWithHostMounts(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := fakenode.OnRealMounts(t)
 	token := n.Volume(fakenode.UID1, "kubernetes.io~projected", "kube-api-access-1")
-	testmountns.Mount(t, "tmpfs", token, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", token, "tmpfs", 0, "size=1m")
 	emptyDir := n.Volume(fakenode.UID1, "kubernetes.io~empty-dir", "data")
 	data := filepath.Join(emptyDir, "rows")
 	n.Write(data, "the app's data")
@@ -168,13 +168,13 @@ func TestRunningContainerKeepsItsOrphanedPodWithHostMounts(t *testing.T) {
 // under the pod dir, is no evidence of life: a leaked subpath is cleaned up
 // as before.
 func TestALeakedSubpathIsNoEvidenceOfLife(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := fakenode.OnRealMounts(t)
 	emptyDir := n.Volume(fakenode.UID1, "kubernetes.io~empty-dir", "data")
 	n.Write(filepath.Join(emptyDir, "conf", "app.yaml"), "x")
-	testmountns.Bind(t, filepath.Join(emptyDir, "conf"), n.Path("pods", fakenode.UID1, "volume-subpaths", "data", "app", "0"))
+	mountns.Bind(t, filepath.Join(emptyDir, "conf"), n.Path("pods", fakenode.UID1, "volume-subpaths", "data", "app", "0"))
 
 	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{fakenode.UID2}, LifeChecker: liveness.New(liveness.Options{CRIEndpoints: []string{}})})
 	assert.Empty(t, fakenode.FindingsOf(st, reconstruct.OrphanedPodRunning), "%+v", st.Findings)
@@ -190,10 +190,10 @@ func TestALeakedSubpathIsNoEvidenceOfLife(t *testing.T) {
 // is the kubelet's (before, any mount at or below the pod dir, in any
 // namespace, was taken for the kubelet's).
 func TestOnlyACopyPropagationProvesIsTheKubeletsSubpath(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
-	testmountns.ShareAll(t)
+	mountns.ShareAll(t)
 	for name, c := range map[string]struct {
 		propagation, script string
 		running             bool
@@ -207,10 +207,10 @@ func TestOnlyACopyPropagationProvesIsTheKubeletsSubpath(t *testing.T) {
 			n := fakenode.OnRealMounts(t)
 			emptyDir := n.Volume(fakenode.UID1, "kubernetes.io~empty-dir", "data")
 			n.Write(filepath.Join(emptyDir, "conf", "app.yaml"), "x")
-			testmountns.Bind(t, filepath.Join(emptyDir, "conf"), n.Path("pods", fakenode.UID1, "volume-subpaths", "data", "app", "0"))
+			mountns.Bind(t, filepath.Join(emptyDir, "conf"), n.Path("pods", fakenode.UID1, "volume-subpaths", "data", "app", "0"))
 			elsewhere := filepath.Join(t.TempDir(), "k")
 			t.Cleanup(func() { _ = syscall.Unmount(elsewhere, syscall.MNT_DETACH) }) // a peer's bind propagates here too
-			testmountns.Hold(t, c.propagation, c.script, n.RootDir(), elsewhere)
+			mountns.Hold(t, c.propagation, c.script, n.RootDir(), elsewhere)
 
 			st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{fakenode.UID2}, LifeChecker: liveness.New(liveness.Options{CRIEndpoints: []string{}})})
 			running := fakenode.FindingsOf(st, reconstruct.OrphanedPodRunning)

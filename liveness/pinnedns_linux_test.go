@@ -9,10 +9,10 @@ import (
 
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/fakenode"
-	"github.com/volrecon/volrecon/internal/mountnamespaces/testtaskholder"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/liveness"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
+	"github.com/volrecon/volrecon/testkit/taskholder"
 )
 
 // An orphan whose emptyDir only a mount namespace with no task in it
@@ -22,7 +22,7 @@ import (
 // that namespace was never read, and the data was deleted (issue 36,
 // item 3).
 func TestATasklessNamespaceKeepsItsOrphanedPod(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	for _, held := range []string{"bind", "fd"} {
@@ -32,9 +32,9 @@ func TestATasklessNamespaceKeepsItsOrphanedPod(t *testing.T) {
 			data := filepath.Join(emptyDir, "db", "rows")
 			n.Write(data, "the app's data")
 			if held == "bind" {
-				testtaskholder.PinByBind(t, filepath.Join(t.TempDir(), "ns.mnt"), "", `mount --bind "$1" "$2"`, emptyDir, t.TempDir())
+				taskholder.PinByBind(t, filepath.Join(t.TempDir(), "ns.mnt"), "", `mount --bind "$1" "$2"`, emptyDir, t.TempDir())
 			} else {
-				testtaskholder.Start(t, testtaskholder.FDHeld, emptyDir, t.TempDir())
+				taskholder.Start(t, taskholder.FDHeld, emptyDir, t.TempDir())
 			}
 
 			st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{fakenode.UID2},

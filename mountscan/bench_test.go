@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/volrecon/volrecon/internal/nodegen"
+	"github.com/volrecon/volrecon/testkit/nodegen"
 )
 
 const benchLines = 30000

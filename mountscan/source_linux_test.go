@@ -11,14 +11,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/volrecon/volrecon/internal/testmountns"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // TestCurrentRereadsOnlyAfterAChange: a Current over a live table hands
 // back the table it read while the kernel flags no change and its scope
 // covers the one asked for; a mount, or a wider scope, reads again.
 func TestCurrentRereadsOnlyAfterAChange(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	dir := t.TempDir()
@@ -38,13 +38,13 @@ func TestCurrentRereadsOnlyAfterAChange(t *testing.T) {
 	assert.Same(t, first, again, "nothing changed: no read")
 	assert.Equal(t, 1, *reads)
 
-	testmountns.Mount(t, "tmpfs", inside, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", inside, "tmpfs", 0, "size=1m")
 	after, err := cur.Table(t.Context(), scope)
 	require.NoError(t, err)
 	assert.Len(t, after.At(inside), 1, "a mount is read again")
 	assert.Equal(t, 2, *reads)
 
-	testmountns.Mount(t, "tmpfs", outside, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", outside, "tmpfs", 0, "size=1m")
 	_, err = cur.Table(t.Context(), scope) // a change outside the scope is a change all the same
 	require.NoError(t, err)
 	wider, err := cur.Table(t.Context(), NewScope(outside))

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/volrecon/volrecon/internal/testmountns"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // BenchmarkTableRead reads a whole live mount table as a Current does
@@ -34,12 +34,12 @@ func BenchmarkTableRead(b *testing.B) {
 		for _, size := range sizes {
 			for _, method := range []Method{MethodStatmount, MethodMountinfo} {
 				b.Run(ns+"/"+size.name+"/"+string(method), func(b *testing.B) {
-					if !testmountns.EnterBenchmark(b) {
+					if !mountns.EnterBenchmark(b) {
 						return
 					}
 					setup := func() { fillTableTo(b, size.mounts) }
 					if ns == "slave" {
-						if !testmountns.EnterSlaveNamespace(b, setup) {
+						if !mountns.EnterSlaveNamespace(b, setup) {
 							return
 						}
 					} else {
@@ -59,8 +59,8 @@ func fillTableTo(b *testing.B, total int) {
 	now, err := ReadFile(b.Context(), DefaultPath, 0)
 	require.NoError(b, err)
 	dir := filepath.Join(evalDir(b), "node")
-	testmountns.Mount(b, "volrecon-bench", dir, "tmpfs", 0, "size=256m,nr_inodes=0")
-	testmountns.BindMounts(b, dir, total-now.Len()-1)
+	mountns.Mount(b, "volrecon-bench", dir, "tmpfs", 0, "size=256m,nr_inodes=0")
+	mountns.BindMounts(b, dir, total-now.Len()-1)
 }
 
 func benchTableRead(b *testing.B, method Method, slaves bool) {

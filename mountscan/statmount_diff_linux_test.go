@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/volrecon/volrecon/internal/testmountns"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // The flags of TestStatmountDifferential; they reach the child that runs
@@ -57,7 +57,7 @@ func TestStatmountDifferential(t *testing.T) {
 		t.Setenv(statmountStepsEnv, strconv.Itoa(*statmountSteps))
 		t.Setenv(statmountSeedEnv, strconv.FormatUint(*statmountSeed, 10))
 	}
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	steps, err := strconv.Atoi(os.Getenv(statmountStepsEnv))
@@ -98,7 +98,7 @@ type mountRec struct {
 
 func newMountWorld(t *testing.T, seed uint64) *mountWorld {
 	w := &mountWorld{t: t, r: rand.New(rand.NewPCG(seed, seed^0x5eed)), base: filepath.Join(evalDir(t), "base"), seen: map[string]int{}}
-	testmountns.Mount(t, "volrecon-statmount", w.base, "tmpfs", 0, "size=16m")
+	mountns.Mount(t, "volrecon-statmount", w.base, "tmpfs", 0, "size=16m")
 	// Shared, so that what is mounted in it reaches the nested namespace,
 	// made later, as peers and slaves of the mounts here.
 	require.NoError(t, unix.Mount("", w.base, "", unix.MS_SHARED, ""))
@@ -272,7 +272,7 @@ func (w *mountWorld) opUnlinkedDir() string {
 
 func (w *mountWorld) opExt4() string {
 	if w.ext4 == "" {
-		w.ext4 = testmountns.Ext4(w.t, 16)
+		w.ext4 = mountns.Ext4(w.t, 16)
 	}
 	data := []string{"", "errors=remount-ro", "commit=17", "nodelalloc", "noauto_da_alloc", "errors=remount-ro,commit=9"}[w.r.IntN(6)]
 	dir := w.newDir()
@@ -290,7 +290,7 @@ func (w *mountWorld) opFUSE() string {
 	}
 	w.fuse++
 	dir := w.newDir()
-	testmountns.FUSE(w.t, dir)
+	mountns.FUSE(w.t, dir)
 	w.done++
 	w.mounts = append(w.mounts, mountRec{dir, "fuse"})
 	return fmt.Sprintf("%q", dir)

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/volrecon/volrecon/internal/testmountns"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // watchSelf watches the caller's own mountinfo.
@@ -28,7 +28,7 @@ func watchSelf(t *testing.T) *Watcher {
 // seen, with a watch by its flag (one more reading), without one because
 // the next reading differs (readings until two agree).
 func TestStatmountReadsAgainAfterAChange(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	dir := t.TempDir()
@@ -43,7 +43,7 @@ func TestStatmountReadsAgainAfterAChange(t *testing.T) {
 
 	for _, watched := range []bool{true, false} {
 		target := filepath.Join(dir, "appeared", strconv.FormatBool(watched))
-		reads := countReads(t, func() { testmountns.Mount(t, "volrecon-statmount", target, "tmpfs", 0, "size=1m") })
+		reads := countReads(t, func() { mountns.Mount(t, "volrecon-statmount", target, "tmpfs", 0, "size=1m") })
 		r := StatmountRead{}
 		if watched {
 			r.Watch = watchSelf(t)
@@ -62,7 +62,7 @@ func TestStatmountReadsAgainAfterAChange(t *testing.T) {
 // TestStatmountChurnIsInconsistent: when every reading is followed by a
 // mount, the reading gives up after MaxAttempts, as ReadFile does.
 func TestStatmountChurnIsInconsistent(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	dir := t.TempDir()
@@ -70,7 +70,7 @@ func TestStatmountChurnIsInconsistent(t *testing.T) {
 		n := 0
 		churn := func() {
 			n++
-			testmountns.Mount(t, "churn", filepath.Join(dir, "churn", string(rune('a'+n))), "tmpfs", 0, "size=1m")
+			mountns.Mount(t, "churn", filepath.Join(dir, "churn", string(rune('a'+n))), "tmpfs", 0, "size=1m")
 		}
 		reads := countReads(t, churn, churn, churn)
 		r := StatmountRead{MaxAttempts: 3}
@@ -90,11 +90,11 @@ func TestStatmountChurnIsInconsistent(t *testing.T) {
 // before statmount reaches it is a change (ENOENT), read again; not a
 // failure, nor a table without it passed for whole.
 func TestStatmountUnmountDuringReadIsAChange(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	gone := filepath.Join(t.TempDir(), "gone")
-	testmountns.Mount(t, "volrecon-gone", gone, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "volrecon-gone", gone, "tmpfs", 0, "size=1m")
 	before, err := ReadStatmount(t.Context(), StatmountRead{})
 	require.NoError(t, err)
 	last := before.Len() // the mount made last is listed last
@@ -120,11 +120,11 @@ func TestStatmountUnmountDuringReadIsAChange(t *testing.T) {
 // the superblock flag mand (a no-op since Linux 5.15 that mountinfo still
 // prints). Everything else of the mount is mountinfo's.
 func TestStatmountMandIsNotReported(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	target := filepath.Join(t.TempDir(), "mand")
-	testmountns.Mount(t, "volrecon-mand", target, "tmpfs", unix.MS_MANDLOCK, "size=1m")
+	mountns.Mount(t, "volrecon-mand", target, "tmpfs", unix.MS_MANDLOCK, "size=1m")
 	got, err := ReadStatmount(t.Context(), StatmountRead{})
 	require.NoError(t, err)
 	want, err := ReadFile(t.Context(), DefaultPath, 0)
@@ -144,14 +144,14 @@ func TestStatmountMandIsNotReported(t *testing.T) {
 // mountinfo reads that instead. Once the slave is private, the table read
 // from outside is mountinfo's.
 func TestStatmountSlaveNamespace(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
-	testmountns.Mount(t, "volrecon-a", a, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "volrecon-a", a, "tmpfs", 0, "size=1m")
 	require.NoError(t, unix.Mount("", a, "", unix.MS_SHARED, ""))
-	testmountns.Bind(t, a, b)
+	mountns.Bind(t, a, b)
 	require.NoError(t, unix.Mount("", b, "", unix.MS_SLAVE, ""))
 	require.NoError(t, unix.Mount("", b, "", unix.MS_SHARED, "")) // b: shared:2 master:1
 	nested := startHelper(t, true)
@@ -181,15 +181,15 @@ func TestStatmountSlaveNamespace(t *testing.T) {
 // (another root), reads the file, for statmount would answer relative to
 // the test's root.
 func TestStatmountChrootedRoot(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	dir := t.TempDir()
 	root, outside := filepath.Join(dir, "root"), filepath.Join(dir, "outside")
 	o, p := filepath.Join(outside, "o"), filepath.Join(outside, "p")
 	in1, slave := filepath.Join(root, "in1"), filepath.Join(root, "s")
-	testmountns.Mount(t, "volrecon-root", root, "tmpfs", 0, "size=1m") // a root that is a mount's
-	testmountns.Mount(t, "volrecon-o", o, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "volrecon-root", root, "tmpfs", 0, "size=1m") // a root that is a mount's
+	mountns.Mount(t, "volrecon-o", o, "tmpfs", 0, "size=1m")
 	for _, step := range []struct {
 		source, target string
 		flags          uintptr
@@ -203,12 +203,12 @@ func TestStatmountChrootedRoot(t *testing.T) {
 		{"", slave, unix.MS_SLAVE}, // s: master:2; from the root, propagate_from:1
 	} {
 		if step.flags == unix.MS_BIND {
-			testmountns.Bind(t, step.source, step.target)
+			mountns.Bind(t, step.source, step.target)
 			continue
 		}
 		require.NoError(t, unix.Mount("", step.target, "", step.flags, ""))
 	}
-	testmountns.Mount(t, "proc", filepath.Join(root, "proc"), "proc", 0, "")
+	mountns.Mount(t, "proc", filepath.Join(root, "proc"), "proc", 0, "")
 
 	helper := startHelper(t, false)
 	require.Empty(t, helper.do(helperCmd{Op: "chroot", Path: root}).Err)
@@ -244,7 +244,7 @@ func requireReadFromMountinfo(t *testing.T, path string) {
 // A path statmount cannot read (a saved table) is parsed, and the table
 // says why.
 func TestSourceStatmount(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	src := Source{Method: MethodStatmount}
@@ -263,7 +263,7 @@ func TestSourceStatmount(t *testing.T) {
 	assert.Same(t, first, again)
 	assert.Equal(t, MethodStatmount, first.Method())
 	target := filepath.Join(t.TempDir(), "new")
-	testmountns.Mount(t, "volrecon-new", target, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "volrecon-new", target, "tmpfs", 0, "size=1m")
 	after, err := cur.Table(t.Context(), NewScope(filepath.Dir(target)))
 	require.NoError(t, err)
 	assert.Len(t, after.At(target), 1)
@@ -273,7 +273,7 @@ func TestSourceStatmount(t *testing.T) {
 	// The caller's own table through a procfs mounted elsewhere, as a
 	// DaemonSet mounts the host's /proc.
 	proc := filepath.Join(t.TempDir(), "proc")
-	testmountns.Mount(t, "proc", proc, "proc", 0, "")
+	mountns.Mount(t, "proc", proc, "proc", 0, "")
 	tab, err = Source{Path: filepath.Join(proc, strconv.Itoa(os.Getpid()), "mountinfo"), Method: MethodStatmount}.ReadScoped(t.Context(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, MethodStatmount, tab.Method(), tab.StatmountError())
@@ -304,7 +304,7 @@ func TestSourceStatmount(t *testing.T) {
 // namespace it reads (here: in a user namespace of its own, reading the
 // test's) is refused by listmount, and its Source reads mountinfo.
 func TestSourceStatmountRefused(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	helper := startUserNSHelper(t)

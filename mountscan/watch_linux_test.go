@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/volrecon/volrecon/internal/testmountns"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // countReads counts the reads of ReadFile and Watcher.Read, and runs each
@@ -31,7 +31,7 @@ func countReads(t *testing.T, hooks ...func()) *int {
 
 // TestReadFileLiveOnce: a live table that nothing changes is read once.
 func TestReadFileLiveOnce(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	reads := countReads(t)
@@ -45,11 +45,11 @@ func TestReadFileLiveOnce(t *testing.T) {
 // the poll makes the read suspect; the second read, which nothing
 // disturbs, is the one returned, and it has the new mount.
 func TestReadFileLiveRereadsAfterAChange(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	target := filepath.Join(t.TempDir(), "appeared")
-	reads := countReads(t, func() { testmountns.Mount(t, "volrecon-watch", target, "tmpfs", 0, "size=1m") })
+	reads := countReads(t, func() { mountns.Mount(t, "volrecon-watch", target, "tmpfs", 0, "size=1m") })
 	tab, err := ReadFile(t.Context(), DefaultPath, 0)
 	require.NoError(t, err)
 	assert.Equal(t, 2, *reads, "the change was flagged, so the table was read again")
@@ -61,13 +61,13 @@ func TestReadFileLiveRereadsAfterAChange(t *testing.T) {
 // reads never count as whole and never agree: the table is inconsistent,
 // never a torn read passed off as the truth.
 func TestReadFileLiveChurn(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	dir := t.TempDir()
 	hooks := make([]func(), 4)
 	for i := range hooks {
-		hooks[i] = func() { testmountns.Mount(t, "tmpfs", filepath.Join(dir, string(rune('a'+i))), "tmpfs", 0, "size=1m") }
+		hooks[i] = func() { mountns.Mount(t, "tmpfs", filepath.Join(dir, string(rune('a'+i))), "tmpfs", 0, "size=1m") }
 	}
 	reads := countReads(t, hooks...)
 	_, err := ReadFile(t.Context(), DefaultPath, 4)
@@ -76,7 +76,7 @@ func TestReadFileLiveChurn(t *testing.T) {
 }
 
 func TestWatcherChanged(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	w, err := Watch(DefaultPath)
@@ -130,7 +130,7 @@ func TestWatchRefusesOtherFiles(t *testing.T) {
 // since the kernel clears it for whoever polls first, and the change would
 // go unseen.
 func TestWatcherChangedAfterTheRuntimeRan(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	w, err := Watch(DefaultPath)
@@ -138,7 +138,7 @@ func TestWatcherChangedAfterTheRuntimeRan(t *testing.T) {
 	defer w.Close()
 	target := filepath.Join(t.TempDir(), "m")
 	for i := range 3 {
-		testmountns.Mount(t, "tmpfs", target, "tmpfs", 0, "size=1m")
+		mountns.Mount(t, "tmpfs", target, "tmpfs", 0, "size=1m")
 		time.Sleep(20 * time.Millisecond) // idle: the runtime waits in epoll_wait
 		changed, err := w.Changed()
 		require.NoError(t, err)
@@ -151,7 +151,7 @@ func TestWatcherChangedAfterTheRuntimeRan(t *testing.T) {
 // poll (returning the second read, with the new mount), and never passes
 // churn for a whole table.
 func TestReadFileScopedLive(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	dir := t.TempDir()
@@ -163,7 +163,7 @@ func TestReadFileScopedLive(t *testing.T) {
 	assert.True(t, tab.IsMountPoint("/"))
 
 	target := filepath.Join(dir, "appeared")
-	reads = countReads(t, func() { testmountns.Mount(t, "volrecon-watch", target, "tmpfs", 0, "size=1m") })
+	reads = countReads(t, func() { mountns.Mount(t, "volrecon-watch", target, "tmpfs", 0, "size=1m") })
 	tab, err = ReadFileScoped(t.Context(), DefaultPath, 0, scope)
 	require.NoError(t, err)
 	assert.Equal(t, 2, *reads, "the change was flagged, so the table was read again")
@@ -172,7 +172,7 @@ func TestReadFileScopedLive(t *testing.T) {
 
 	hooks := make([]func(), 4)
 	for i := range hooks {
-		hooks[i] = func() { testmountns.Mount(t, "tmpfs", filepath.Join(dir, string(rune('a'+i))), "tmpfs", 0, "size=1m") }
+		hooks[i] = func() { mountns.Mount(t, "tmpfs", filepath.Join(dir, string(rune('a'+i))), "tmpfs", 0, "size=1m") }
 	}
 	reads = countReads(t, hooks...)
 	_, err = ReadFileScoped(t.Context(), DefaultPath, 4, scope)

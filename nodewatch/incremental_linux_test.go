@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/nodewatch"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // TestIncrementalSeesInsideAMountWhereTheLayoutHasNone: a tmpfs mounted on
@@ -23,7 +23,7 @@ import (
 // again at every scan. (cmd/volrecon's TestServeMatchesScan drives the
 // watch and the Incremental as serve does, on random changes.)
 func TestIncrementalSeesInsideAMountWhereTheLayoutHasNone(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	ctx := context.Background()
@@ -56,7 +56,7 @@ func TestIncrementalSeesInsideAMountWhereTheLayoutHasNone(t *testing.T) {
 	}
 	scan()
 	assert.Empty(t, inc.Unwatched())
-	testmountns.Mount(t, "tmpfs", vol, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", vol, "tmpfs", 0, "size=1m")
 	scan()
 	assert.Equal(t, []string{"pod " + uid}, inc.Unwatched(), "no watch sees inside the mount: the pod is scanned at the caller's pace")
 	volData("h2") // inside the tmpfs

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/volrecon/volrecon/internal/testmountns"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // TestWatchFollowsTheKubeletDirsWhenTheyMove: a mount on or above the
@@ -21,7 +21,7 @@ import (
 // of the layout). Each is everything changed, and the watches follow:
 // a change in the tree that is the node's now is seen where it is.
 func TestWatchFollowsTheKubeletDirsWhenTheyMove(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	for name, tc := range map[string]struct {
@@ -29,17 +29,17 @@ func TestWatchFollowsTheKubeletDirsWhenTheyMove(t *testing.T) {
 		move     func(t *testing.T, base string)
 	}{
 		"a tree bound over the root's parent": {move: func(t *testing.T, base string) {
-			testmountns.Bind(t, filepath.Join(base, "alt/lib"), filepath.Join(base, "var/lib"))
+			mountns.Bind(t, filepath.Join(base, "alt/lib"), filepath.Join(base, "var/lib"))
 		}},
 		"a tmpfs over the root's parent, a root made in it": {move: func(t *testing.T, base string) {
-			testmountns.Mount(t, "tmpfs", filepath.Join(base, "var/lib"), "tmpfs", 0, "size=1m")
+			mountns.Mount(t, "tmpfs", filepath.Join(base, "var/lib"), "tmpfs", 0, "size=1m")
 			require.NoError(t, os.MkdirAll(filepath.Join(base, "var/lib/kubelet/pods"), 0o750))
 		}},
 		"another root bound over the root": {move: func(t *testing.T, base string) {
-			testmountns.Bind(t, filepath.Join(base, "alt/lib/kubelet"), filepath.Join(base, "var/lib/kubelet"))
+			mountns.Bind(t, filepath.Join(base, "alt/lib/kubelet"), filepath.Join(base, "var/lib/kubelet"))
 		}},
 		"a tmpfs over pods/": {move: func(t *testing.T, base string) {
-			testmountns.Mount(t, "tmpfs", filepath.Join(base, "var/lib/kubelet/pods"), "tmpfs", 0, "size=1m")
+			mountns.Mount(t, "tmpfs", filepath.Join(base, "var/lib/kubelet/pods"), "tmpfs", 0, "size=1m")
 		}},
 		"the root's parent exchanged with another tree": {move: func(t *testing.T, base string) {
 			require.NoError(t, unix.Renameat2(unix.AT_FDCWD, filepath.Join(base, "var/lib"), unix.AT_FDCWD, filepath.Join(base, "alt/lib"), unix.RENAME_EXCHANGE))

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/volrecon/volrecon/internal/testmountns"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 const (
@@ -213,12 +213,12 @@ func TestWatchQueueOverflowWatchesAgain(t *testing.T) {
 // the layout never watched inside (a tmpfs volume: its writes are the
 // application's).
 func TestWatchRealMounts(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newNode(t)
 	vol := n.path("pods/" + uid2 + "/volumes/kubernetes.io~projected/token")
-	testmountns.Mount(t, "tmpfs", vol, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", vol, "tmpfs", 0, "size=1m")
 	csiVol := n.path("pods/" + uid1 + "/volumes/kubernetes.io~csi/pvc-1")
 	w, err := New(context.Background(), Options{RootDir: n.root, MountTable: "/proc/self/mountinfo"})
 	require.NoError(t, err)
@@ -226,7 +226,7 @@ func TestWatchRealMounts(t *testing.T) {
 	assert.Equal(t, "poll", w.Status().MountTable)
 	assert.False(t, w.Take(context.Background()).Any())
 
-	testmountns.Mount(t, "tmpfs", filepath.Join(csiVol, "mount"), "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", filepath.Join(csiVol, "mount"), "tmpfs", 0, "size=1m")
 	c := settle(t, w)
 	assert.Equal(t, Changes{MountTable: true}, Changes{MountTable: c.MountTable, Pods: c.Pods, CSI: c.CSI, All: c.All})
 
@@ -239,7 +239,7 @@ func TestWatchRealMounts(t *testing.T) {
 	// it, and no watch sees what changes there).
 	other := n.path("pods/" + uid2 + "/volumes/kubernetes.io~csi/pvc-odd")
 	n.mkdir("pods/" + uid2 + "/volumes/kubernetes.io~csi/pvc-odd")
-	testmountns.Mount(t, "tmpfs", other, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", other, "tmpfs", 0, "size=1m")
 	settle(t, w)
 	w2, err := New(context.Background(), Options{RootDir: n.root, MountTable: "/proc/self/mountinfo"})
 	require.NoError(t, err)

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/volrecon/volrecon/internal/boundedread"
+	"github.com/volrecon/volrecon/internal/bounded"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -56,9 +56,9 @@ func (l Limits) timeout() time.Duration {
 // Errors an *Error wraps, for errors.Is.
 var (
 	// ErrTooLarge: the file or stream holds more than Limits.MaxSize.
-	ErrTooLarge = boundedread.ErrTooLarge
+	ErrTooLarge = bounded.ErrTooLarge
 	// ErrTimeout: the file or stream did not answer within Limits.Timeout.
-	ErrTimeout = boundedread.ErrTimeout
+	ErrTimeout = bounded.ErrTimeout
 	// ErrNotPodKey: a line, or an items[].metadata.uid, is not a pod UID
 	// (nor a static pod's config hash).
 	ErrNotPodKey = errors.New("is not a pod UID")
@@ -137,7 +137,7 @@ func ReadFile(ctx context.Context, path string, l Limits) ([]string, error) {
 
 // ReadListFile is ReadFile that keeps the pods' names.
 func ReadListFile(ctx context.Context, path string, l Limits) (*List, error) {
-	data, err := boundedread.ReadFile(ctx, path, l.maxSize(), l.timeout())
+	data, err := bounded.ReadFile(ctx, path, l.maxSize(), l.timeout())
 	if err != nil {
 		return nil, &Error{Path: path, Err: err}
 	}
@@ -153,7 +153,7 @@ func Read(ctx context.Context, name string, r io.Reader, l Limits) ([]string, er
 
 // ReadList is Read that keeps the pods' names.
 func ReadList(ctx context.Context, name string, r io.Reader, l Limits) (*List, error) {
-	data, err := boundedread.Read(ctx, name, r, l.maxSize(), l.timeout())
+	data, err := bounded.Read(ctx, name, r, l.maxSize(), l.timeout())
 	if err != nil {
 		return nil, &Error{Path: name, Err: err}
 	}

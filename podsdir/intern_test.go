@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/volrecon/volrecon/internal/nodegen"
+	"github.com/volrecon/volrecon/testkit/nodegen"
 )
 
 // TestScanSharesRepeatedVolDataValues: the drivers and nodes that every

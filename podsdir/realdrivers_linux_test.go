@@ -7,18 +7,18 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/volrecon/volrecon/internal/testmountns"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // A plugins_registry/ that hangs (a FUSE mount whose server stopped
 // answering) cannot tell whether the driver is registered: yes, within the
 // deadline, and at once the next time.
 func TestRealDriverRegisteredWhenTheRegistryHangs(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	root := build(t, "d "+kubelet+"/plugins")
-	testmountns.ServeFUSE(t, filepath.Join(root, kubelet, "plugins_registry")).Stop()
+	mountns.ServeFUSE(t, filepath.Join(root, kubelet, "plugins_registry")).Stop()
 	opts := Options{RootDir: kubelet, HostRoot: root, Timeout: 200 * time.Millisecond}
 	for range 2 {
 		done := make(chan bool, 1)

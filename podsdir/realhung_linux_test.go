@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/volrecon/volrecon/internal/testmountns"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // scanWithin scans in a goroutine and fails the test if the scan has not
@@ -42,7 +42,7 @@ func scanWithin(t *testing.T, limit time.Duration, opts Options) *Inventory {
 // and with the other pods and the CSI dir. A second scan, with a deadline
 // it would never reach, returns at once: the path is hung for the process.
 func TestScanHungPluginDirOneWalker(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	vols := pods + "/" + uid1 + "/volumes/"
@@ -54,7 +54,7 @@ func TestScanHungPluginDirOneWalker(t *testing.T) {
 		"f "+csiDir+"/drv/h1/vol_data.json "+stagingVolData,
 	)
 	hung := filepath.Join(root, vols+"kubernetes.io~nfs")
-	testmountns.ServeFUSE(t, hung).Stop()
+	mountns.ServeFUSE(t, hung).Stop()
 
 	opts := Options{RootDir: kubelet, HostRoot: root, Workers: 1, Timeout: 200 * time.Millisecond}
 	for scan := 1; scan <= 2; scan++ {
@@ -78,7 +78,7 @@ func TestScanHungPluginDirOneWalker(t *testing.T) {
 
 // settled returns the server's READDIR count once it has not changed for
 // a while: a walker still listing would keep asking.
-func readdirsSettled(t *testing.T, srv *testmountns.FUSEServer) int {
+func readdirsSettled(t *testing.T, srv *mountns.FUSEServer) int {
 	t.Helper()
 	last := srv.Stats().Requests["READDIR"]
 	for range 50 {
@@ -101,11 +101,11 @@ func readdirsSettled(t *testing.T, srv *testmountns.FUSEServer) int {
 // other pod is walked. It used to list until the deadline abandoned the
 // walker, which went on listing, and growing, for good.
 func TestScanStopsAnEndlessDir(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	root := build(t, "d "+pods+"/"+uid2+"/volumes/kubernetes.io~empty-dir/e")
-	srv := testmountns.ServeFUSEWith(t, filepath.Join(root, pods, uid1), testmountns.FUSEOptions{Endless: []string{""}})
+	srv := mountns.ServeFUSEWith(t, filepath.Join(root, pods, uid1), mountns.FUSEOptions{Endless: []string{""}})
 	opts := Options{RootDir: kubelet, HostRoot: root, Timeout: 30 * time.Second, Limits: Limits{DirEntries: 5000}}
 	inv := scanWithin(t, 20*time.Second, opts)
 	assert.Equal(t, []Problem{{Kind: ProblemHung, Path: pods + "/" + uid1, PodUID: uid1,
@@ -123,7 +123,7 @@ func TestScanStopsAnEndlessDir(t *testing.T) {
 // names the budget; the other pod is walked. It used to take a minute and
 // report nothing.
 func TestScanStopsASlowPodAtItsBudget(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	root := build(t, "d "+pods+"/"+uid2+"/volumes/kubernetes.io~empty-dir/e")
@@ -132,7 +132,7 @@ func TestScanStopsASlowPodAtItsBudget(t *testing.T) {
 		tree = append(tree, fmt.Sprintf("volumes/kubernetes.io~csi/pv-%03d/mount/", i), fmt.Sprintf("volumes/kubernetes.io~csi/pv-%03d/vol_data.json=%s", i, podVolData))
 	}
 	podDir := pods + "/" + uid1
-	srv := testmountns.ServeFUSEWith(t, filepath.Join(root, podDir), testmountns.FUSEOptions{Tree: tree, Delay: 150 * time.Millisecond})
+	srv := mountns.ServeFUSEWith(t, filepath.Join(root, podDir), mountns.FUSEOptions{Tree: tree, Delay: 150 * time.Millisecond})
 	opts := Options{RootDir: kubelet, HostRoot: root, Timeout: time.Second, PodBudget: 2 * time.Second, ScanBudget: time.Hour}
 	inv := scanWithin(t, 30*time.Second, opts)
 	require.Len(t, inv.Problems, 1, "%+v", inv.Problems)
@@ -150,7 +150,7 @@ func TestScanStopsASlowPodAtItsBudget(t *testing.T) {
 // pod budgets of an hour: the scan stops at its budget, and each pod dir
 // not read completely is a ProblemHung that says so.
 func TestScanStopsAtItsBudget(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	root := build(t, "d "+kubelet)
@@ -160,7 +160,7 @@ func TestScanStopsAtItsBudget(t *testing.T) {
 			tree = append(tree, fmt.Sprintf("%08d-0000-0000-0000-000000000000/volumes/kubernetes.io~secret/s-%d/", i, j))
 		}
 	}
-	testmountns.ServeFUSEWith(t, filepath.Join(root, pods), testmountns.FUSEOptions{Tree: tree, Delay: 50 * time.Millisecond})
+	mountns.ServeFUSEWith(t, filepath.Join(root, pods), mountns.FUSEOptions{Tree: tree, Delay: 50 * time.Millisecond})
 	opts := Options{RootDir: kubelet, HostRoot: root, Timeout: time.Second, PodBudget: time.Hour, ScanBudget: 2 * time.Second}
 	start := time.Now()
 	inv := scanWithin(t, 30*time.Second, opts)
@@ -188,7 +188,7 @@ func TestScanStopsAtItsBudget(t *testing.T) {
 // sends them nothing at all, reports each, and walks the rest. Without
 // the fence each would get a request that holds a thread for good.
 func TestScanNeverEntersTheFence(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	root := build(t,
@@ -197,13 +197,13 @@ func TestScanNeverEntersTheFence(t *testing.T) {
 		"f "+csiDir+"/other.csi/h1/vol_data.json "+stagingVolData,
 	)
 	fenced := map[string]string{
-		pods + "/" + uid1: testmountns.FUSEFSType,
-		pods + "/" + uid2 + "/volumes/kubernetes.io~nfs": testmountns.FUSEFSType,
-		csiDir + "/drv": testmountns.FUSEFSType,
+		pods + "/" + uid1: mountns.FUSEFSType,
+		pods + "/" + uid2 + "/volumes/kubernetes.io~nfs": mountns.FUSEFSType,
+		csiDir + "/drv": mountns.FUSEFSType,
 	}
-	var servers []*testmountns.FUSEServer
+	var servers []*mountns.FUSEServer
 	for p := range fenced {
-		srv := testmountns.ServeFUSEWith(t, filepath.Join(root, p), testmountns.FUSEOptions{Tree: []string{"x/"}})
+		srv := mountns.ServeFUSEWith(t, filepath.Join(root, p), mountns.FUSEOptions{Tree: []string{"x/"}})
 		srv.Stop()
 		servers = append(servers, srv)
 	}
@@ -214,7 +214,7 @@ func TestScanNeverEntersTheFence(t *testing.T) {
 	got := map[string]string{}
 	for _, p := range inv.Problems {
 		assert.Equal(t, ProblemHung, p.Kind)
-		assert.Equal(t, "a "+testmountns.FUSEFSType+" mount where the kubelet's layout has none: never entered (a FUSE daemon or a server "+
+		assert.Equal(t, "a "+mountns.FUSEFSType+" mount where the kubelet's layout has none: never entered (a FUSE daemon or a server "+
 			"that reads a request and never answers would hold the scan for good)", p.Message)
 		got[p.Path] = p.PodUID
 	}
@@ -232,12 +232,12 @@ func TestScanNeverEntersTheFence(t *testing.T) {
 // measured 177 MiB for scan, 1.7-2.4 GB for serve). peak-heap-MiB is the
 // largest live heap sampled every millisecond during the scan.
 func BenchmarkScanEndlessDir(b *testing.B) {
-	if !testmountns.EnterBenchmark(b) {
+	if !mountns.EnterBenchmark(b) {
 		return
 	}
 	root := b.TempDir()
 	buildAt(b, root, "d "+pods+"/"+uid2+"/volumes/kubernetes.io~empty-dir/e")
-	testmountns.ServeFUSEWith(b, filepath.Join(root, pods, uid1), testmountns.FUSEOptions{Endless: []string{""}})
+	mountns.ServeFUSEWith(b, filepath.Join(root, pods, uid1), mountns.FUSEOptions{Endless: []string{""}})
 	opts := Options{RootDir: kubelet, HostRoot: root, Timeout: time.Minute}
 	var peak atomic.Uint64
 	stop := make(chan struct{})

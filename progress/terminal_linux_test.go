@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/volrecon/volrecon/internal/ptytest"
 	"github.com/volrecon/volrecon/progress"
+	"github.com/volrecon/volrecon/testkit/ptytest"
 )
 
 // On a terminal the latest report is drawn over and over on one line, the

@@ -13,16 +13,16 @@ import (
 	"github.com/stretchr/testify/require"
 	mount "k8s.io/mount-utils"
 
-	"github.com/volrecon/volrecon/internal/nodegen"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/nodegen"
 )
 
 // benchMountInfoLines is the size of the mount table of every full-scan
 // benchmark: a busy node's, padded with container overlay and cgroup entries.
 const benchMountInfoLines = 30_000
 
-// BenchmarkScan measures a full scan of a synthetic node (internal/nodegen)
+// BenchmarkScan measures a full scan of a synthetic node (testkit/nodegen)
 // of pods × volumes with a 30,000-line mount table, read from a file as on
 // a real node, next to:
 //

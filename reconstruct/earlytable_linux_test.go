@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // TestEarlyTable: the table read while the inventory is taken is used only
@@ -21,7 +21,7 @@ import (
 // when the inventory resolves them elsewhere, the table is read again
 // within the inventory's dirs.
 func TestEarlyTable(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	root := filepath.Join(t.TempDir(), "kubelet")
@@ -42,14 +42,14 @@ func TestEarlyTable(t *testing.T) {
 	require.NoError(t, os.Mkdir(target, 0o750))
 	e = opts.readMountTableDuring(t.Context())
 	assert.Empty(t, e.early(t).At(target))
-	testmountns.Mount(t, "tmpfs", target, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", target, "tmpfs", 0, "size=1m")
 	tab, err = e.get(t.Context(), scope)
 	require.NoError(t, err)
 	assert.Len(t, tab.At(target), 1, "the table is read again after the change")
 
 	// The pods dir resolves elsewhere by the time of the inventory.
 	elsewhere := filepath.Join(t.TempDir(), "pods")
-	testmountns.Mount(t, "tmpfs", elsewhere, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", elsewhere, "tmpfs", 0, "size=1m")
 	e = opts.readMountTableDuring(t.Context())
 	assert.Empty(t, e.early(t).At(elsewhere), "outside the dirs resolved before the inventory")
 	moved := &podsdir.Inventory{ResolvedRootDir: root, PodsDir: elsewhere, PluginsDir: inv.PluginsDir}

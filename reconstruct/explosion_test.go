@@ -28,7 +28,7 @@ const (
 // times instead of 16.
 func explodedFixture(t *testing.T, sds, total, stacked int) *fakenode.Fixture {
 	t.Helper()
-	data, err := os.ReadFile("../testdata/e43-mount-explosion.txtar")
+	data, err := os.ReadFile("../fakenode/testdata/e43-mount-explosion.txtar")
 	require.NoError(t, err)
 	head, rest, ok := strings.Cut(string(data), "-- options --\n")
 	require.True(t, ok)

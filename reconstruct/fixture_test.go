@@ -17,18 +17,18 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/volrecon/volrecon/fakenode"
-	"github.com/volrecon/volrecon/internal/fixture"
+	"github.com/volrecon/volrecon/fixture"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
 var update = flag.Bool("update", false, "rewrite the state.json section of every fixture")
 
-// TestFixtures materialises each fixture of ../testdata in a temp dir, scans
+// TestFixtures materialises each fixture of ../fakenode/testdata in a temp dir, scans
 // it through the host-root prefix and compares the State with the golden
 // JSON in the fixture (package cleanup checks the plans). Run with -update to rewrite the goldens, then review
 // the diff by hand.
 func TestFixtures(t *testing.T) {
-	files, err := filepath.Glob("../testdata/*.txtar")
+	files, err := filepath.Glob("../fakenode/testdata/*.txtar")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	for _, file := range files {
@@ -49,10 +49,10 @@ func TestFixtures(t *testing.T) {
 // TestDemoIsTheEBSFixture keeps the embedded demo node identical to the
 // reviewed fixture, so the demo always prints a tested State.
 func TestDemoIsTheEBSFixture(t *testing.T) {
-	want, err := os.ReadFile("../testdata/ebs-current.txtar")
+	want, err := os.ReadFile("../fakenode/testdata/ebs-current.txtar")
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(want, fixture.Demo().Format()),
-		"internal/fixture/demo.txtar differs from testdata/ebs-current.txtar: run make update-fixtures")
+		"fixture/demo.txtar differs from fakenode/testdata/ebs-current.txtar: run make update-fixtures")
 }
 
 func scanFixture(t *testing.T, f *fakenode.Fixture) (*reconstruct.State, []byte) {
@@ -76,7 +76,7 @@ func scanFixture(t *testing.T, f *fakenode.Fixture) (*reconstruct.State, []byte)
 // read that way from a file, the very State of its golden, which was
 // recorded from the whole table.
 func TestFixturesScopedTable(t *testing.T) {
-	files, err := filepath.Glob("../testdata/*.txtar")
+	files, err := filepath.Glob("../fakenode/testdata/*.txtar")
 	require.NoError(t, err)
 	scanned := 0
 	for _, file := range files {
@@ -116,7 +116,7 @@ func TestFixturesScopedTable(t *testing.T) {
 // reconstruct.DesiredStateKinds, the kinds a check without the pods
 // cannot call absent (package verdict).
 func TestDesiredStateKindsAreThoseThePodListGives(t *testing.T) {
-	files, err := filepath.Glob("../testdata/*.txtar")
+	files, err := filepath.Glob("../fakenode/testdata/*.txtar")
 	require.NoError(t, err)
 	type key struct {
 		kind              reconstruct.FindingKind

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/volrecon/volrecon/internal/nodegen"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
+	"github.com/volrecon/volrecon/testkit/nodegen"
 )
 
 // TestFingerprintsCoverEveryField: a pod is kept only while what it was

@@ -16,9 +16,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/volrecon/volrecon/internal/nodegen"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/nodegen"
 )
 
 // liveBenchEnv marks the child process that runs BenchmarkLiveScan in a

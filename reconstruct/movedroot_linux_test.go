@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // TestIncrementalWalksAgainWhenAKubeletDirMoves: a mount over the root's
@@ -21,18 +21,18 @@ import (
 // above the dirs, or no mount at all). An Incremental told that nothing
 // changed walks everything again, and gives a full scan's State.
 func TestIncrementalWalksAgainWhenAKubeletDirMoves(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	for name, move := range map[string]func(t *testing.T, base string){
 		"a tree bound over the root's parent": func(t *testing.T, base string) {
-			testmountns.Bind(t, filepath.Join(base, "alt/lib"), filepath.Join(base, "var/lib"))
+			mountns.Bind(t, filepath.Join(base, "alt/lib"), filepath.Join(base, "var/lib"))
 		},
 		"another root bound over the root": func(t *testing.T, base string) {
-			testmountns.Bind(t, filepath.Join(base, "alt/lib/kubelet"), filepath.Join(base, "var/lib/kubelet"))
+			mountns.Bind(t, filepath.Join(base, "alt/lib/kubelet"), filepath.Join(base, "var/lib/kubelet"))
 		},
 		"another pods dir bound over pods/": func(t *testing.T, base string) {
-			testmountns.Bind(t, filepath.Join(base, "alt/lib/kubelet/pods"), filepath.Join(base, "var/lib/kubelet/pods"))
+			mountns.Bind(t, filepath.Join(base, "alt/lib/kubelet/pods"), filepath.Join(base, "var/lib/kubelet/pods"))
 		},
 		"the root's parent exchanged with another tree": func(t *testing.T, base string) {
 			require.NoError(t, unix.Renameat2(unix.AT_FDCWD, filepath.Join(base, "var/lib"), unix.AT_FDCWD, filepath.Join(base, "alt/lib"), unix.RENAME_EXCHANGE))

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/volrecon/volrecon/internal/fixture"
+	"github.com/volrecon/volrecon/fixture"
 	"github.com/volrecon/volrecon/progress"
 	"github.com/volrecon/volrecon/reconstruct"
 )

@@ -12,9 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // TestRealDeletedDeviceBehindMount makes failure-cases.md 37 for real: a
@@ -26,7 +26,7 @@ import (
 // Mounted and in use though a new node was made at the same path, and the
 // publish and the staging binds each get a DeletedDeviceBehindMount.
 func TestRealDeletedDeviceBehindMount(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)
@@ -34,12 +34,12 @@ func TestRealDeletedDeviceBehindMount(t *testing.T) {
 	stagingFile, publish, mapFile := blockVolumeOnDisk(t, n, realUID1, pv)
 
 	devDir := filepath.Join(t.TempDir(), "dev")
-	testmountns.Mount(t, "tmpfs", devDir, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", devDir, "tmpfs", 0, "size=1m")
 	node := filepath.Join(devDir, "longhorn-"+pv)
 	require.NoError(t, unix.Mknod(node, unix.S_IFBLK|0o600, int(unix.Mkdev(7, 200))))
-	testmountns.Bind(t, node, stagingFile)
-	testmountns.Bind(t, stagingFile, publish)
-	testmountns.Bind(t, publish, mapFile)
+	mountns.Bind(t, node, stagingFile)
+	mountns.Bind(t, stagingFile, publish)
+	mountns.Bind(t, publish, mapFile)
 	require.NoError(t, os.Remove(node))
 	// The storage layer's new node at the same path: another inode.
 	require.NoError(t, unix.Mknod(node, unix.S_IFBLK|0o600, int(unix.Mkdev(7, 201))))
@@ -89,15 +89,15 @@ func TestRealDeletedDeviceBehindMount(t *testing.T) {
 // stays Mounted and held, a BlockPublishNotADevice names both paths, and
 // neither file is touched.
 func TestRealBlockPublishBoundFromARegularFile(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)
 	const pv = "pvc-regular-0001"
 	stagingFile, publish, mapFile := blockVolumeOnDisk(t, n, realUID2, pv)
 	require.NoError(t, os.WriteFile(stagingFile, []byte("not a device"), 0o600))
-	testmountns.Bind(t, stagingFile, publish)
-	testmountns.Bind(t, publish, mapFile)
+	mountns.Bind(t, stagingFile, publish)
+	mountns.Bind(t, publish, mapFile)
 
 	st := n.Scan(reconstruct.Options{})
 	v := volumeNamed(t, st, realUID2, pv)
@@ -118,7 +118,7 @@ func TestRealBlockPublishBoundFromARegularFile(t *testing.T) {
 	healthy := n.Path("healthy-node")
 	require.NoError(t, unix.Mknod(healthy, unix.S_IFBLK|0o600, int(unix.Mkdev(7, 202))))
 	_, publish3, _ := blockVolumeOnDisk(t, n, realUID3, "pvc-healthy-0001")
-	testmountns.Bind(t, healthy, publish3)
+	mountns.Bind(t, healthy, publish3)
 	st = n.Scan(reconstruct.Options{})
 	for _, f := range findingsOf(st, reconstruct.BlockPublishNotADevice) {
 		assert.NotEqual(t, publish3, f.Path, "a device node on the node's disk is a device node")
@@ -164,7 +164,7 @@ func (deadPods) CheckLife(context.Context, *mountscan.Table, []reconstruct.PodRe
 // hard link keeps its inode is reported by the //deleted the kernel shows
 // for it all the same.
 func TestRealReplacedDeviceNodeBehindABlockBind(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)
@@ -173,7 +173,7 @@ func TestRealReplacedDeviceNodeBehindABlockBind(t *testing.T) {
 	// /dev/shm, which the host never sees.
 	devDir := "/dev/shm"
 	require.DirExists(t, devDir)
-	testmountns.Mount(t, "tmpfs", devDir, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", devDir, "tmpfs", 0, "size=1m")
 	// bindNode makes a block node of minor under devDir/dir, binds the
 	// volume pv of pod uid from it, and returns the node, the staging file
 	// and the publish file.
@@ -182,14 +182,14 @@ func TestRealReplacedDeviceNodeBehindABlockBind(t *testing.T) {
 		require.NoError(t, os.MkdirAll(filepath.Join(devDir, dir), 0o750))
 		node = filepath.Join(devDir, dir, pv)
 		require.NoError(t, unix.Mknod(node, unix.S_IFBLK|0o600, int(unix.Mkdev(7, minor))))
-		testmountns.Bind(t, node, stagingFile)
-		testmountns.Bind(t, stagingFile, publish)
-		testmountns.Bind(t, publish, mapFile)
+		mountns.Bind(t, node, stagingFile)
+		mountns.Bind(t, stagingFile, publish)
+		mountns.Bind(t, publish, mapFile)
 		return node, stagingFile, publish
 	}
 	// makeAgain makes the node again with minor on a tmpfs mounted over its dir.
 	makeAgain := func(node string, minor uint32) {
-		testmountns.Mount(t, "tmpfs", filepath.Dir(node), "tmpfs", 0, "size=1m")
+		mountns.Mount(t, "tmpfs", filepath.Dir(node), "tmpfs", 0, "size=1m")
 		require.NoError(t, unix.Mknod(node, unix.S_IFBLK|0o600, int(unix.Mkdev(7, minor))))
 	}
 	const pv, samePV, linkedPV = "pvc-replaced-0001", "pvc-same-0001", "pvc-linked-0001"

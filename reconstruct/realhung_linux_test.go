@@ -9,9 +9,9 @@ import (
 
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/fakenode"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // scanWithin runs Scan in a goroutine and fails the test if it has not
@@ -37,16 +37,16 @@ func scanWithin(t *testing.T, n *fakenode.Node, limit time.Duration, opts recons
 // is planned; the other pods are unaffected; and a second scan reports the
 // same paths without touching them again.
 func TestRealHungDirsTheScanLists(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)
 	podDir := n.Path("pods", realUID1)
-	srvPod := testmountns.ServeFUSE(t, podDir)
+	srvPod := mountns.ServeFUSE(t, podDir)
 	csiDir := filepath.Join(n.Path("pods", realUID2, "volumes", "kubernetes.io~csi"), "pvc-hung")
-	srvCSI := testmountns.ServeFUSE(t, csiDir)
+	srvCSI := mountns.ServeFUSE(t, csiDir)
 	token := n.Volume(realUID3, "kubernetes.io~projected", "token")
-	testmountns.Mount(t, "tmpfs", token, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", token, "tmpfs", 0, "size=1m")
 	srvPod.Stop()
 	srvCSI.Stop()
 
@@ -90,7 +90,7 @@ func TestRealHungDirsTheScanLists(t *testing.T) {
 // place is a HungMount saying it was never entered, its pod Unknown; the
 // volumes are Mounted, as the table says.
 func TestRealScanSendsNothingIntoAFUSEMount(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)
@@ -105,9 +105,9 @@ func TestRealScanSendsNothingIntoAFUSEMount(t *testing.T) {
 	for p := range wrong {
 		targets = append(targets, p)
 	}
-	var servers []*testmountns.FUSEServer
+	var servers []*mountns.FUSEServer
 	for _, p := range targets {
-		srv := testmountns.ServeFUSEWith(t, p, testmountns.FUSEOptions{Tree: []string{"volumes/x/", "vol_data.json={}"}})
+		srv := mountns.ServeFUSEWith(t, p, mountns.FUSEOptions{Tree: []string{"volumes/x/", "vol_data.json={}"}})
 		srv.Stop()
 		servers = append(servers, srv)
 	}
@@ -117,12 +117,12 @@ func TestRealScanSendsNothingIntoAFUSEMount(t *testing.T) {
 		ActivePods: reconstruct.PodList{}, EmptyActivePodsAuthoritative: true})
 	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: true})
 	for i, srv := range servers {
-		assert.Equal(t, testmountns.FUSEStats{Requests: map[string]int{}}, srv.Stats(), "%s: nothing is sent", targets[i])
+		assert.Equal(t, mountns.FUSEStats{Requests: map[string]int{}}, srv.Stats(), "%s: nothing is sent", targets[i])
 	}
 	hung := map[string]string{}
 	for _, f := range findingsOf(st, reconstruct.HungMount) {
 		hung[f.Path] = f.PodUID
-		assert.Contains(t, f.Message, "a "+testmountns.FUSEFSType+" mount where the kubelet's layout has none: never entered", f.Path)
+		assert.Contains(t, f.Message, "a "+mountns.FUSEFSType+" mount where the kubelet's layout has none: never entered", f.Path)
 	}
 	assert.Equal(t, wrong, hung)
 	status := map[string]reconstruct.PodStatus{}
@@ -145,7 +145,7 @@ func TestRealScanSendsNothingIntoAFUSEMount(t *testing.T) {
 // names the pod dir and the budget, the pod is Unknown and what was found
 // of its volumes Uncertain, so nothing of it is planned.
 func TestRealScanSlowPodsAreUnknown(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)
@@ -157,7 +157,7 @@ func TestRealScanSlowPodsAreUnknown(t *testing.T) {
 				uid+"/volumes/kubernetes.io~csi/"+pv+`/vol_data.json={"driverName":"d","volumeHandle":"`+pv+`"}`)
 		}
 	}
-	testmountns.ServeFUSEWith(t, n.Path("pods"), testmountns.FUSEOptions{Tree: tree, Delay: 100 * time.Millisecond})
+	mountns.ServeFUSEWith(t, n.Path("pods"), mountns.FUSEOptions{Tree: tree, Delay: 100 * time.Millisecond})
 	st := scanWithin(t, n, 60*time.Second, reconstruct.Options{FSTimeout: 5 * time.Second, PodBudget: time.Second,
 		ActivePods: reconstruct.PodList{}, EmptyActivePodsAuthoritative: true})
 	hung := map[string]string{}
@@ -181,16 +181,16 @@ func TestRealScanSlowPodsAreUnknown(t *testing.T) {
 // of an unmounted globalmount for data below it used to, and its thread
 // stayed blocked in the kernel).
 func TestRealHungStagingDirIsNeverEntered(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)
 	staging := n.Path("plugins/kubernetes.io/csi/hung.example.com", podsdir.StagingHash("vol-hung"))
 	driver := n.Path("plugins/kubernetes.io/csi/hungdriver.example.com")
-	var servers []*testmountns.FUSEServer
+	var servers []*mountns.FUSEServer
 	for _, dir := range []string{staging, driver} {
 		n.Dir(dir)
-		srv := testmountns.ServeFUSE(t, dir)
+		srv := mountns.ServeFUSE(t, dir)
 		srv.Stop()
 		servers = append(servers, srv)
 	}

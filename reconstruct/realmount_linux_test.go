@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/fakenode"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 const (
@@ -34,23 +34,23 @@ var (
 // same-filesystem bind (which device numbers cannot see), a path with a
 // space, and an unmounted CSI target that holds files.
 func TestRealMounts(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)
 	handle := "vol-real-0001"
 	staging := n.Path("plugins/kubernetes.io/csi/ebs.csi.aws.com", podsdir.StagingHash(handle), "globalmount")
 	n.Write(filepath.Join(filepath.Dir(staging), "vol_data.json"), `{"driverName":"ebs.csi.aws.com","volumeHandle":"`+handle+`"}`)
-	testmountns.Mount(t, testmountns.Ext4(t, 16), staging, "ext4", 0, "")
+	mountns.Mount(t, mountns.Ext4(t, 16), staging, "ext4", 0, "")
 
 	csiVol := n.Volume(realUID1, "kubernetes.io~csi", "pvc-real")
 	n.Write(filepath.Join(csiVol, "vol_data.json"), `{"driverName":"ebs.csi.aws.com","volumeHandle":"`+handle+`","specVolID":"pvc-real","volumeLifecycleMode":"Persistent"}`)
-	testmountns.Bind(t, staging, filepath.Join(csiVol, "mount"))
+	mountns.Bind(t, staging, filepath.Join(csiVol, "mount"))
 	token := n.Volume(realUID1, "kubernetes.io~projected", "kube-api-access-1")
-	testmountns.Mount(t, "tmpfs", token, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", token, "tmpfs", 0, "size=1m")
 	secret := n.Volume(realUID1, "kubernetes.io~secret", "creds")
-	testmountns.Mount(t, "tmpfs", secret, "tmpfs", 0, "size=1m")
-	testmountns.Mount(t, "tmpfs", secret, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", secret, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", secret, "tmpfs", 0, "size=1m")
 	n.Volume(realUID1, "kubernetes.io~empty-dir", "cache")
 
 	// A CSI target bound from a plain dir on the kubelet's own filesystem.
@@ -58,9 +58,9 @@ func TestRealMounts(t *testing.T) {
 	n.Write(filepath.Join(rootDiskVol, "vol_data.json"), `{"driverName":"file.csi.azure.com","volumeHandle":"share-1","volumeLifecycleMode":"Persistent"}`)
 	plainDir := n.Path("plain-globalmount")
 	require.NoError(t, os.MkdirAll(plainDir, 0o750))
-	testmountns.Bind(t, plainDir, filepath.Join(rootDiskVol, "mount"))
+	mountns.Bind(t, plainDir, filepath.Join(rootDiskVol, "mount"))
 	spaced := n.Volume(realUID2, "vendor~flex", "my vol")
-	testmountns.Mount(t, "tmpfs", spaced, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", spaced, "tmpfs", 0, "size=1m")
 
 	// An unmounted CSI target that received the application's writes.
 	lost := n.Volume(realUID3, "kubernetes.io~csi", "pvc-lost")
@@ -102,16 +102,16 @@ func TestRealMounts(t *testing.T) {
 // CorruptedMount and stays Mounted, the second a HungMount and Uncertain,
 // and the hung one does not hold up the scan.
 func TestRealBrokenMounts(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)
 	dead := n.Volume(realUID1, "kubernetes.io~nfs", "dead")
-	require.NoError(t, testmountns.FUSE(t, dead).Close())
+	require.NoError(t, mountns.FUSE(t, dead).Close())
 	hung := n.Volume(realUID2, "kubernetes.io~nfs", "hung")
-	testmountns.FUSE(t, hung)
+	mountns.FUSE(t, hung)
 	healthy := n.Volume(realUID3, "kubernetes.io~projected", "token")
-	testmountns.Mount(t, "tmpfs", healthy, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", healthy, "tmpfs", 0, "size=1m")
 
 	start := time.Now()
 	st := n.Scan(reconstruct.Options{Probe: true, ProbeTimeout: 300 * time.Millisecond})
@@ -137,12 +137,12 @@ func TestRealBrokenMounts(t *testing.T) {
 // TestRealSymlinkedRoot: the kubelet root is a symlink; the mount table
 // shows resolved paths, which must still match.
 func TestRealSymlinkedRoot(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)
 	token := n.Volume(realUID1, "kubernetes.io~projected", "token")
-	testmountns.Mount(t, "tmpfs", token, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", token, "tmpfs", 0, "size=1m")
 	link := filepath.Join(t.TempDir(), "kubelet-link")
 	require.NoError(t, os.Symlink(n.RootDir(), link))
 
@@ -157,7 +157,7 @@ func TestRealSymlinkedRoot(t *testing.T) {
 // volume (not leaked), one whose pod dir is gone (LeakedLoopDevice), and
 // one on a file outside the kubelet root (not reported).
 func TestRealLoopDevices(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	n := newRealNode(t)
@@ -172,9 +172,9 @@ func TestRealLoopDevices(t *testing.T) {
 		`{"driverName":"d.example.com","volumeHandle":"h-1","specVolID":"pvc-mapped"}`)
 	require.NoError(t, os.MkdirAll(n.Path("pods", realUID1, "volumeDevices/kubernetes.io~csi"), 0o750))
 	require.NoError(t, os.Symlink(mapped, n.Path("pods", realUID1, "volumeDevices/kubernetes.io~csi/pvc-mapped")))
-	testmountns.Bind(t, elsewhere, mapped) // the map file is a bind of the device
-	devMapped, devGone := testmountns.Loop(t, mapped), testmountns.Loop(t, gone)
-	devElsewhere := testmountns.Loop(t, elsewhere)
+	mountns.Bind(t, elsewhere, mapped) // the map file is a bind of the device
+	devMapped, devGone := mountns.Loop(t, mapped), mountns.Loop(t, gone)
+	devElsewhere := mountns.Loop(t, elsewhere)
 
 	st := n.Scan(reconstruct.Options{})
 	byDevice := map[string]reconstruct.LoopDevice{}

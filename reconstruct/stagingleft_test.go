@@ -18,7 +18,7 @@ import (
 // vol_data.json is gone, as the kubelet's NodeUnstage leaves it, it holds
 // nothing.
 func TestStagingLeftUnmountedIsNotReleased(t *testing.T) {
-	data, err := os.ReadFile("../testdata/e42-uncertain-device-mount.txtar")
+	data, err := os.ReadFile("../fakenode/testdata/e42-uncertain-device-mount.txtar")
 	require.NoError(t, err)
 	f, err := fakenode.ParseFixture(data)
 	require.NoError(t, err)

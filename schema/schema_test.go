@@ -101,7 +101,7 @@ func validate(t *testing.T, name string, data []byte, def string) {
 
 // Every golden State and plan of the fixtures validates.
 func TestGoldensValidate(t *testing.T) {
-	files, err := filepath.Glob("../testdata/*.txtar")
+	files, err := filepath.Glob("../fakenode/testdata/*.txtar")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	states, plans := 0, 0

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/volrecon/volrecon/internal/nodegen"
+	"github.com/volrecon/volrecon/testkit/nodegen"
 )
 
 // benchSizes are the synthetic nodes of the memory benchmarks (pods × 10

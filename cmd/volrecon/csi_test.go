@@ -16,10 +16,10 @@ import (
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/csinode"
 	"github.com/volrecon/volrecon/csinode/fakedriver"
-	"github.com/volrecon/volrecon/internal/kubetest"
 	"github.com/volrecon/volrecon/kube"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/kubetest"
 )
 
 const (

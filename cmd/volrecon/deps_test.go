@@ -14,9 +14,10 @@ import (
 // The binary links no client-go clientset: its scheme registers every API
 // group at init (~16 MiB of RSS in every volrecon process, BENCHMARKS.md),
 // where package kube needs two. Tests adapt the fake clientset through
-// internal/kubetest, which only tests may import. Nor does it link testing,
-// testify, any package for tests, or the fixtures (the root package): the
-// demo node is internal/fixture's, which needs none of them.
+// testkit/kubetest, which only tests may import. Nor does it link testing,
+// testify, any package for tests (testkit/, fakenode), nor the repository's
+// fixtures (fakenode's): the demo node is package fixture's, which needs
+// none of them.
 func TestDeps(t *testing.T) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -28,9 +29,9 @@ func TestDeps(t *testing.T) {
 	for _, pkg := range strings.Fields(string(out)) {
 		assert.False(t, pkg == "k8s.io/client-go/kubernetes" || strings.HasPrefix(pkg, "k8s.io/client-go/kubernetes/"),
 			"the binary links %s", pkg)
-		assert.NotEqual(t, "github.com/volrecon/volrecon/internal/kubetest", pkg, "a test-only adapter in the binary")
+		assert.NotEqual(t, "github.com/volrecon/volrecon/testkit/kubetest", pkg, "a test-only adapter in the binary")
 		assert.False(t, isTesting(pkg) || isTestOnly(pkg), "the binary links %s, which is for tests", pkg)
-		assert.NotEqual(t, "github.com/volrecon/volrecon", pkg, "the binary links the fixtures (the root package)")
+		assert.NotEqual(t, "github.com/volrecon/volrecon", pkg, "the binary links the root package")
 		if strings.HasPrefix(pkg, "k8s.io/api/") {
 			apiGroups = append(apiGroups, pkg)
 		}
@@ -39,8 +40,8 @@ func TestDeps(t *testing.T) {
 }
 
 // Test helpers never reach production code: no package of the library or
-// the command imports one that is for tests (named so: fakenode,
-// csinode/fakedriver, internal/testmountns, internal/kubetest…), nor
+// the command imports one that is for tests (fakenode, csinode/fakedriver
+// and everything under testkit/), nor
 // testing or testify outside its _test.go files. So a helper that needs a
 // testing.TB must live in a package named for tests.
 func TestProductionImportsNoTestHelper(t *testing.T) {
@@ -56,22 +57,22 @@ func TestProductionImportsNoTestHelper(t *testing.T) {
 			assert.False(t, isTesting(imp) || isTestOnly(imp), "%s imports %s, which is for tests", pkg, imp)
 		}
 	}
-	assert.Subset(t, testOnly, []string{"fakenode", "csinode/fakedriver", "internal/testmountns",
-		"internal/mountnamespaces/testtaskholder", "internal/kubetest", "internal/nodegen"}, "the test helpers are named as such")
+	assert.Subset(t, testOnly, []string{"fakenode", "csinode/fakedriver", "testkit/mountns",
+		"testkit/taskholder", "testkit/kubetest", "testkit/nodegen", "testkit/ptytest", "testkit/churn",
+		"testkit/benchratio"}, "the test helpers are named as such")
 }
 
 const module = "github.com/volrecon/volrecon/"
 
 // isTestOnly says whether pkg is one of volrecon's packages for tests: its
 // name starts with fake or test or ends with test (as Go's httptest), or
-// it is internal/nodegen, the benchmarks' synthetic node.
+// it is testkit/nodegen, the benchmarks' synthetic node.
 func isTestOnly(pkg string) bool {
 	if !strings.HasPrefix(pkg, module) {
 		return false
 	}
 	name := path.Base(pkg)
-	return strings.HasPrefix(name, "fake") || strings.HasPrefix(name, "test") || strings.HasSuffix(name, "test") ||
-		pkg == module+"internal/nodegen"
+	return strings.HasPrefix(name, "fake") || strings.HasPrefix(pkg, module+"testkit/")
 }
 
 func isTesting(pkg string) bool {

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 const (
@@ -51,21 +51,21 @@ func runBinary(t *testing.T, bin string, args ...string) (int, []byte) {
 // against a node made of real mounts: an active pod, an orphan whose tmpfs
 // can be unmounted, and an orphan whose tmpfs is busy.
 func TestEndToEnd(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	bin := buildBinary(t)
 	root := filepath.Join(t.TempDir(), "kubelet")
 	mkdir := func(p string) string { require.NoError(t, os.MkdirAll(p, 0o750)); return p }
 	activeToken := mkdir(filepath.Join(root, "pods", e2eActive, "volumes/kubernetes.io~projected/token"))
-	testmountns.Mount(t, "tmpfs", activeToken, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", activeToken, "tmpfs", 0, "size=1m")
 	require.NoError(t, os.WriteFile(filepath.Join(activeToken, "token"), []byte("active"), 0o600))
 	orphanToken := mkdir(filepath.Join(root, "pods", e2eOrphan, "volumes/kubernetes.io~projected/token"))
-	testmountns.Mount(t, "tmpfs", orphanToken, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", orphanToken, "tmpfs", 0, "size=1m")
 	mkdir(filepath.Join(root, "pods", e2eOrphan, "volumes/kubernetes.io~empty-dir/cache"))
 	require.NoError(t, os.WriteFile(filepath.Join(root, "pods", e2eOrphan, "etc-hosts"), nil, 0o600))
 	busyToken := mkdir(filepath.Join(root, "pods", e2eBusy, "volumes/kubernetes.io~secret/creds"))
-	testmountns.Mount(t, "tmpfs", busyToken, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", busyToken, "tmpfs", 0, "size=1m")
 	held, err := os.Create(filepath.Join(busyToken, "held-open"))
 	require.NoError(t, err)
 	defer held.Close()

@@ -13,7 +13,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/volrecon/volrecon/internal/fixture"
+	"github.com/volrecon/volrecon/fixture"
 	"github.com/volrecon/volrecon/liveness"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/fakenode"
-	"github.com/volrecon/volrecon/internal/nodegen"
+	"github.com/volrecon/volrecon/testkit/nodegen"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden outputs in testdata/")
@@ -57,7 +57,7 @@ func fixtureArgs(t *testing.T, f *fakenode.Fixture) (args []string, hostRoot str
 // TestScanJSONMatchesTheLibrary: for every fixture the command prints the
 // reviewed State, byte for byte but for where the mount table was read.
 func TestScanJSONMatchesTheLibrary(t *testing.T) {
-	files, err := filepath.Glob("../../testdata/*.txtar")
+	files, err := filepath.Glob("../../fakenode/testdata/*.txtar")
 	require.NoError(t, err)
 	for _, file := range files {
 		f := parseFixture(t, file)
@@ -79,7 +79,7 @@ func TestScanJSONMatchesTheLibrary(t *testing.T) {
 
 func TestScanTableGolden(t *testing.T) {
 	for _, name := range tableFixtures {
-		f := parseFixture(t, "../../testdata/"+name+".txtar")
+		f := parseFixture(t, "../../fakenode/testdata/"+name+".txtar")
 		args, hostRoot, ok := fixtureArgs(t, f)
 		require.True(t, ok)
 		for _, format := range []string{"table", "wide"} {
@@ -93,7 +93,7 @@ func TestScanTableGolden(t *testing.T) {
 
 func TestPlanGolden(t *testing.T) {
 	for _, name := range []string{"a4-voldata-left", "after-reboot"} {
-		f := parseFixture(t, "../../testdata/"+name+".txtar")
+		f := parseFixture(t, "../../fakenode/testdata/"+name+".txtar")
 		args, hostRoot, ok := fixtureArgs(t, f)
 		require.True(t, ok)
 		pods := filepath.Join(t.TempDir(), "active-pods")
@@ -146,7 +146,7 @@ func checkGoldenFile(t *testing.T, name, got string) {
 	assert.Equal(t, string(want), got)
 }
 
-// syntheticNode generates a node of pods pods (internal/nodegen: the same
+// syntheticNode generates a node of pods pods (testkit/nodegen: the same
 // names and paths on every run) where every orphanEvery-th pod was deleted
 // while the kubelet was down and the node rebooted: its pod dir is left,
 // none of its mounts. It returns the flags that point the command at it,

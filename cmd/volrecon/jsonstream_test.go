@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/fixture"
-	"github.com/volrecon/volrecon/internal/nodegen"
+	"github.com/volrecon/volrecon/fixture"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/nodegen"
 )
 
 // encoderJSON is what writeJSON must equal: json.Encoder with an indent.

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/volrecon/volrecon/internal/fixture"
+	"github.com/volrecon/volrecon/fixture"
 	"github.com/volrecon/volrecon/podlist"
 	"github.com/volrecon/volrecon/reconstruct"
 )

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/volrecon/volrecon/internal/testmountns"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // TestRealServeStopsWhileAScanHangs: serve scans a node whose pods dir is
@@ -24,11 +24,11 @@ import (
 // stops within its grace period anyway (it used to wait for the scan
 // forever).
 func TestRealServeStopsWhileAScanHangs(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	root := filepath.Join(t.TempDir(), "kubelet")
-	srv := testmountns.ServeFUSE(t, filepath.Join(root, "pods"))
+	srv := mountns.ServeFUSE(t, filepath.Join(root, "pods"))
 	srv.Stop()
 	flags := nodeFlags{rootDir: root, mountInfo: "/proc/self/mountinfo", probeTimeout: time.Hour}
 	n, err := flags.openNode(nil)
@@ -56,12 +56,12 @@ func TestRealServeStopsWhileAScanHangs(t *testing.T) {
 // the kernel; /healthz says so, with its age and path, while serve goes
 // on. Once the connection is aborted, the call returns and the line goes.
 func TestRealHealthzSaysACallIsStuck(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	root := filepath.Join(t.TempDir(), "kubelet")
 	pods := filepath.Join(root, "pods")
-	srv := testmountns.ServeFUSE(t, pods)
+	srv := mountns.ServeFUSE(t, pods)
 	srv.Stop()
 	flags := nodeFlags{rootDir: root, mountInfo: "/proc/self/mountinfo", probeTimeout: 200 * time.Millisecond}
 	n, err := flags.openNode(nil)

@@ -22,8 +22,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/volrecon/volrecon/fixture"
 	"github.com/volrecon/volrecon/internal/bounded"
-	"github.com/volrecon/volrecon/internal/fixture"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
 )

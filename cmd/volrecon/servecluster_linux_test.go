@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/volrecon/volrecon/internal/kubetest"
 	"github.com/volrecon/volrecon/kube"
+	"github.com/volrecon/volrecon/testkit/kubetest"
 )
 
 // TestServeConfirmsTheAPIServerWithoutScanning: in cluster, serve

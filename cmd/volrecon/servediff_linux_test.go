@@ -21,14 +21,14 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/nodewatch"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 // The differential test's flags: make serve-diff passes them. The test
-// runs in a child process (testmountns), which gets them from the
+// runs in a child process (testkit/mountns), which gets them from the
 // environment.
 var (
 	serveDiffSeed  = flag.Uint64("seed", 0, "TestServeMatchesScan: the seed of its node changes (0: from the clock)")
@@ -56,7 +56,7 @@ const (
 // SEED=... STEPS=... replays it.
 func TestServeMatchesScan(t *testing.T) {
 	seed, steps := serveDiffArgs(t)
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	t.Logf("seed %d, %d steps (replay: make serve-diff SEED=%d STEPS=%d)", seed, steps, seed, steps)
@@ -919,7 +919,7 @@ func (n *nodeChanges) unmountBelow(dir string) {
 // later is no event. serve scans that pod every --min-interval while the
 // mount is there, says so in /healthz, and its State follows.
 func TestServeScansAMountWhereTheLayoutHasNoneAtItsOwnPace(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	root := filepath.Join(t.TempDir(), "kubelet")
@@ -947,7 +947,7 @@ func TestServeScansAMountWhereTheLayoutHasNoneAtItsOwnPace(t *testing.T) {
 	require.Equal(t, []string{"cache"}, volumeNames())
 	require.False(t, s.scanDue(ctx, time.Now()))
 
-	testmountns.Mount(t, "tmpfs", volumes, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", volumes, "tmpfs", 0, "size=1m")
 	require.True(t, s.loop.watch.Wait(ctx, 10*time.Second), "the mount table changed")
 	_, scanned := s.turn(ctx)
 	require.True(t, scanned)

@@ -18,9 +18,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/volrecon/volrecon/internal/nodegen"
 	"github.com/volrecon/volrecon/nodewatch"
 	"github.com/volrecon/volrecon/podsdir"
+	"github.com/volrecon/volrecon/testkit/nodegen"
 )
 
 type nodewatchChanges = nodewatch.Changes

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/internal/nodegen"
-	"github.com/volrecon/volrecon/internal/ptytest"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/nodegen"
+	"github.com/volrecon/volrecon/testkit/ptytest"
 )
 
 // --pod picks a pod by namespace/name (where the pod list names it) or by
@@ -80,7 +80,7 @@ func TestPodAndProblemsFilters(t *testing.T) {
 // stays, with the dirs above it, and says why; a plan of another pods dir
 // applies nothing and exits 2 (issue 24, item 9).
 func TestCleanupAppliesOnlyTheReviewedPlan(t *testing.T) {
-	f := parseFixture(t, "../../testdata/a4-voldata-left.txtar")
+	f := parseFixture(t, "../../fakenode/testdata/a4-voldata-left.txtar")
 	args, hostRoot, ok := fixtureArgs(t, f)
 	require.True(t, ok)
 	pods := filepath.Join(t.TempDir(), "active-pods")

@@ -10,8 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volrecon/volrecon/internal/mountid"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
 func TestBootID(t *testing.T) {
@@ -39,7 +39,7 @@ func top(t *testing.T, p string) mountscan.Mount {
 // has a unique ID of its own. A mount made after the watermark is never
 // resolved: the table read after it may not be the one that showed it.
 func TestResolveTellsAMountFromItsReplacement(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	if _, err := mountid.Watermark(); err != nil {
@@ -49,7 +49,7 @@ func TestResolveTellsAMountFromItsReplacement(t *testing.T) {
 	src, p := filepath.Join(dir, "src"), filepath.Join(dir, "p")
 	require.NoError(t, os.MkdirAll(src, 0o750))
 	require.NoError(t, os.MkdirAll(p, 0o750))
-	testmountns.Mount(t, "tmpfs", src, "tmpfs", 0, "")
+	mountns.Mount(t, "tmpfs", src, "tmpfs", 0, "")
 
 	require.NoError(t, unix.Mount(src, p, "", unix.MS_BIND, ""))
 	w, err := mountid.Watermark()

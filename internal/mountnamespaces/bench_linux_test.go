@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/volrecon/volrecon/internal/mountnamespaces"
-	"github.com/volrecon/volrecon/internal/mountnamespaces/testtaskholder"
+	"github.com/volrecon/volrecon/testkit/taskholder"
 )
 
 // BenchmarkRead walks a /proc of this process and one of many threads:
@@ -14,7 +14,7 @@ import (
 func BenchmarkRead(b *testing.B) {
 	for _, threads := range []int{2000, 8000} {
 		b.Run("threads="+strconv.Itoa(threads), func(b *testing.B) {
-			h := testtaskholder.Start(b, testtaskholder.Threads, strconv.Itoa(threads), "")
+			h := taskholder.Start(b, taskholder.Threads, strconv.Itoa(threads), "")
 			proc := procOf(b, h.PID)
 			var tasks int
 			for b.Loop() {

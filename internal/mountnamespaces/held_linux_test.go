@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/internal/mountnamespaces"
-	"github.com/volrecon/volrecon/internal/mountnamespaces/testtaskholder"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/testkit/mountns"
+	"github.com/volrecon/volrecon/testkit/taskholder"
 )
 
 // bothWays runs f once with the kernel's list of namespaces (procDir the
@@ -59,7 +59,7 @@ func readAt(t *testing.T, ns *mountnamespaces.Namespace, procDir, target string)
 // tmpfsSource is a tmpfs for holders to bind-mount.
 func tmpfsSource(t *testing.T) string {
 	source := t.TempDir()
-	testmountns.Mount(t, "tmpfs", source, "tmpfs", 0, "size=1m")
+	mountns.Mount(t, "tmpfs", source, "tmpfs", 0, "size=1m")
 	return source
 }
 
@@ -70,7 +70,7 @@ func tmpfsSource(t *testing.T) string {
 // the tasks only, neither was ever seen, and a leaked staging mount written
 // through one was unstaged (issue 36, item 3).
 func TestRealANamespaceHeldByABindIsRead(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	source := tmpfsSource(t)
@@ -79,8 +79,8 @@ func TestRealANamespaceHeldByABindIsRead(t *testing.T) {
 	target, nested := filepath.Join(dir, "target"), filepath.Join(dir, "nested")
 	require.NoError(t, os.Mkdir(target, 0o750))
 	require.NoError(t, os.Mkdir(nested, 0o750))
-	ino := testtaskholder.PinByBind(t, outer, "", `mount --bind "$1" "$2"`, source, target)
-	testtaskholder.PinByBind(t, inner, outer, `mount --bind "$1" "$2"`, source, nested)
+	ino := taskholder.PinByBind(t, outer, "", `mount --bind "$1" "$2"`, source, target)
+	taskholder.PinByBind(t, inner, outer, `mount --bind "$1" "$2"`, source, nested)
 
 	bothWays(t, nil, func(t *testing.T, procDir string) {
 		nss, err := list(t, procDir)
@@ -113,11 +113,11 @@ func TestRealANamespaceHeldByABindIsRead(t *testing.T) {
 // of a process in another namespace, is found, said to be held by that
 // descriptor, and read (issue 36, item 3).
 func TestRealANamespaceHeldByADescriptorIsRead(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	source, target := tmpfsSource(t), t.TempDir()
-	h := testtaskholder.Start(t, testtaskholder.FDHeld, source, target)
+	h := taskholder.Start(t, taskholder.FDHeld, source, target)
 	bothWays(t, []int{h.PID}, func(t *testing.T, procDir string) {
 		nss, err := list(t, procDir)
 		require.NoError(t, err)
@@ -144,11 +144,11 @@ func TestRealANamespaceHeldByADescriptorIsRead(t *testing.T) {
 // table was "no table", taken for "nothing runs in it", and an orphan's
 // emptyDir was deleted while the writer went on (issue 36, item 3).
 func TestRealAChurningNamespaceIsReadOrUnknown(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	source, target := tmpfsSource(t), t.TempDir()
-	h := testtaskholder.Start(t, testtaskholder.Churn, source, target)
+	h := taskholder.Start(t, taskholder.Churn, source, target)
 	first, err := bufio.NewReader(must(os.Open(filepath.Join(source, "churn.log")))).ReadString('\n')
 	require.NoError(t, err)
 	id := strings.TrimSpace(first)
@@ -202,17 +202,17 @@ func must[T any](v T, err error) T {
 // listing differ from the one before: List lists again until two agree,
 // and the new namespace is found and read.
 func TestListingsThatDisagreeAreRepeated(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	source := tmpfsSource(t)
 	bothWays(t, nil, func(t *testing.T, procDir string) {
 		target := t.TempDir()
 		var listings int
-		var h *testtaskholder.Holder
+		var h *taskholder.Holder
 		mountnamespaces.AfterListing(t, func(n int) {
 			if listings = n; n == 1 {
-				h = testtaskholder.Start(t, testtaskholder.OwnNamespace, source, target)
+				h = taskholder.Start(t, taskholder.OwnNamespace, source, target)
 				if procDir != "/proc" {
 					require.NoError(t, os.Symlink(filepath.Join("/proc", strconv.Itoa(h.PID)), filepath.Join(procDir, strconv.Itoa(h.PID))))
 				}
@@ -240,7 +240,7 @@ const envNoSysAdmin = "VOLRECON_TEST_NO_SYS_ADMIN"
 // ErrIncomplete, and ReadTable is an error too, never an empty table. The
 // namespaces that have tasks are read through them.
 func TestRealANamespaceThatCannotBeReadIsUnknown(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	if procDir := os.Getenv(envNoSysAdmin); procDir != "" {
@@ -266,7 +266,7 @@ func TestRealANamespaceThatCannotBeReadIsUnknown(t *testing.T) {
 		t.Skip("no setpriv to drop CAP_SYS_ADMIN")
 	}
 	source, target := tmpfsSource(t), t.TempDir()
-	ino := testtaskholder.PinByBind(t, filepath.Join(t.TempDir(), "pin.mnt"), "", `mount --bind "$1" "$2"`, source, target)
+	ino := taskholder.PinByBind(t, filepath.Join(t.TempDir(), "pin.mnt"), "", `mount --bind "$1" "$2"`, source, target)
 	cmd := exec.Command("setpriv", "--bounding-set=-sys_admin", os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), envNoSysAdmin+"="+procOf(t), envNoSysAdmin+"_INO="+strconv.FormatUint(ino, 10))
 	out, err := cmd.CombinedOutput()

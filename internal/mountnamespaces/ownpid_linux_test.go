@@ -8,26 +8,26 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/internal/mountnamespaces"
-	"github.com/volrecon/volrecon/internal/mountnamespaces/testtaskholder"
-	"github.com/volrecon/volrecon/internal/testmountns"
+	"github.com/volrecon/volrecon/testkit/mountns"
+	"github.com/volrecon/volrecon/testkit/taskholder"
 )
 
 // In a PID namespace of its own, the kernel lists no mount namespace (its
 // list is the whole machine's, refused outside the initial PID namespace).
-// Vouched for as the node's (testmountns.EnterWithOwnProc does), the
+// Vouched for as the node's (mountns.EnterWithOwnProc does), the
 // namespace's /proc is walked, as on a kernel before 6.12, and List finds
 // exactly the namespaces of its processes, the test's and a holder's,
 // whose bind it reads. Not vouched for, List fails: that /proc shows only
 // some of the node's processes.
 func TestInAPIDNamespaceOfItsOwnListWalksItsProcOnlyVouchedFor(t *testing.T) {
-	if !testmountns.EnterWithOwnProc(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	pidNS, err := os.Readlink("/proc/self/ns/pid")
 	require.NoError(t, err)
 	require.Equal(t, pidNS, os.Getenv(mountnamespaces.NodePIDNamespaceEnv), "EnterWithOwnProc vouches for the test's PID namespace")
 	source, target := tmpfsSource(t), t.TempDir()
-	h := testtaskholder.Start(t, testtaskholder.OwnNamespace, source, target)
+	h := taskholder.Start(t, taskholder.OwnNamespace, source, target)
 
 	t.Run("vouched", func(t *testing.T) {
 		nss, err := list(t, "/proc")

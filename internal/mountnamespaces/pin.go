@@ -35,7 +35,7 @@ func closePins(ps []pin) {
 // this process's PID namespace (pid:[N], as /proc/self/ns/pid reads),
 // NodePIDNamespaceEnv vouches that its processes are all the node's, and
 // List walks them only, as on a kernel before 6.12. It is for tests that
-// run in a PID namespace of their own (testmountns.EnterWithOwnProc sets
+// run in a PID namespace of their own (mountns.EnterWithOwnProc sets
 // it), never for a node.
 const NodePIDNamespaceEnv = "VOLRECON_NODE_PID_NAMESPACE"
 

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/internal/mountnamespaces"
-	"github.com/volrecon/volrecon/internal/mountnamespaces/testtaskholder"
-	"github.com/volrecon/volrecon/internal/testmountns"
 	"github.com/volrecon/volrecon/mountscan"
+	"github.com/volrecon/volrecon/testkit/mountns"
+	"github.com/volrecon/volrecon/testkit/taskholder"
 )
 
 // procOf is a /proc of links to the real processes given, and to this one:
@@ -45,15 +45,15 @@ func bindOf(nss []mountnamespaces.Namespace, target string) (mountnamespaces.Nam
 // first was missed (the leader's namespace is this test's) and the second
 // taken for exited (issue 18, item 1).
 func TestRealEveryTaskIsWalked(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	source := t.TempDir()
-	testmountns.Mount(t, "tmpfs", source, "tmpfs", 0, "size=1m")
-	for _, kind := range []testtaskholder.Kind{testtaskholder.SecondThread, testtaskholder.LeaderExited} {
+	mountns.Mount(t, "tmpfs", source, "tmpfs", 0, "size=1m")
+	for _, kind := range []taskholder.Kind{taskholder.SecondThread, taskholder.LeaderExited} {
 		t.Run(string(kind), func(t *testing.T) {
 			target := t.TempDir()
-			h := testtaskholder.Start(t, kind, source, target)
+			h := taskholder.Start(t, kind, source, target)
 			nss, err := mountnamespaces.Read(t.Context(), procOf(t, h.PID), mountnamespaces.Options{})
 			require.NoError(t, err)
 			ns, m, ok := bindOf(nss, target)
@@ -65,7 +65,7 @@ func TestRealEveryTaskIsWalked(t *testing.T) {
 				assert.NotEqual(t, h.PID, task.TID, "held by a thread other than the leader")
 			}
 			assert.Zero(t, ns.From, "read through its pin")
-			if kind == testtaskholder.LeaderExited {
+			if kind == taskholder.LeaderExited {
 				_, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(h.PID), "mountinfo"))
 				assert.ErrorIs(t, err, syscall.EINVAL, "the leader's mountinfo")
 			}
@@ -77,17 +77,17 @@ func TestRealEveryTaskIsWalked(t *testing.T) {
 // in both drivers' spellings, with real processes in real cgroups; a
 // process that is no pod's entering the namespace makes it incomplete.
 func TestRealAttributionFromCgroups(t *testing.T) {
-	if !testmountns.Enter(t) {
+	if !mountns.Enter(t) {
 		return
 	}
 	const (
 		uidA = "aaaaaaaa-1111-4111-8111-111111111111"
 		uidB = "bbbbbbbb-2222-4222-8222-222222222222"
 	)
-	a := testtaskholder.Start(t, testtaskholder.OwnNamespace, "", "")
-	testtaskholder.InPodCgroup(t, a.PID, testtaskholder.Systemd, uidA)
-	b := testtaskholder.Start(t, testtaskholder.OwnNamespace, "", "")
-	testtaskholder.InPodCgroup(t, b.PID, testtaskholder.Cgroupfs, uidB)
+	a := taskholder.Start(t, taskholder.OwnNamespace, "", "")
+	taskholder.InPodCgroup(t, a.PID, taskholder.Systemd, uidA)
+	b := taskholder.Start(t, taskholder.OwnNamespace, "", "")
+	taskholder.InPodCgroup(t, b.PID, taskholder.Cgroupfs, uidB)
 	nss, err := mountnamespaces.Read(t.Context(), procOf(t, a.PID, b.PID), mountnamespaces.Options{})
 	require.NoError(t, err)
 	pods := map[int]mountnamespaces.Attribution{}
