@@ -259,12 +259,20 @@ func holdByDescriptor(bind func() error) error {
 		done <- result{f, err}
 	}()
 	r := <-done
-	held = r.f
+	if r.f != nil {
+		heldMu.Lock()
+		held = append(held, r.f)
+		heldMu.Unlock()
+	}
 	return r.err
 }
 
-// held keeps the descriptor of an FDHeld holder open for good.
-var held *os.File
+// held keeps the descriptors of FDHeld holders open for good: the
+// namespace lives on by them only.
+var (
+	heldMu sync.Mutex
+	held   []*os.File
+)
 
 // relay is one task of a Churn holder's relay: it appends a line to the
 // file $2, starts the next task ($1 more to go) and exits 50 ms later.
