@@ -196,3 +196,53 @@ func repoURLs(t *testing.T) []repoURL {
 	}
 	return out
 }
+
+// The README's package map names every package of the module: a row links
+// the package's dir, or a dir above it (testkit/ for its tools).
+func TestTheREADMEMapsEveryPackage(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	mapped := map[string]bool{}
+	for _, l := range proseLines(string(data)) {
+		if strings.HasPrefix(l, "| [") {
+			for _, target := range markdownLinks(l) {
+				mapped[target] = true
+			}
+		}
+	}
+	for _, dir := range modulePackages(t) {
+		covered := false
+		for d := dir; d != "." && !covered; d = path.Dir(d) {
+			covered = mapped[d]
+		}
+		assert.True(t, covered, "package %s is not in the README's package map", dir)
+	}
+}
+
+// modulePackages lists the dirs of the root module that hold a package
+// (a non-test .go file), the root itself and the modules of their own aside.
+func modulePackages(t *testing.T) []string {
+	modules := map[string]bool{}
+	for _, m := range repoFiles(t, regexp.MustCompile(`/go\.mod$`)) {
+		modules[path.Dir(m)] = true
+	}
+	dirs := map[string]bool{}
+	for _, f := range repoFiles(t, regexp.MustCompile(`/[^/]+\.go$`)) {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		dir, inModule := path.Dir(f), true
+		for d := dir; d != "."; d = path.Dir(d) {
+			inModule = inModule && !modules[d]
+		}
+		dirs[dir] = inModule
+	}
+	var out []string
+	for d, ok := range dirs {
+		if ok {
+			out = append(out, d)
+		}
+	}
+	require.NotEmpty(t, out)
+	return out
+}
