@@ -2,7 +2,8 @@ package reconstruct
 
 import "slices"
 
-// FindingKind is the fixed vocabulary of findings. Kinds may be added, never renamed.
+// FindingKind is the fixed vocabulary of findings. Kinds may be added, never
+// renamed; each is declared in KindInfos.
 type FindingKind string
 
 // Finding kinds.
@@ -120,8 +121,9 @@ type SeverityVariant struct {
 
 // KindInfo declares a FindingKind: the severity of its findings, the cases
 // in which it differs, and what the kind means. It is the one place a
-// severity is decided; the scan, the metrics, the alert rules' tests and
-// the schema's tests read it through KindInfos.
+// severity is decided: the scan's findings take theirs from it, and the
+// metrics, the alert rules' tests and the schema's tests read it (KindInfos,
+// FindingKinds, SometimesCriticalKinds).
 type KindInfo struct {
 	Kind FindingKind
 	// Severity is the severity of the kind's findings outside its Variants.
