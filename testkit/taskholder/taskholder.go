@@ -402,3 +402,29 @@ func pinOnce(pinFile, in, script string, args []string) error {
 	}
 	return nil
 }
+
+// HoldByDescriptor starts a process in the test's mount namespace that
+// holds the mount namespace of pid by an open descriptor and nothing
+// else (its task may then end: the namespace lives on); with newPID, in
+// a PID namespace of its own, so that the holder is a process of another
+// PID namespace. It returns the holder's PID as the test sees it; the
+// holder is killed at the end of the test.
+func HoldByDescriptor(t testing.TB, pid int, newPID bool) int {
+	t.Helper()
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/mnt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close() // the holder's copy is what holds it
+	cmd := exec.Command("sleep", "600")
+	cmd.ExtraFiles = []*os.File{f}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if newPID {
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWPID
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd.Process.Pid
+}
