@@ -1,0 +1,82 @@
+package liveness_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/volrecon/volrecon/cleanup"
+	"github.com/volrecon/volrecon/fakenode"
+	"github.com/volrecon/volrecon/liveness"
+	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/testkit/mountns"
+	"github.com/volrecon/volrecon/testkit/taskholder"
+)
+
+// An orphan's emptyDir of medium Memory is a tmpfs of its own, mounted at
+// its volume dir: a container that binds it (in a mount namespace of its
+// own) is evidence of life, and so is a namespace that binds it with no
+// task in it, bound in turn only in the table of a namespace with no task
+// either, held by a descriptor of a process in another PID namespace. An
+// orphan whose evidence could not be gathered in time is unknown. Each is
+// OrphanedPodRunning, and cleanup --apply --unmount neither unmounts nor
+// removes anything of it. Evidence of life looked only at mounts of the
+// pod dir's own filesystem: the container's bind of the tmpfs was no
+// evidence, the orphan OrphanedPodMounted, and the plan unmounted the
+// running pod's emptyDir and removed its mount point.
+func TestAnOrphanHeldOutOfSightOrOutOfTimeIsKept(t *testing.T) {
+	if !mountns.EnterWithOwnProc(t) {
+		return
+	}
+	for _, c := range []struct {
+		name    string
+		timeout time.Duration
+		message string
+	}{
+		{"a container binds it", -1, "mounted from / (mount ID"},
+		{"bound in a namespace held by a descriptor", 0, "no task: held by nsfs bind at "},
+		{"no time to gather", 1, "could not be gathered"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := fakenode.OnRealMounts(t)
+			emptyDir := n.Volume(fakenode.UID1, "kubernetes.io~empty-dir", "data")
+			mountns.Mount(t, "tmpfs", emptyDir, "tmpfs", 0, "size=1m")
+			data := filepath.Join(emptyDir, "rows")
+			n.Write(data, "the app's data")
+			if c.timeout < 0 {
+				holdInOwnNamespace(t, emptyDir)
+				c.timeout = 0
+			} else if c.timeout == 0 {
+				dir := t.TempDir()
+				outer := mountns.Hold(t, "private", "true")
+				taskholder.HoldByDescriptor(t, outer, true)
+				pin := filepath.Join(dir, "inner.mnt")
+				require.NoError(t, os.WriteFile(pin, nil, 0o600))
+				taskholder.PinByBind(t, pin, "/proc/"+strconv.Itoa(outer)+"/ns/mnt", `mount --bind "$1" "$2"`, emptyDir, t.TempDir())
+				require.NoError(t, unix.Kill(outer, unix.SIGKILL))
+				require.Eventually(t, func() bool {
+					_, err := os.Readlink("/proc/" + strconv.Itoa(outer) + "/ns/mnt")
+					return err != nil
+				}, 10*time.Second, 10*time.Millisecond)
+			}
+
+			checker := liveness.New(liveness.Options{CRIEndpoints: []string{}, Timeout: c.timeout})
+			st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{fakenode.UID2}, LifeChecker: checker})
+			running := fakenode.FindingsOf(st, reconstruct.OrphanedPodRunning)
+			require.Len(t, running, 1, "%+v", st.Findings)
+			assert.Contains(t, running[0].Message, c.message)
+			plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: true})
+			for _, a := range plan.Actions {
+				assert.Equal(t, cleanup.Keep, a.Action, "%s %s", a.Path, a.Reason)
+			}
+			cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Apply: true})
+			assert.FileExists(t, data)
+		})
+	}
+}
