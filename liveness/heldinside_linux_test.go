@@ -1,6 +1,7 @@
 package liveness_test
 
 import (
+	"bufio"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,7 +23,8 @@ import (
 
 // An orphan's emptyDir of medium Memory is a tmpfs of its own, mounted at
 // its volume dir: a container that binds it (in a mount namespace of its
-// own) is evidence of life, and so is a namespace that binds it with no
+// own, or in one owned by a user namespace of its own) is evidence of
+// life, and so is a namespace that binds it with no
 // task in it, bound in turn only in the table of a namespace with no task
 // either, held by a descriptor of a process in another PID namespace. An
 // orphan whose evidence could not be gathered in time is unknown. Each is
@@ -37,12 +39,14 @@ func TestAnOrphanHeldOutOfSightOrOutOfTimeIsKept(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name    string
+		hold    func(t *testing.T, emptyDir string)
 		timeout time.Duration
 		message string
 	}{
-		{"a container binds it", -1, "mounted from / (mount ID"},
-		{"bound in a namespace held by a descriptor", 0, "no task: held by nsfs bind at "},
-		{"no time to gather", 1, "could not be gathered"},
+		{"a container binds it", holdInOwnNamespace, 0, "mounted from / (mount ID"},
+		{"a container of a user namespace binds it", holdInUserNamespace, 0, "mounted from / (mount ID"},
+		{"bound in a namespace held by a descriptor", holdBoundInDescriptorHeld, 0, "no task: held by nsfs bind at "},
+		{"no time to gather", func(*testing.T, string) {}, 1, "could not be gathered"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			n := fakenode.OnRealMounts(t)
@@ -50,22 +54,7 @@ func TestAnOrphanHeldOutOfSightOrOutOfTimeIsKept(t *testing.T) {
 			mountns.Mount(t, "tmpfs", emptyDir, "tmpfs", 0, "size=1m")
 			data := filepath.Join(emptyDir, "rows")
 			n.Write(data, "the app's data")
-			if c.timeout < 0 {
-				holdInOwnNamespace(t, emptyDir)
-				c.timeout = 0
-			} else if c.timeout == 0 {
-				dir := t.TempDir()
-				outer := mountns.Hold(t, "private", "true")
-				taskholder.HoldByDescriptor(t, outer, true)
-				pin := filepath.Join(dir, "inner.mnt")
-				require.NoError(t, os.WriteFile(pin, nil, 0o600))
-				taskholder.PinByBind(t, pin, "/proc/"+strconv.Itoa(outer)+"/ns/mnt", `mount --bind "$1" "$2"`, emptyDir, t.TempDir())
-				require.NoError(t, unix.Kill(outer, unix.SIGKILL))
-				require.Eventually(t, func() bool {
-					_, err := os.Readlink("/proc/" + strconv.Itoa(outer) + "/ns/mnt")
-					return err != nil
-				}, 10*time.Second, 10*time.Millisecond)
-			}
+			c.hold(t, emptyDir)
 
 			checker := liveness.New(liveness.Options{CRIEndpoints: []string{}, Timeout: c.timeout})
 			st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{fakenode.UID2}, LifeChecker: checker})
@@ -80,6 +69,41 @@ func TestAnOrphanHeldOutOfSightOrOutOfTimeIsKept(t *testing.T) {
 			assert.FileExists(t, data)
 		})
 	}
+}
+
+// holdInUserNamespace binds source in a mount namespace owned by a user
+// namespace of its own (a rootless or user-namespaced container), and
+// holds it.
+func holdInUserNamespace(t *testing.T, source string) {
+	t.Helper()
+	target := t.TempDir()
+	cmd := exec.Command("unshare", "--user", "--map-root-user", "--mount", "--propagation", "private", "sh", "-c",
+		`mount --bind "$0" "$1" && echo ready && exec sleep 60`, source, target)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err, "the holder did not bind-mount")
+	require.Equal(t, "ready\n", line)
+}
+
+// holdBoundInDescriptorHeld binds source in a namespace that no task
+// holds, bound only in the table of another namespace that no task holds
+// either, held by a descriptor of a process in another PID namespace.
+func holdBoundInDescriptorHeld(t *testing.T, source string) {
+	t.Helper()
+	outer := mountns.Hold(t, "private", "true")
+	taskholder.HoldByDescriptor(t, outer, true)
+	pin := filepath.Join(t.TempDir(), "inner.mnt")
+	require.NoError(t, os.WriteFile(pin, nil, 0o600))
+	taskholder.PinByBind(t, pin, "/proc/"+strconv.Itoa(outer)+"/ns/mnt", `mount --bind "$1" "$2"`, source, t.TempDir())
+	require.NoError(t, unix.Kill(outer, unix.SIGKILL))
+	require.Eventually(t, func() bool {
+		_, err := os.Readlink("/proc/" + strconv.Itoa(outer) + "/ns/mnt")
+		return err != nil
+	}, 10*time.Second, 10*time.Millisecond)
 }
 
 // relay is one task of a namespace carried by tasks that each append a
