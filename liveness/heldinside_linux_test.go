@@ -106,42 +106,6 @@ func holdBoundInDescriptorHeld(t *testing.T, source string) {
 	}, 10*time.Second, 10*time.Millisecond)
 }
 
-// relay is one task of a namespace carried by tasks that each append a
-// line to $1/rows, start the next one and exit at once (hundreds a
-// second), until the file $2 exists.
-const relay = `[ -e "$2" ] && exit 0
-echo x >> "$1/rows"
-sh -c "$RELAY" relay "$1" "$2" &
-exit 0`
-
-// startRelay starts the relay in a mount namespace of its own that binds
-// source at a dir of its own, and waits until it wrote through it; it is
-// stopped at the end of the test.
-func startRelay(t *testing.T, source string) {
-	t.Helper()
-	target, stop := t.TempDir(), filepath.Join(t.TempDir(), "stop")
-	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
-		`mount --bind "$1" "$2" && exec sh -c "$RELAY" relay "$2" "$3"`, "first", source, target, stop)
-	cmd.Env = append(os.Environ(), "RELAY="+relay)
-	cmd.Stderr = os.Stderr
-	require.NoError(t, cmd.Run())
-	t.Cleanup(func() {
-		require.NoError(t, os.WriteFile(stop, nil, 0o600))
-		// The last task sees it, or has exited: the file stops growing.
-		for prev := -1; ; time.Sleep(100 * time.Millisecond) {
-			fi, err := os.Stat(filepath.Join(source, "rows"))
-			if err != nil || int(fi.Size()) == prev {
-				return
-			}
-			prev = int(fi.Size())
-		}
-	})
-	require.Eventually(t, func() bool {
-		fi, err := os.Stat(filepath.Join(source, "rows"))
-		return err == nil && fi.Size() > 200
-	}, 20*time.Second, 10*time.Millisecond, "the relay writes")
-}
-
 // An orphan's emptyDir bound only in a namespace carried by tasks that
 // each live a moment (each writes a line into it, starts the next and
 // exits: hundreds a second), on a node of a thousand processes, is
@@ -160,7 +124,7 @@ func TestAnOrphanWrittenByChurningTasksIsKept(t *testing.T) {
 	n := fakenode.OnRealMounts(t)
 	emptyDir := n.Volume(fakenode.UID1, "kubernetes.io~empty-dir", "data")
 	mountns.Mount(t, "tmpfs", emptyDir, "tmpfs", 0, "size=8m")
-	startRelay(t, emptyDir)
+	taskholder.Relay(t, emptyDir)
 	checker := liveness.New(liveness.Options{CRIEndpoints: []string{}})
 	for range 10 {
 		st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{fakenode.UID2}, LifeChecker: checker})

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -427,4 +428,53 @@ func HoldByDescriptor(t testing.TB, pid int, newPID bool) int {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	return cmd.Process.Pid
+}
+
+// instantRelay is one task of a Relay: it appends a line to $1/rows,
+// starts the next task and exits at once, until the file $2 exists.
+const instantRelay = `[ -e "$2" ] && exit 0
+echo x >> "$1/rows"
+sh -c "$RELAY" relay "$1" "$2" &
+exit 0`
+
+// Relay makes a mount namespace carried only by tasks that each live a
+// moment (hundreds a second): the first binds source at a dir of its
+// own, and each appends a line to source/rows through the bind, starts
+// the next task and exits. It returns once the relay wrote; at the end of
+// the test the relay stops, and the test waits until the file stops
+// growing (at most 10 s). Unlike Churn, whose tasks live 50 ms, a walk of
+// a busy /proc reaches the task it listed only when it is gone.
+func Relay(t testing.TB, source string) {
+	t.Helper()
+	target, stop := t.TempDir(), filepath.Join(t.TempDir(), "stop")
+	rows := filepath.Join(source, "rows")
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
+		`mount --bind "$1" "$2" && exec sh -c "$RELAY" relay "$2" "$3"`, "first", source, target, stop)
+	cmd.Env = append(os.Environ(), "RELAY="+instantRelay)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("starting the relay: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := os.WriteFile(stop, nil, 0o600); err != nil {
+			t.Error(err)
+			return
+		}
+		prev := int64(-1)
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			fi, err := os.Stat(rows)
+			if err != nil || fi.Size() == prev {
+				return
+			}
+			prev = fi.Size()
+		}
+	})
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if fi, err := os.Stat(rows); err == nil && fi.Size() > 200 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay does not write into %s", rows)
+		}
+	}
 }
