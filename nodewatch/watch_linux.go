@@ -648,16 +648,23 @@ func (w *Watcher) event(ctx context.Context, now time.Time, wd int32, mask uint3
 	if !watched || mask&unix.IN_ISDIR == 0 {
 		return
 	}
-	child := filepath.Join(wt.rel, name)
-	switch {
-	case mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
+	if mask&(unix.IN_MOVED_FROM|unix.IN_MOVED_TO) != 0 {
+		// A dir renamed in or out of a watched one: which watch is at
+		// which path now, only a walk tells. Its events come after the
+		// rename, and a renameat2 RENAME_EXCHANGE moves two dirs at once,
+		// each into the other's name: watches fixed up path by path as
+		// the events come end on the wrong dirs (one of the two was left
+		// unwatched). The watches are set up again, as for a top dir.
+		w.resync = true
+		w.note(now, Changes{All: true})
+		return
+	}
+	if mask&unix.IN_CREATE != 0 {
 		pod := wt.pod
 		if wt.kind == kPods {
 			pod = name
 		}
-		w.watchTree(ctx, wt.top, child, ck, pod, nil)
-	case mask&unix.IN_MOVED_FROM != 0:
-		w.unwatchBelow(wt.top, child)
+		w.watchTree(ctx, wt.top, filepath.Join(wt.rel, name), ck, pod, nil)
 	}
 }
 
@@ -685,16 +692,6 @@ func (w *Watcher) fileEvent(now time.Time, path string) {
 		w.note(now, Changes{MountTable: true})
 	case roleDesired:
 		w.note(now, Changes{Desired: true})
-	}
-}
-
-// unwatchBelow ends the watches of a dir moved away and of its subdirs.
-func (w *Watcher) unwatchBelow(top, rel string) {
-	for wd, wt := range w.watches {
-		if wt.top == top && (wt.rel == rel || strings.HasPrefix(wt.rel, rel+"/")) {
-			_, _ = unix.InotifyRmWatch(w.ifd, uint32(wd))
-			delete(w.watches, wd)
-		}
 	}
 }
 
