@@ -57,9 +57,12 @@ func (r Root) SubpathTarget(uid, volume, container, index string) string {
 // PluginsDir is <root>/plugins.
 func (r Root) PluginsDir() string { return r.join(PluginsDirName) }
 
+// DriverDir is a CSI driver's dir: plugins/<driver>.
+func (r Root) DriverDir(driver string) string { return r.join(PluginsDirName, driver) }
+
 // DriverSocket is a CSI driver's default socket: plugins/<driver>/csi.sock.
 func (r Root) DriverSocket(driver string) string {
-	return r.join(PluginsDirName, driver, CSISocketName)
+	return filepath.Join(r.DriverDir(driver), CSISocketName)
 }
 
 // RegistryDir is <root>/plugins_registry.

@@ -19,6 +19,7 @@ func TestRootPaths(t *testing.T) {
 	assert.Equal(t, "/var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/v/vol_data.json", r.PodVolDataPath("u", "v"))
 	assert.Equal(t, "/var/lib/kubelet/pods/u/volume-subpaths/v/c/0", r.SubpathTarget("u", "v", "c", "0"))
 	assert.Equal(t, "/var/lib/kubelet/plugins", r.PluginsDir())
+	assert.Equal(t, "/var/lib/kubelet/plugins/d", r.DriverDir("d"))
 	assert.Equal(t, "/var/lib/kubelet/plugins/d/csi.sock", r.DriverSocket("d"))
 	assert.Equal(t, "/var/lib/kubelet/plugins_registry", r.RegistryDir())
 
