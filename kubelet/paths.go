@@ -71,6 +71,11 @@ func (r Root) RegistryDir() string { return r.join(RegistryDirName) }
 // CSIDir is <root>/plugins/kubernetes.io/csi.
 func (r Root) CSIDir() CSIDir { return CSIDir(r.join(CSIDirPath)) }
 
+// CSIDirIn is the CSI dir in the plugins dir pluginsDir (kubernetes.io/csi).
+func CSIDirIn(pluginsDir string) CSIDir {
+	return CSIDir(filepath.Join(pluginsDir, KubernetesIODirName, CSIDirName))
+}
+
 // CSIDirOf is the CSI dir of the kubelet whose pods dir is podsDir.
 func CSIDirOf(podsDir string) CSIDir { return Root(filepath.Dir(podsDir)).CSIDir() }
 
@@ -87,6 +92,19 @@ func (c CSIDir) join(elem ...string) string {
 func (c CSIDir) Contains(p string) bool {
 	_, ok := cutBelow(p, string(c))
 	return c != "" && ok
+}
+
+// StagingDirOf names the Filesystem staging dir at or above the clean path
+// p, relative to c: "<driver>/<name>" (current layout) or "pv/<name>"
+// (legacy), as podsdir.Reuse.StagingChanged names it; false when p lies
+// in no staging dir (or in the block volumes' dir).
+func (c CSIDir) StagingDirOf(p string) (string, bool) {
+	rel, ok := cutBelow(p, string(c))
+	parts := strings.SplitN(rel, "/", 3)
+	if !ok || len(parts) < 2 || parts[0] == BlockDirName {
+		return "", false
+	}
+	return parts[0] + "/" + parts[1], true
 }
 
 // StagingDir is a volume's staging dir in the current layout: <driver>/<sha256(handle)>.

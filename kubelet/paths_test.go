@@ -66,3 +66,21 @@ func TestIsCSIPublishTarget(t *testing.T) {
 		assert.Equal(t, tc.want, kubelet.IsCSIPublishTarget(pods, tc.uid, tc.path), "%s %s", tc.uid, tc.path)
 	}
 }
+
+func TestStagingDirOf(t *testing.T) {
+	c := kubelet.CSIDirIn("/k/plugins")
+	assert.Equal(t, kubelet.Root("/k").CSIDir(), c)
+	for p, want := range map[string]string{
+		"/k/plugins/kubernetes.io/csi/d/h":                     "d/h",
+		"/k/plugins/kubernetes.io/csi/d/h/globalmount":         "d/h",
+		"/k/plugins/kubernetes.io/csi/pv/p/globalmount/x":      "pv/p",
+		"/k/plugins/kubernetes.io/csi/d":                       "",
+		"/k/plugins/kubernetes.io/csi/volumeDevices/s/data":    "",
+		"/k/plugins/kubernetes.io/csi/volumeDevices/staging/s": "",
+		"/k/plugins/kubernetes.io/other/d/h":                   "",
+	} {
+		got, ok := c.StagingDirOf(p)
+		assert.Equal(t, want, got, p)
+		assert.Equal(t, want != "", ok, p)
+	}
+}
