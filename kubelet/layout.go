@@ -28,6 +28,9 @@ const (
 	ReadyFileName         = "ready"           // plugins/<plugin>/<volume>/ready
 )
 
+// EmptyDirPluginName is the plugin name of emptyDir volumes.
+const EmptyDirPluginName = "kubernetes.io/empty-dir"
+
 // The CSI plugin's names: its dirs under plugins/ and in a pod dir.
 const (
 	CSIPluginName        = "kubernetes.io/csi"                   // the plugin name of CSI volumes
