@@ -83,6 +83,18 @@ func (k Kind) Child(name string) Kind {
 	return anyChild[k]
 }
 
+// Descend is the kind of the dir at the relative path rel (one name an
+// element) below a dir of kind k: k itself for none, KindNone when it is
+// not a dir of the layout.
+func (k Kind) Descend(rel ...string) Kind {
+	for _, name := range rel {
+		if k = k.Child(name); k == KindNone {
+			break
+		}
+	}
+	return k
+}
+
 // InPod reports whether a dir of kind k lies in a pod dir (pods/<uid>/ or below).
 func (k Kind) InPod() bool { return k >= KindPod && k <= KindPodPluginsVol }
 
@@ -98,13 +110,7 @@ func Classify(root, p string) Kind {
 	case rel == "":
 		return KindRoot
 	}
-	k := KindRoot
-	for name := range strings.SplitSeq(rel, "/") {
-		if k = k.Child(name); k == KindNone {
-			return KindNone
-		}
-	}
-	return k
+	return KindRoot.Descend(strings.Split(rel, "/")...)
 }
 
 // relTo is p relative to root ("" for root itself), when p is at or below it.

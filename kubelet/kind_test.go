@@ -69,3 +69,10 @@ func TestKindInPod(t *testing.T) {
 		assert.Equal(t, want, k.InPod(), "kind %d", k)
 	}
 }
+
+func TestKindDescend(t *testing.T) {
+	assert.Equal(t, kubelet.KindCSI, kubelet.KindCSI.Descend())
+	assert.Equal(t, kubelet.KindCSIDevPublishSpec, kubelet.KindCSI.Descend("volumeDevices", "publish", "s"))
+	assert.Equal(t, kubelet.KindNone, kubelet.KindCSI.Descend("volumeDevices", "staging", "s"))
+	assert.Equal(t, kubelet.KindNone, kubelet.KindCSI.Descend("d", "h", "globalmount", "x"), "nothing below a staging target")
+}
