@@ -243,7 +243,7 @@ func (g *gen) generate() error {
 
 	n.MountInfo = g.mi.Bytes()
 	n.MountLines = g.lines
-	n.MountInfoPath = filepath.Join(n.HostRoot, MountInfoFile)
+	n.MountInfoPath = n.host(MountInfoFile)
 	if err := writeFile(n.MountInfoPath, n.MountInfo); err != nil {
 		return err
 	}
@@ -259,7 +259,7 @@ func (g *gen) generate() error {
 func (g *gen) kind(j int) Kind { return g.cfg.Mix[j%len(g.cfg.Mix)] }
 
 // host returns the real path of host path p.
-func (n *Node) host(p string) string { return filepath.Join(n.HostRoot, p) }
+func (n *Node) host(p string) string { return kubelet.NewHost(n.HostRoot).Path(p) }
 
 // kubeletRoot writes what a kubelet root holds besides pods and volumes.
 func (g *gen) kubeletRoot() error {
