@@ -88,7 +88,7 @@ func scan(ctx context.Context, opts Options, readDir func(string) ([]fs.DirEntry
 	var podsOK, pluginsOK bool
 	s.inv.PodsDir, podsOK = s.resolveTopDir(kubelet.PodsDirName)
 	s.inv.PluginsDir, pluginsOK = s.resolveTopDir(kubelet.PluginsDirName)
-	s.inv.CSIDir = filepath.Join(s.inv.PluginsDir, "kubernetes.io", "csi")
+	s.inv.CSIDir = string(kubelet.CSIDirIn(s.inv.PluginsDir))
 
 	var pods []Pod
 	if podsOK {

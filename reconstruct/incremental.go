@@ -168,7 +168,7 @@ func (in *Incremental) digest(ctx context.Context, walk podsdir.Options, table *
 	if table == nil || len(dirs) < 3 {
 		return nil
 	}
-	podsDir, csiDir := dirs[1], join(dirs[2], "kubernetes.io", "csi")
+	podsDir, csiDir := dirs[1], join(dirs[2], kubelet.KubernetesIODirName, kubelet.CSIDirName)
 	if in.prev != nil {
 		podsDir, csiDir = in.prev.PodsDir, in.prev.CSIDir
 	}
