@@ -222,7 +222,7 @@ func (b *builder) checkStagingAgrees(out *Volume) {
 	out.State = Uncertain
 	out.Reason = "the pod mount binds from staging dir " + g.Path + " of " + g.DriverName + "^" + g.VolumeHandle +
 		", but vol_data.json names " + out.CSI.DriverName + "^" + out.CSI.VolumeHandle
-	b.addIn(Finding{Kind: StaleVolumeData, Path: join(out.Path, "vol_data.json"), PodUID: out.PodUID, Volume: out.Name,
+	b.addIn(Finding{Kind: StaleVolumeData, Path: join(out.Path, kubelet.VolDataFileName), PodUID: out.PodUID, Volume: out.Name,
 		Message: out.Reason + ": the metadata disagree, so nothing about this volume can be trusted"}, CaseDisagrees)
 }
 
