@@ -19,9 +19,9 @@ import (
 // Generate, it has no kubelet root to go with it.
 func WriteBusyMountInfo(w io.Writer, n int) error {
 	const (
-		cri   = "/run/containerd/io.containerd.grpc.v1.cri/sandboxes"
-		task  = "/run/containerd/io.containerd.runtime.v2.task/k8s.io"
-		snap  = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots"
+		cri  = "/run/containerd/io.containerd.grpc.v1.cri/sandboxes"
+		task = "/run/containerd/io.containerd.runtime.v2.task/k8s.io"
+		snap = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots"
 	)
 	var err error
 	printf := func(format string, args ...any) {
