@@ -30,10 +30,12 @@ desired state; at most once per --min-interval, everything at least every
 (liveness: the scan loop is alive) and /readyz (readiness: a scan has
 succeeded) on --listen, and /report (the latest State as JSON: every volume handle and
 path of the node) on --report-listen, loopback only by default. The series
-name no node: the scrape adds it (deploy/podmonitor.yaml). It is read-only: it never cleans up. With --textfile it instead scans once and
-writes the metrics to a file in node_exporter's textfile format
-(atomically), for nodes that already run node_exporter; a failed run keeps
-the last good run's series and sets volrecon_textfile_run_failed to 1.`
+have no node label: the scrape adds it, as for node_exporter's
+(deploy/podmonitor.yaml). It is read-only: it never cleans up. With
+--textfile it instead scans once and writes the metrics to a file in
+node_exporter's textfile format (atomically), for nodes that already run
+node_exporter; a failed run keeps the last good run's series and sets
+volrecon_textfile_run_failed to 1.`
 
 func runServe(ctx context.Context, args []string, e env) error {
 	c := newCommandFlags("serve", serveSummary, nil, e)
@@ -195,7 +197,7 @@ type server struct {
 	created, lastDone time.Time
 }
 
-// newServer is a server without the runtime's collectors (tests).
+// newServer is a server with serve's metrics (tests).
 func newServer(n *node, interval time.Duration) (*server, error) {
 	return newServerWith(n, interval, telemetry{})
 }
