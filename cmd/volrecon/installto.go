@@ -23,6 +23,9 @@ another container through a shared emptyDir, e.g. node-problem-detector's
 // installedName is the file install-to writes in DIR.
 const installedName = "volrecon"
 
+// selfExe is the running binary (Linux: the image's only platform).
+const selfExe = "/proc/self/exe"
+
 func runInstallTo(_ context.Context, args []string, e env) error {
 	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
 		fmt.Fprint(e.stdout, installToUsage)
@@ -32,11 +35,9 @@ func runInstallTo(_ context.Context, args []string, e env) error {
 		fmt.Fprint(e.stderr, "volrecon install-to takes one argument, the dir\n\n"+installToUsage)
 		return errUsage
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("install-to: find this binary: %w", err)
-	}
-	dest, err := installTo(self, args[0])
+	// The running binary itself, not what its path names now (which an
+	// update may have replaced).
+	dest, err := installTo(selfExe, args[0])
 	if err != nil {
 		return err
 	}
