@@ -29,12 +29,13 @@ desired state; at most once per --min-interval, everything at least every
 --interval) and serves /metrics (volrecon's Prometheus metrics), /healthz
 (liveness: the scan loop is alive) and /readyz (readiness: a scan has
 succeeded) on --listen, and /report (the latest State as JSON: every volume handle and
-path of the node) on --report-listen, loopback only by default. Every series
-has a node label (--node-name, $NODE_NAME, else the host name). It is
-read-only: it never cleans up. With --textfile it instead scans once and
-writes the metrics to a file in node_exporter's textfile format
-(atomically), for nodes that already run node_exporter; a failed run keeps
-the last good run's series and sets volrecon_textfile_run_failed to 1.`
+path of the node) on --report-listen, loopback only by default. The series
+have no node label: the scrape adds it, as for node_exporter's
+(deploy/podmonitor.yaml). It is read-only: it never cleans up. With
+--textfile it instead scans once and writes the metrics to a file in
+node_exporter's textfile format (atomically), for nodes that already run
+node_exporter; a failed run keeps the last good run's series and sets
+volrecon_textfile_run_failed to 1.`
 
 func runServe(ctx context.Context, args []string, e env) error {
 	c := newCommandFlags("serve", serveSummary, nil, e)
@@ -79,7 +80,7 @@ func runServe(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer n.cleanup()
-	s, err := newServerWith(n, *interval, telemetry{node: metricsNodeName(c.node.kube.nodeName), textfile: *textfile != ""})
+	s, err := newServerWith(n, *interval, telemetry{textfile: *textfile != ""})
 	if err != nil {
 		return err
 	}
@@ -168,7 +169,6 @@ type server struct {
 	interval time.Duration
 	limits   httpLimits
 	registry *prometheus.Registry
-	tel      telemetry
 	metrics  *metrics.Metrics
 	compat   *metrics.KubeletCompat // nil without --kubelet-compat-metrics
 	api      *apiWatch              // with --active-pods api
@@ -197,8 +197,7 @@ type server struct {
 	created, lastDone time.Time
 }
 
-// newServer is a server whose metrics have no node label, the
-// runtime's collectors none either (tests).
+// newServer is a server with serve's metrics (tests).
 func newServer(n *node, interval time.Duration) (*server, error) {
 	return newServerWith(n, interval, telemetry{})
 }
@@ -209,13 +208,13 @@ func newServerWith(n *node, interval time.Duration, tel telemetry) (*server, err
 	if err != nil {
 		return nil, err
 	}
-	return &server{node: n, interval: interval, limits: defaultHTTPLimits, registry: reg, tel: tel, metrics: m, created: time.Now()}, nil
+	return &server{node: n, interval: interval, limits: defaultHTTPLimits, registry: reg, metrics: m, created: time.Now()}, nil
 }
 
 // addKubeletCompat registers the kubelet-compatible metrics too.
 func (s *server) addKubeletCompat() error {
 	var err error
-	s.compat, err = metrics.NewKubeletCompat(s.tel.registerer(s.registry))
+	s.compat, err = metrics.NewKubeletCompat(s.registry)
 	return err
 }
 
@@ -309,7 +308,7 @@ func (s *server) writeTextfile(ctx context.Context, path string) error {
 	s.mu.Lock()
 	scanErr := s.lastErr
 	s.mu.Unlock()
-	if err := writeTextfile(path, s.registry, s.tel, scanErr == nil); err != nil {
+	if err := writeTextfile(path, s.registry, scanErr == nil); err != nil {
 		return err
 	}
 	return scanErr

@@ -17,10 +17,8 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/volrecon/volrecon/fixture"
 	"github.com/volrecon/volrecon/internal/bounded"
@@ -162,9 +160,10 @@ func TestServeTextfile(t *testing.T) {
 	text, err := os.ReadFile(out)
 	require.NoError(t, err)
 	assert.Contains(t, string(text), "# TYPE volrecon_volumes gauge")
-	assert.Contains(t, string(text), `volrecon_global_mounts{mode="Filesystem",node="node-1",state="Mounted"} 3`)
+	assert.Contains(t, string(text), `volrecon_global_mounts{mode="Filesystem",state="Mounted"} 3`)
 	assert.Contains(t, string(text), `volrecon_build_info{commit=`)
-	assert.Contains(t, string(text), "\n"+`volrecon_textfile_run_failed{node="node-1"} 0`+"\n")
+	assert.Contains(t, string(text), "\n"+`volrecon_textfile_run_failed 0`+"\n")
+	assert.NotContains(t, string(text), "node=", "node_exporter's scrape names the node")
 	for _, perRun := range []string{"volrecon_scans_total", "volrecon_scan_duration_seconds", "go_goroutines", "process_start_time_seconds", "volrecon_cleanup_actions_total"} {
 		assert.NotContains(t, string(text), perRun, "restarts with every run, or never changes")
 	}
@@ -186,11 +185,11 @@ func TestServeTextfileFailsSafe(t *testing.T) {
 		require.NoError(t, err)
 		return code, string(text)
 	}
-	const failed, good = `volrecon_textfile_run_failed{node="node-1"} 1` + "\n", `volrecon_textfile_run_failed{node="node-1"} 0` + "\n"
+	const failed, good = `volrecon_textfile_run_failed 1` + "\n", `volrecon_textfile_run_failed 0` + "\n"
 
 	code, text := run("/no/such/root")
 	assert.NotEqual(t, exitOK, code)
-	assert.Contains(t, text, "\n"+`volrecon_last_successful_scan_timestamp_seconds{node="node-1"} 0`+"\n")
+	assert.Contains(t, text, "\n"+`volrecon_last_successful_scan_timestamp_seconds 0`+"\n")
 	assert.True(t, strings.HasSuffix(text, failed), text)
 	assert.NotContains(t, text, "volrecon_findings", "no zeros that would read as all clear")
 
@@ -228,7 +227,7 @@ func TestServeTextfileKubeletCompat(t *testing.T) {
 		text, err := os.ReadFile(out)
 		require.NoError(t, err)
 		for _, name := range []string{"reconstruct_volume_operations_total", "kubelet_orphan_pod_cleaned_volumes"} {
-			assert.Equal(t, c.want, strings.Contains(string(text), "\n"+name+"{"), "%s with %v", name, c.flags)
+			assert.Equal(t, c.want, strings.Contains(string(text), "\n# TYPE "+name+" "), "%s with %v", name, c.flags)
 		}
 	}
 }
@@ -403,7 +402,7 @@ func TestSeriesPerNode(t *testing.T) {
 	flags := nodeFlags{rootDir: "/var/lib/kubelet", hostRoot: hostRoot, mountInfo: mountinfo}
 	n, err := flags.openNode(nil)
 	require.NoError(t, err)
-	s, err := newServerWith(n, time.Minute, telemetry{node: "node-1"})
+	s, err := newServerWith(n, time.Minute, telemetry{})
 	require.NoError(t, err)
 	s.scanOnce(t.Context())
 	mfs, err := s.registry.Gather()
@@ -422,9 +421,7 @@ func TestSeriesPerNode(t *testing.T) {
 		default:
 			runtime += series
 		}
-		for _, m := range mf.GetMetric() {
-			assert.Contains(t, m.GetLabel(), &dto.LabelPair{Name: proto.String("node"), Value: proto.String("node-1")}, mf.GetName())
-		}
+		assertNoTargetLabel(t, mf)
 	}
 	t.Logf("series: %d volrecon_* constant, %d volrecon_volumes, %d go_* and process_*", constant, volumes, runtime)
 	assert.Equal(t, constantSeries, constant)

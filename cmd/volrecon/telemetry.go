@@ -7,20 +7,21 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/volrecon/volrecon/kube"
 	"github.com/volrecon/volrecon/metrics"
 )
 
 // telemetry says what serve registers besides volrecon's scan metrics.
+// No series has a node label: as node_exporter and kube-state-metrics do,
+// serve leaves target labels to the scrape (the PodMonitor's relabeling
+// of __meta_kubernetes_pod_node_name, or node_exporter's for the
+// textfile): a label of its own would be stored as exported_node beside
+// the scrape's.
 type telemetry struct {
-	// node is the value of the node label on every series ("": no label).
-	node string
 	// textfile: one run writes a file (--textfile): no Go or process
 	// collector (node_exporter exports its own under those names, and a
 	// process that exits describes nothing), no counter or histogram that
@@ -28,61 +29,27 @@ type telemetry struct {
 	textfile bool
 }
 
-// registerer is reg, adding the node label to every series.
-func (t telemetry) registerer(reg prometheus.Registerer) prometheus.Registerer {
-	if t.node == "" {
-		return reg
-	}
-	return prometheus.WrapRegistererWith(prometheus.Labels{"node": t.node}, reg)
-}
-
 // register registers on reg what serve exports: volrecon's scan metrics
 // (no cleanup counters: serve never cleans up), volrecon_build_info, and
 // outside textfile mode the Go runtime's and the process's collectors.
 func (t telemetry) register(reg prometheus.Registerer) (*metrics.Metrics, error) {
-	labelled := t.registerer(reg)
-	m, err := metrics.New(labelled, metrics.WithoutCleanup())
+	m, err := metrics.New(reg, metrics.WithoutCleanup())
 	if err != nil {
 		return nil, err
 	}
-	if err := metrics.NewBuildInfo(labelled, metrics.BuildInfo{Version: version, Commit: vcsRevision()}); err != nil {
+	info, _ := debug.ReadBuildInfo()
+	b := buildOf(version, commit, info)
+	if err := metrics.NewBuildInfo(reg, metrics.BuildInfo{Version: b.version, Commit: b.commit}); err != nil {
 		return nil, err
 	}
 	if !t.textfile {
 		for _, c := range []prometheus.Collector{prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{})} {
-			if err := labelled.Register(c); err != nil {
+			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("metrics: %w", err)
 			}
 		}
 	}
 	return m, nil
-}
-
-// metricsNodeName is the node label: --node-name, else $NODE_NAME, else
-// the host name in lower case (the kubelet's default node name).
-func metricsNodeName(flag string) string {
-	if name, err := kube.NodeName(flag); err == nil {
-		return name
-	}
-	host, err := os.Hostname()
-	if err != nil {
-		return ""
-	}
-	return strings.ToLower(host)
-}
-
-// vcsRevision is the commit the binary was built from, "" when unknown.
-func vcsRevision() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return ""
-	}
-	for _, s := range info.Settings {
-		if s.Key == "vcs.revision" {
-			return s.Value
-		}
-	}
-	return ""
 }
 
 // runFailedMetric marks a textfile: 1 when the run that wrote it failed
@@ -105,7 +72,7 @@ var keptOnFailure = map[string]bool{"volrecon_last_successful_scan_timestamp_sec
 // runFailedMetric at 0. A failed run never replaces the findings of the
 // last good run with zeros: it keeps that file's series as they were and
 // sets runFailedMetric to 1 (the rules' VolreconTextfileRunFailed).
-func writeTextfile(path string, gather prometheus.Gatherer, tel telemetry, ok bool) error {
+func writeTextfile(path string, gather prometheus.Gatherer, ok bool) error {
 	mfs, err := gather.Gather()
 	if err != nil {
 		return fmt.Errorf("write the metrics to %s: %w", path, err)
@@ -123,7 +90,7 @@ func writeTextfile(path string, gather prometheus.Gatherer, tel telemetry, ok bo
 			return fmt.Errorf("write the metrics to %s: %w", path, err)
 		}
 	}
-	marker, err := runFailedFamily(tel, !ok)
+	marker, err := runFailedFamily(!ok)
 	if err != nil {
 		return fmt.Errorf("write the metrics to %s: %w", path, err)
 	}
@@ -166,15 +133,15 @@ func encodeFamilies(mfs []*dto.MetricFamily, keep func(string) bool) ([]byte, er
 	return buf.Bytes(), nil
 }
 
-// runFailedFamily is runFailedMetric in the text format, with tel's labels.
-func runFailedFamily(tel telemetry, failed bool) ([]byte, error) {
+// runFailedFamily is runFailedMetric in the text format.
+func runFailedFamily(failed bool) ([]byte, error) {
 	reg := prometheus.NewRegistry()
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: runFailedMetric,
 		Help: "Whether the run that wrote this file failed (1: the other series are the last good run's, kept as they were) or not (0)."})
 	if failed {
 		g.Set(1)
 	}
-	if err := tel.registerer(reg).Register(g); err != nil {
+	if err := reg.Register(g); err != nil {
 		return nil, err
 	}
 	mfs, err := reg.Gather()
