@@ -17,10 +17,13 @@ import (
 // filesystem whose root is at or below root holds something of the pod
 // dir. kubelet are the unmounts of the kubelet's own mounts of it: the
 // entries of the host's table at or below the pod dir (a subpath bind).
+// on are the unmounts of every entry of the host's table at or below the
+// pod dir, of any filesystem: the kubelet's mounts on the pod dir.
 type podOnDisk struct {
 	uid     string
 	sub     mountscan.Subtree
 	kubelet []mountscan.Unmount
+	on      []mountscan.Unmount
 }
 
 // pendingLife is a mount of a pod dir that is evidence of life unless the
@@ -38,11 +41,23 @@ type pendingLife struct {
 // namespace's entry at the very path of the kubelet's is a user. Where
 // reach has Pending copies, the chains of peer groups of every table
 // decide.
+//
+// A mount on a dir or file of the pod dir (its mount point a dentry of the
+// pod dir, whatever it mounts) holds the pod too, unless it is the
+// kubelet's or a copy propagation proves of one: removing the pod dir's
+// entries in the host's namespace would detach it in its own, and its
+// data with it.
 func (d podOnDisk) holds(host, table *mountscan.Table, m mountscan.Mount) (bool, mountscan.Reach) {
-	if !d.sub.Contains(m) {
+	var of []mountscan.Unmount
+	switch {
+	case d.sub.Contains(m):
+		of = d.kubelet
+	case table.MountedIn(m, d.sub):
+		of = d.on
+	default:
 		return false, mountscan.Reach{}
 	}
-	r := mountscan.Reached(host, table, m, d.kubelet)
+	r := mountscan.Reached(host, table, m, of)
 	return len(r.Is) == 0, r
 }
 
@@ -101,8 +116,8 @@ func (c *Checker) checkMountNamespaces(ctx context.Context, host *mountscan.Tabl
 					continue
 				}
 				log.V(4).Info("Mount from a pod dir in a mount namespace", "podUID", d.uid, "namespace", ns.String(), "mountPoint", m.MountPoint)
-				evidence := fmt.Sprintf("%s has %s mounted from %s (mount ID %d, %s): %s",
-					ns, m.MountPoint, m.Root, m.ID, optionalFields(m), reach.Why)
+				evidence := fmt.Sprintf("%s has %s mounted %s (mount ID %d, %s): %s",
+					ns, m.MountPoint, fromOrOn(d, m), m.ID, optionalFields(m), reach.Why)
 				if len(reach.Pending) > 0 {
 					pending = append(pending, pendingLife{uid: d.uid, evidence: evidence, reach: reach})
 				} else {
@@ -129,11 +144,21 @@ func locate(table *mountscan.Table, p reconstruct.PodRef) (podOnDisk, error) {
 	rel, _ := filepath.Rel(m.MountPoint, p.Path)
 	d := podOnDisk{uid: p.UID, sub: mountscan.Subtree{Dev: m.Dev, Root: filepath.Join(m.Root, rel)}}
 	for _, k := range table.AtOrBelow(p.Path) {
+		u := table.Unmount(k)
 		if k.Dev == m.Dev {
-			d.kubelet = append(d.kubelet, table.Unmount(k))
+			d.kubelet = append(d.kubelet, u)
 		}
+		d.on = append(d.on, u)
 	}
 	return d, nil
+}
+
+// fromOrOn says how m, evidence of life, holds the pod dir d.
+func fromOrOn(d podOnDisk, m mountscan.Mount) string {
+	if d.sub.Contains(m) {
+		return "from " + m.Root
+	}
+	return "on a dir of the pod dir (a " + m.FSType + " of its own: removing that dir would detach it)"
 }
 
 func optionalFields(m mountscan.Mount) string {

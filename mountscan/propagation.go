@@ -323,3 +323,18 @@ func (g *PropagationGraph) Resolve(r Reach) []int {
 	}
 	return is
 }
+
+// MountedIn reports whether m, an entry of t, is mounted on a dentry of s:
+// its parent in t is a mount of s's filesystem, and where m is mounted, as
+// a path of that filesystem, is at or below s's root. Whatever m mounts
+// and wherever its namespace sees it, removing that dentry in any mount
+// namespace (rmdir, unlink, a rename onto it) makes the kernel detach m
+// there lazily, and a tmpfs no one else holds goes with it.
+func (t *Table) MountedIn(m Mount, s Subtree) bool {
+	parent, ok := t.ByID(m.ParentID)
+	if !ok || m.ParentID == m.ID || parent.Dev != s.Dev || parent.Deleted {
+		return false
+	}
+	at, ok := dentryOf(parent, m)
+	return ok && isAtOrBelow(treeKey(at), treeKey(s.Root))
+}
