@@ -19,7 +19,9 @@ import (
 // A NodeUnpublish acts on the mount the plan judged at the publish target:
 // one swapped in after the plan (the target unmounted and the volume bound
 // there again, a new mount of the same device and root), or a mount made on
-// top of it, is kept, and the driver is not called.
+// top of it, is kept, and the driver is not called. So is a target that a
+// namespace made after the plan holds (its private copy, mounted on the
+// target's dir): the executor reads every namespace again before it.
 func TestRealNodeUnpublishActsOnTheMountItJudged(t *testing.T) {
 	if !mountns.EnterWithOwnProc(t) {
 		return
@@ -28,6 +30,9 @@ func TestRealNodeUnpublishActsOnTheMountItJudged(t *testing.T) {
 		"the target's mount swapped for another of the same volume": func(t *testing.T, n *realCSI, target string) {
 			require.NoError(t, unix.Unmount(target, 0))
 			mountns.Bind(t, n.staging, target)
+		},
+		"a private namespace made after the plan, its own copy at the target": func(t *testing.T, _ *realCSI, _ string) {
+			mountns.Hold(t, "private", "")
 		},
 		"a mount on top of the target": func(t *testing.T, n *realCSI, target string) {
 			mountns.Mount(t, "tmpfs", target, "tmpfs", 0, "size=1m")

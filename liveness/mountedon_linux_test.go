@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -85,7 +86,8 @@ func TestABindOverAPodsFileInAnotherNamespaceKeepsTheOrphan(t *testing.T) {
 // The kubelet's own mounts on the pod dir (a tmpfs volume), and the copies
 // of them that propagation proves (a CSI driver's Bidirectional rbind of
 // the kubelet root, a container's HostToContainer one), are no evidence of
-// life: the orphan is only mounted, and its cleanup goes on.
+// life: the orphan is only mounted, and its cleanup goes on, the copies
+// going with the unmount.
 func TestTheKubeletsMountsOnThePodDirAndTheirCopiesAreNoLife(t *testing.T) {
 	if !mountns.EnterWithOwnProc(t) {
 		return
@@ -102,6 +104,43 @@ func TestTheKubeletsMountsOnThePodDirAndTheirCopiesAreNoLife(t *testing.T) {
 			st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{fakenode.UID2}, LifeChecker: liveness.New(liveness.Options{CRIEndpoints: []string{}})})
 			assert.Empty(t, fakenode.FindingsOf(st, reconstruct.OrphanedPodRunning), "%+v", st.Findings)
 			assert.Len(t, fakenode.FindingsOf(st, reconstruct.OrphanedPodMounted), 1, "%+v", st.Findings)
+			for _, r := range cleanup.Execute(t.Context(), cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: true}), cleanup.ExecOptions{Apply: true}) {
+				assert.Equal(t, cleanup.Done, r.Result, "%s %s: %s", r.Action.Action, r.Path, r.Error)
+			}
+			assert.NoDirExists(t, n.Path("pods", fakenode.UID1), "the executor's own look at every namespace finds no user either")
 		})
 	}
+}
+
+// The executor looks again, right before it removes anything of an
+// orphan's dir, in every mount namespace: a process that mounted its own
+// tmpfs on a dir of the pod dir after the plan (a container started
+// meanwhile, a debugging shell) keeps the pod's dirs, and its data. Before,
+// only the host's table was read again, and the rmdir detached it.
+func TestAMountOnThePodDirMadeAfterThePlanKeepsTheOrphan(t *testing.T) {
+	if !mountns.EnterWithOwnProc(t) {
+		return
+	}
+	n := fakenode.OnRealMounts(t)
+	cache := n.Volume(fakenode.UID1, "kubernetes.io~empty-dir", "cache")
+	st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{fakenode.UID2}, LifeChecker: liveness.New(liveness.Options{CRIEndpoints: []string{}})})
+	require.Len(t, fakenode.FindingsOf(st, reconstruct.OrphanedPodRemovable), 1, "%+v", st.Findings)
+	plan := cleanup.Plan(t.Context(), st, cleanup.Options{Unmount: true})
+	pid := mountns.Hold(t, "private", `mount -t tmpfs other "$0" && echo precious > "$0/data"`, cache)
+	theirs := filepath.Join("/proc", strconv.Itoa(pid), "root") + cache + "/data"
+
+	results := cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Apply: true})
+	got, err := os.ReadFile(theirs)
+	require.NoError(t, err, "the other namespace's mount on the pod dir was detached")
+	assert.Equal(t, "precious\n", string(got))
+	kept := false
+	for _, r := range results {
+		if r.Action.Action == cleanup.Keep && strings.Contains(r.Reason, cache) {
+			kept = true
+			assert.ErrorIs(t, r.Err, cleanup.ErrNodeChanged)
+			assert.Contains(t, r.Reason, "(pid "+strconv.Itoa(pid)+")", "the evidence names a task of the namespace")
+		}
+	}
+	assert.True(t, kept, "%+v", results)
+	assert.DirExists(t, cache)
 }

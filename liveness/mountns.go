@@ -3,7 +3,6 @@ package liveness
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 
 	"k8s.io/klog/v2"
@@ -13,19 +12,6 @@ import (
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
-// podOnDisk is where a pod dir lies on its filesystem: a mount of that
-// filesystem whose root is at or below root holds something of the pod
-// dir. kubelet are the unmounts of the kubelet's own mounts of it: the
-// entries of the host's table at or below the pod dir (a subpath bind).
-// on are the unmounts of every entry of the host's table at or below the
-// pod dir, of any filesystem: the kubelet's mounts on the pod dir.
-type podOnDisk struct {
-	uid     string
-	sub     mountscan.Subtree
-	kubelet []mountscan.Unmount
-	on      []mountscan.Unmount
-}
-
 // pendingLife is a mount of a pod dir that is evidence of life unless the
 // chains of peer groups prove it a copy of the kubelet's own mount.
 type pendingLife struct {
@@ -33,50 +19,22 @@ type pendingLife struct {
 	reach         mountscan.Reach
 }
 
-// holds says whether m, an entry of some namespace's table, holds something
-// of the pod dir, and is no mount of the kubelet's: neither an entry of the
-// host's table at or below the pod dir, nor a copy of one that
-// propagation proves (the kubelet's subpath bind propagated into a CSI
-// driver's container, say). Its path proves nothing: a private
-// namespace's entry at the very path of the kubelet's is a user. Where
-// reach has Pending copies, the chains of peer groups of every table
-// decide.
-//
-// A mount on a dir or file of the pod dir (its mount point a dentry of the
-// pod dir, whatever it mounts) holds the pod too, unless it is the
-// kubelet's or a copy propagation proves of one: removing the pod dir's
-// entries in the host's namespace would detach it in its own, and its
-// data with it.
-func (d podOnDisk) holds(host, table *mountscan.Table, m mountscan.Mount) (bool, mountscan.Reach) {
-	var of []mountscan.Unmount
-	switch {
-	case d.sub.Contains(m):
-		of = d.kubelet
-	case table.MountedIn(m, d.sub):
-		of = d.on
-	default:
-		return false, mountscan.Reach{}
-	}
-	r := mountscan.Reached(host, table, m, of)
-	return len(r.Is) == 0, r
-}
-
 // checkMountNamespaces reads each distinct mount namespace's table once and
-// reports the pods whose dir a mount in it comes from, and the pods whose
-// cgroups its tasks are in.
+// reports the pods whose dir a mount in it comes from or is mounted on, and
+// the pods whose cgroups its tasks are in.
 func (c *Checker) checkMountNamespaces(ctx context.Context, host *mountscan.Table, pods []reconstruct.PodRef,
 	add, unknown func(uid, why string)) {
 	if len(pods) == 0 {
 		return
 	}
-	var onDisk []podOnDisk
+	var onDisk []podDir
 	for _, p := range pods {
-		d, err := locate(host, p)
-		if err != nil {
-			unknown(p.UID, err.Error())
+		d, ok := host.DirOnDisk(p.Path)
+		if !ok {
+			unknown(p.UID, "no mount in the host's table holds the pod dir "+p.Path)
 			continue
 		}
-		onDisk = append(onDisk, d)
+		onDisk = append(onDisk, podDir{uid: p.UID, DirOnDisk: d})
 	}
 	opts := mountnamespaces.Options{Timeout: c.opts.Timeout}
 	namespaces, err := mountnamespaces.List(ctx, c.opts.ProcDir, opts)
@@ -111,8 +69,11 @@ func (c *Checker) checkMountNamespaces(ctx context.Context, host *mountscan.Tabl
 		graph.Add(table)
 		for _, m := range table.Mounts() {
 			for _, d := range onDisk {
-				holds, reach := d.holds(host, table, m)
-				if !holds {
+				// A mount on a dir or file of the pod dir holds it too:
+				// removing that dentry in the host's namespace would detach
+				// it in its own, data and all (DirOnDisk.Holds).
+				reach, holds := d.Holds(host, table, m)
+				if !holds || len(reach.Is) > 0 {
 					continue
 				}
 				log.V(4).Info("Mount from a pod dir in a mount namespace", "podUID", d.uid, "namespace", ns.String(), "mountPoint", m.MountPoint)
@@ -134,28 +95,15 @@ func (c *Checker) checkMountNamespaces(ctx context.Context, host *mountscan.Tabl
 	}
 }
 
-// locate finds the pod dir on its filesystem from the host's table: its
-// device and its path relative to the filesystem's root.
-func locate(table *mountscan.Table, p reconstruct.PodRef) (podOnDisk, error) {
-	m, ok := table.Containing(p.Path)
-	if !ok {
-		return podOnDisk{}, fmt.Errorf("no mount in the host's table holds the pod dir %s", p.Path)
-	}
-	rel, _ := filepath.Rel(m.MountPoint, p.Path)
-	d := podOnDisk{uid: p.UID, sub: mountscan.Subtree{Dev: m.Dev, Root: filepath.Join(m.Root, rel)}}
-	for _, k := range table.AtOrBelow(p.Path) {
-		u := table.Unmount(k)
-		if k.Dev == m.Dev {
-			d.kubelet = append(d.kubelet, u)
-		}
-		d.on = append(d.on, u)
-	}
-	return d, nil
+// podDir is a pod dir on its filesystem.
+type podDir struct {
+	uid string
+	mountscan.DirOnDisk
 }
 
 // fromOrOn says how m, evidence of life, holds the pod dir d.
-func fromOrOn(d podOnDisk, m mountscan.Mount) string {
-	if d.sub.Contains(m) {
+func fromOrOn(d podDir, m mountscan.Mount) string {
+	if d.Subtree.Contains(m) {
 		return "from " + m.Root
 	}
 	return "on a dir of the pod dir (a " + m.FSType + " of its own: removing that dir would detach it)"

@@ -282,3 +282,32 @@ func TestMountedInIsWhereTheDentryIs(t *testing.T) {
 		assert.Equal(t, want, table.MountedIn(m, pod), "mount %d", id)
 	}
 }
+
+// DirOnDisk.Holds: a mount of the dir's subtree, or one mounted on a dentry
+// of it, holds the dir; the host's own entries at or below it are what
+// Reach names.
+func TestADirIsHeldFromOrOn(t *testing.T) {
+	host := mountscan.MustFromLines(
+		"1 0 253:1 / / rw shared:1 - ext4 /dev/vda1 rw",
+		"2 1 0:80 / /var/lib/kubelet/pods/u1/volumes/s rw shared:2 - tmpfs tmpfs rw",
+	)
+	d, ok := host.DirOnDisk("/var/lib/kubelet/pods/u1")
+	require.True(t, ok)
+	other := containerTable(
+		"1001 1000 253:1 /var/lib/kubelet/pods/u1/volumes/e /data rw - ext4 /dev/vda1 rw",
+		"1002 1000 253:1 /var/lib/kubelet /k rw - ext4 /dev/vda1 rw",
+		"1003 1002 0:91 / /k/pods/u1/volumes/x rw - tmpfs other rw",
+		"1004 1002 0:92 / /k/pods/u2/volumes/x rw - tmpfs other rw",
+	)
+	for id, holds := range map[int]bool{1001: true, 1002: false, 1003: true, 1004: false} {
+		m, ok := other.ByID(id)
+		require.True(t, ok)
+		r, got := d.Holds(host, other, m)
+		assert.Equal(t, holds, got && len(r.Is) == 0, "mount %d", id)
+	}
+	kubelet, ok := host.ByID(2)
+	require.True(t, ok)
+	r, got := d.Holds(host, host, kubelet)
+	assert.True(t, got, "mounted on the pod dir")
+	assert.NotEmpty(t, r.Is, "the host's own mount: no user")
+}
