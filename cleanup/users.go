@@ -243,12 +243,13 @@ func podNamespaceUsers(ctx context.Context, procDir string, host *mountscan.Tabl
 					break
 				}
 				r, holds := p.Holds(host, table, m)
+				if !holds || len(r.Is) > 0 {
+					continue
+				}
 				what := ns.String() + " mounts " + entryText(m) + " from or on the pod dir: " + r.Why
-				switch {
-				case !holds || len(r.Is) > 0:
-				case len(r.Pending) == 0:
+				if len(r.Pending) == 0 {
 					users[p.Path] = what
-				default:
+				} else {
 					undecided[p.Path] = append(undecided[p.Path], pendingUse{what: what, reach: r})
 				}
 			}
