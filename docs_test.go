@@ -74,7 +74,7 @@ func TestDocumentationLinksResolve(t *testing.T) {
 		data, err := os.ReadFile(f)
 		require.NoError(t, err)
 		for _, target := range markdownLinks(string(data)) {
-			if !regexp.MustCompile(`^[a-z]+:`).MatchString(target) {
+			if !urlScheme.MatchString(target) {
 				check(f, path.Dir(f), target)
 			}
 		}
@@ -104,6 +104,7 @@ func repoFiles(t *testing.T, keep *regexp.Regexp) []string {
 }
 
 var (
+	urlScheme   = regexp.MustCompile(`^[a-z]+:`)
 	inlineLink  = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	codeSpan    = regexp.MustCompile("`[^`]*`")
 	headingLine = regexp.MustCompile(`^#{1,6} +(.*?) *#* *$`)
