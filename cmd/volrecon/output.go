@@ -64,7 +64,7 @@ func (p *printer) options(uids []string) report.Options {
 }
 
 func (p *printer) json(v any) error {
-	return writeJSON(p.out, v)
+	return report.WriteJSON(p.out, v)
 }
 
 // state prints a State (uids: --pod, resolved).

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"context"
@@ -30,11 +30,9 @@ func TestRealServeStopsWhileAScanHangs(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "kubelet")
 	srv := mountns.ServeFUSE(t, filepath.Join(root, "pods"))
 	srv.Stop()
-	flags := nodeFlags{rootDir: root, mountInfo: "/proc/self/mountinfo", probeTimeout: time.Hour}
-	n, err := flags.openNode(nil)
-	require.NoError(t, err)
-	s, err := newServer(n, time.Hour)
-	require.NoError(t, err)
+	opts := nodeOptions(root, "", "/proc/self/mountinfo")
+	opts.ProbeTimeout, opts.FSTimeout = time.Hour, time.Hour
+	s := newTestServer(t, opts, time.Hour)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 
@@ -63,11 +61,9 @@ func TestRealHealthzSaysACallIsStuck(t *testing.T) {
 	pods := filepath.Join(root, "pods")
 	srv := mountns.ServeFUSE(t, pods)
 	srv.Stop()
-	flags := nodeFlags{rootDir: root, mountInfo: "/proc/self/mountinfo", probeTimeout: 200 * time.Millisecond}
-	n, err := flags.openNode(nil)
-	require.NoError(t, err)
-	s, err := newServer(n, time.Hour)
-	require.NoError(t, err)
+	opts := nodeOptions(root, "", "/proc/self/mountinfo")
+	opts.ProbeTimeout, opts.FSTimeout = 200*time.Millisecond, 200*time.Millisecond
+	s := newTestServer(t, opts, time.Hour)
 	s.scanOnce(t.Context())
 	healthz := func() (int, string) {
 		w := httptest.NewRecorder()

@@ -1,19 +1,17 @@
-package main
+package serve
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"runtime/debug"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/volrecon/volrecon/kube"
+	"github.com/volrecon/volrecon/internal/atomicfile"
 	"github.com/volrecon/volrecon/metrics"
 )
 
@@ -26,6 +24,7 @@ type telemetry struct {
 	// process that exits describes nothing), no counter or histogram that
 	// restarts with every run.
 	textfile bool
+	build    metrics.BuildInfo
 }
 
 // registerer is reg, adding the node label to every series.
@@ -45,7 +44,7 @@ func (t telemetry) register(reg prometheus.Registerer) (*metrics.Metrics, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := metrics.NewBuildInfo(labelled, metrics.BuildInfo{Version: version, Commit: vcsRevision()}); err != nil {
+	if err := metrics.NewBuildInfo(labelled, t.build); err != nil {
 		return nil, err
 	}
 	if !t.textfile {
@@ -56,33 +55,6 @@ func (t telemetry) register(reg prometheus.Registerer) (*metrics.Metrics, error)
 		}
 	}
 	return m, nil
-}
-
-// metricsNodeName is the node label: --node-name, else $NODE_NAME, else
-// the host name in lower case (the kubelet's default node name).
-func metricsNodeName(flag string) string {
-	if name, err := kube.NodeName(flag); err == nil {
-		return name
-	}
-	host, err := os.Hostname()
-	if err != nil {
-		return ""
-	}
-	return strings.ToLower(host)
-}
-
-// vcsRevision is the commit the binary was built from, "" when unknown.
-func vcsRevision() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return ""
-	}
-	for _, s := range info.Settings {
-		if s.Key == "vcs.revision" {
-			return s.Value
-		}
-	}
-	return ""
 }
 
 // runFailedMetric marks a textfile: 1 when the run that wrote it failed
@@ -127,7 +99,11 @@ func writeTextfile(path string, gather prometheus.Gatherer, tel telemetry, ok bo
 	if err != nil {
 		return fmt.Errorf("write the metrics to %s: %w", path, err)
 	}
-	return writeAtomically(path, append(body, marker...))
+	// node_exporter may run as another user: 0644.
+	if err := atomicfile.Write(path, append(body, marker...), 0o644); err != nil {
+		return fmt.Errorf("write the metrics to %s: %w", path, err)
+	}
+	return nil
 }
 
 // maxTextfile bounds what a failed run reads of the last file: volrecon's
@@ -184,26 +160,15 @@ func runFailedFamily(tel telemetry, failed bool) ([]byte, error) {
 	return encodeFamilies(mfs, func(string) bool { return true })
 }
 
-// writeAtomically replaces path with data: a reader (node_exporter) sees
-// the old file or the new one, never a part.
-func writeAtomically(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write the metrics to %s: %w", path, err)
+// writeTextfile scans once and writes the metrics to path; its error is
+// the scan's when the scan failed.
+func (s *Server) writeTextfile(ctx context.Context, path string) error {
+	s.scanOnce(ctx)
+	s.mu.Lock()
+	scanErr := s.lastErr
+	s.mu.Unlock()
+	if err := writeTextfile(path, s.registry, s.tel, scanErr == nil); err != nil {
+		return err
 	}
-	defer os.Remove(tmp.Name()) // once renamed, a no-op
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Chmod(0o644) // node_exporter may run as another user
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("write the metrics to %s: %w", path, err)
-	}
-	return nil
+	return scanErr
 }
