@@ -62,8 +62,8 @@ type Config struct {
 	// ReportListen where /report is ("" for nowhere: it names every
 	// volume handle and path of the node).
 	Listen, ReportListen string
-	// Limits bound what the HTTP servers hold for their clients (zero:
-	// DefaultHTTPLimits).
+	// Limits bound what the HTTP servers hold for their clients (each
+	// zero field: DefaultHTTPLimits').
 	Limits HTTPLimits
 	// Textfile, if set, makes Run scan once, write the metrics to this
 	// file in node_exporter's textfile format and return, instead of

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -50,6 +51,14 @@ var DefaultHTTPLimits = HTTPLimits{
 	Idle:       90 * time.Second,
 	MaxHeader:  8 << 10,
 	MaxConns:   64,
+}
+
+// withDefaults is l with each zero field DefaultHTTPLimits': zero is no
+// bound at all for net/http.
+func (l HTTPLimits) withDefaults() HTTPLimits {
+	d := DefaultHTTPLimits
+	return HTTPLimits{ReadHeader: cmp.Or(l.ReadHeader, d.ReadHeader), Read: cmp.Or(l.Read, d.Read), Write: cmp.Or(l.Write, d.Write),
+		Idle: cmp.Or(l.Idle, d.Idle), MaxHeader: cmp.Or(l.MaxHeader, d.MaxHeader), MaxConns: cmp.Or(l.MaxConns, d.MaxConns)}
 }
 
 // serve scans (runScans) and serves HTTP on ln, within s.limits, until

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -341,5 +342,53 @@ func TestSeriesPerNode(t *testing.T) {
 		fmt.Sprintf("%d on the demo node, at most %d", demoVolumeSeries, maxVolumeSeries),
 	} {
 		assert.Contains(t, text, says, "README, Metrics: series per node")
+	}
+}
+
+// A Config that sets some HTTP limits keeps the defaults of the others:
+// zero is no bound at all for net/http.
+func TestPartialHTTPLimitsKeepTheDefaults(t *testing.T) {
+	s := newTestServerWith(t, Config{Scan: nodeOptions("/no/such/root", "", "/proc/self/mountinfo"), Interval: time.Hour,
+		Limits: HTTPLimits{MaxConns: 3}})
+	want := DefaultHTTPLimits
+	want.MaxConns = 3
+	assert.Equal(t, want, s.limits)
+	srv := s.httpServer(http.NewServeMux())
+	assert.Equal(t, DefaultHTTPLimits.ReadHeader, srv.ReadHeaderTimeout)
+	assert.Equal(t, DefaultHTTPLimits.Idle, srv.IdleTimeout)
+}
+
+// New refuses a Config it cannot run, naming the field.
+func TestNewRefusesABadConfig(t *testing.T) {
+	opts := nodeOptions("/var/lib/kubelet", "", "/proc/self/mountinfo")
+	for field, cfg := range map[string]Config{
+		"Interval":        {Scan: opts},
+		"RecheckInterval": {Scan: opts, Interval: time.Hour, Watch: true},
+		"MinInterval":     {Scan: opts, Interval: time.Hour, RecheckInterval: time.Minute, MinInterval: -time.Second},
+		"API":             {Scan: opts, Interval: time.Hour, RecheckInterval: time.Minute, API: &API{NodeName: "n"}},
+	} {
+		_, err := New(cfg)
+		require.ErrorIs(t, err, ErrConfig, field)
+		assert.Contains(t, err.Error(), field)
+	}
+}
+
+// Run says which address it could not listen on, and which of its two.
+func TestRunSaysWhereItCannotListen(t *testing.T) {
+	hostRoot, mountinfo := demoNode(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	for _, report := range []bool{false, true} {
+		cfg := Config{Scan: nodeOptions("/var/lib/kubelet", hostRoot, mountinfo), Interval: time.Hour, Listen: taken.Addr().String()}
+		if report {
+			cfg.Listen, cfg.ReportListen = "127.0.0.1:0", taken.Addr().String()
+		}
+		err := newTestServerWith(t, cfg).Run(t.Context())
+		var listen *ListenError
+		require.ErrorAs(t, err, &listen)
+		assert.Equal(t, taken.Addr().String(), listen.Addr)
+		assert.Equal(t, report, listen.Report)
+		assert.ErrorIs(t, err, syscall.EADDRINUSE)
 	}
 }

@@ -60,10 +60,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, opts: cfg.Scan, limits: cfg.Limits, registry: reg, tel: tel, metrics: m, created: time.Now()}
-	if s.limits == (HTTPLimits{}) {
-		s.limits = DefaultHTTPLimits
-	}
+	s := &Server{cfg: cfg, opts: cfg.Scan, limits: cfg.Limits.withDefaults(), registry: reg, tel: tel, metrics: m, created: time.Now()}
 	if cfg.KubeletCompat {
 		if s.compat, err = metrics.NewKubeletCompat(tel.registerer(reg)); err != nil {
 			return nil, err
@@ -90,7 +87,7 @@ func (e *ListenError) Unwrap() error { return e.Err }
 
 // Run scans and serves until ctx is done (nil then), or with
 // Config.Textfile scans once and writes the file: its error is then the
-// scan's, if it failed.
+// scan's, if it failed. Run a Server once.
 func (s *Server) Run(ctx context.Context) error {
 	textfile := s.cfg.Textfile != ""
 	if s.cfg.Watch && !textfile {
@@ -109,6 +106,9 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	ln, err := s.listen()
 	if err != nil {
+		if s.loop != nil {
+			s.loop.watch.Close() // runScans would have
+		}
 		return err
 	}
 	s.announce(ln.Addr())

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -109,4 +110,20 @@ func TestReportListensOnLoopbackByDefault(t *testing.T) {
 	_, _, help := runCLI(t, "", "serve", "--help")
 	assert.Regexp(t, `-report-listen string\n.*\(default "127\.0\.0\.1:9831"\)`, help)
 	assert.Regexp(t, `-listen string\n\s+address to serve /metrics, /healthz and /readyz on`, help)
+}
+
+// serve names the flag that picks another address when it cannot listen.
+func TestServeNamesTheFlagOfAnAddressInUse(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	addr := taken.Addr().String()
+	code, _, errOut := runCLI(t, "", "serve", "--demo", "--listen", addr)
+	assert.Equal(t, exitScanFail, code)
+	assert.Contains(t, errOut, "volrecon: listen on "+addr+": ")
+	assert.Contains(t, errOut, "(pick another address with --listen)\n")
+	code, _, errOut = runCLI(t, "", "serve", "--demo", "--listen", "127.0.0.1:0", "--report-listen", addr)
+	assert.Equal(t, exitScanFail, code)
+	assert.Contains(t, errOut, "volrecon: listen on "+addr+": ")
+	assert.Contains(t, errOut, "(pick another address with --report-listen, or none with --report-listen=)\n")
 }

@@ -12,21 +12,18 @@ var syncFile = (*os.File).Sync
 
 // Write replaces path with data, with permissions perm. On an error path
 // is as it was and no temp file is left.
-func Write(path string, data []byte, perm os.FileMode) (err error) {
+func Write(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
 	if err != nil {
 		return fmt.Errorf("replace %s: %w", path, err)
 	}
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if err := writeSynced(tmp, data, perm); err != nil {
-		return fmt.Errorf("replace %s: %w", path, err)
+	err = writeSynced(tmp, data, perm)
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err != nil {
+		_ = os.Remove(tmp.Name()) // not renamed: still ours
 		return fmt.Errorf("replace %s: %w", path, err)
 	}
 	if err := syncDir(dir); err != nil {
