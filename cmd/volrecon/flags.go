@@ -195,11 +195,10 @@ var progressDelay = 500 * time.Millisecond
 // is a terminal and -v is 0 (at -v 2 and more, the log shows where the run
 // is), never on stdout; nil otherwise. Stop it before printing.
 func (c *commandFlags) progress(stderr io.Writer) *progress.Terminal {
-	f, ok := stderr.(*os.File)
-	if !ok || c.verbosity.String() != "0" {
+	if c.verbosity.String() != "0" {
 		return nil
 	}
-	return progress.NewTerminal(f, progress.TerminalOptions{Delay: progressDelay})
+	return progress.NewTerminal(stderr, progress.TerminalOptions{Delay: progressDelay})
 }
 
 // parse parses args and checks the output format.
