@@ -37,7 +37,7 @@ func (b *builder) noteBlockDevices() {
 			b.noteDeletedDevice(v.CheckedPath, v.PodUID, v.Name, m, "block publish target")
 		case b.boundFromRegularFile(v.CheckedPath, m):
 			v.Reason += "; bound from a regular file, not a device node"
-			b.add(Finding{Kind: BlockPublishNotADevice, Severity: SeverityCritical, Path: v.CheckedPath, PodUID: v.PodUID, Volume: v.Name,
+			b.add(Finding{Kind: BlockPublishNotADevice, Path: v.CheckedPath, PodUID: v.PodUID, Volume: v.Name,
 				Message: "the block publish target " + v.CheckedPath + " is bound from a regular file, " + b.nodePathOf(m) +
 					", not from a device node: NodeStage was skipped (an unclean reboot, then a new pod on the volume), the driver " +
 					"bound the file the old stage left, and the container runtime refuses it (\"not a device node\"). NodeUnpublish " +
@@ -67,7 +67,7 @@ func (b *builder) noteBlockDevices() {
 
 // noteDeletedDevice reports a bind of a device node that was deleted.
 func (b *builder) noteDeletedDevice(p, podUID, volume string, m mountscan.Mount, what string) {
-	b.add(Finding{Kind: DeletedDeviceBehindMount, Severity: SeverityCritical, Path: p, PodUID: podUID, Volume: volume,
+	b.add(Finding{Kind: DeletedDeviceBehindMount, Path: p, PodUID: podUID, Volume: volume,
 		Message: what + " bound from device node " + m.Root + " of " + m.Source + " (" + m.FSType + " " + m.Dev.String() +
 			"), which was deleted since: " + staleDeviceAdvice})
 }

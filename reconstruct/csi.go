@@ -148,12 +148,8 @@ func (b *builder) noteBadVolData(vd podsdir.VolData, state VolumeState, podUID, 
 	if vd.State == podsdir.VolDataCorrupt {
 		kind, what = CorruptVolumeData, "is corrupt ("+vd.Reason+")"
 	}
-	sev := SeverityWarning
-	if state != Unmounted {
-		sev = SeverityCritical
-	}
-	b.add(Finding{Kind: kind, Severity: sev, Path: vd.Path, PodUID: podUID, Volume: volume,
-		Message: "vol_data.json " + what + ": " + consequence})
+	b.addIn(Finding{Kind: kind, Path: vd.Path, PodUID: podUID, Volume: volume,
+		Message: "vol_data.json " + what + ": " + consequence}, mountedCase(state))
 }
 
 // checkSELinux compares the context recorded in a pod's vol_data.json with
@@ -167,7 +163,7 @@ func (b *builder) checkSELinux(out *Volume, target string) {
 	}
 	if reason := b.selinuxMismatch(target, out.CSI.SELinuxMountContext); reason != "" {
 		out.State, out.Reason = Uncertain, reason
-		b.add(Finding{Kind: SELinuxContextMismatch, Severity: SeverityWarning, Path: target, PodUID: out.PodUID, Volume: out.Name,
+		b.add(Finding{Kind: SELinuxContextMismatch, Path: target, PodUID: out.PodUID, Volume: out.Name,
 			Message: reason + ": a pod needing the recorded context gets a wrong label until the volume is remounted"})
 	}
 }
@@ -225,8 +221,8 @@ func (b *builder) checkStagingAgrees(out *Volume) {
 	out.State = Uncertain
 	out.Reason = "the pod mount binds from staging dir " + g.Path + " of " + g.DriverName + "^" + g.VolumeHandle +
 		", but vol_data.json names " + out.CSI.DriverName + "^" + out.CSI.VolumeHandle
-	b.add(Finding{Kind: StaleVolumeData, Severity: SeverityCritical, Path: join(out.Path, "vol_data.json"), PodUID: out.PodUID, Volume: out.Name,
-		Message: out.Reason + ": the metadata disagree, so nothing about this volume can be trusted"})
+	b.addIn(Finding{Kind: StaleVolumeData, Path: join(out.Path, "vol_data.json"), PodUID: out.PodUID, Volume: out.Name,
+		Message: out.Reason + ": the metadata disagree, so nothing about this volume can be trusted"}, CaseDisagrees)
 }
 
 // attachDeviceMount finds the staging dir of a persistent CSI volume on
@@ -310,7 +306,7 @@ func (b *builder) noteUnmountedCSITarget(v podsdir.Volume, out *Volume, vd podsd
 			"reconstructs the volume from this file and tears it down through the driver, removing it; remove it by hand " +
 			"only if the driver is gone or will never be asked"
 	}
-	b.add(Finding{Kind: StaleVolumeData, Severity: SeverityWarning, Path: vd.Path, PodUID: out.PodUID, Volume: out.Name, Message: msg})
+	b.add(Finding{Kind: StaleVolumeData, Path: vd.Path, PodUID: out.PodUID, Volume: out.Name, Message: msg})
 }
 
 // csiBlockVolume: the NodePublish target is the file

@@ -233,23 +233,23 @@ func (b *builder) noteOrphans() {
 		case asked && signs.Running():
 			b.add(runningFinding(p, signs))
 		case !b.consistent:
-			b.add(Finding{Kind: OrphanedPodMounted, Severity: SeverityWarning, Path: p.Path, PodUID: p.UID,
+			b.add(Finding{Kind: OrphanedPodMounted, Path: p.Path, PodUID: p.UID,
 				Message: "orphaned pod whose mounts are unknown (the mount table could not be read consistently): treated as mounted"})
 		case len(p.MountPoints) > 0:
-			b.add(Finding{Kind: OrphanedPodMounted, Severity: SeverityWarning, Path: p.Path, PodUID: p.UID,
+			b.add(Finding{Kind: OrphanedPodMounted, Path: p.Path, PodUID: p.UID,
 				Message: fmt.Sprintf("orphaned pod with %s still at or below its dir (%s): the CSI driver (NodeUnpublish) or an unmount must come first",
 					plural(len(p.MountPoints), "mount point", "mount points"), summarize(p.MountPoints, 3))})
 		case len(kept[p.UID].driver) > 0:
-			b.add(Finding{Kind: OrphanedPodNeedsDriver, Severity: SeverityWarning, Path: p.Path, PodUID: p.UID,
+			b.add(Finding{Kind: OrphanedPodNeedsDriver, Path: p.Path, PodUID: p.UID,
 				Message: "orphaned pod with nothing mounted at or below its dir, kept for the CSI driver: " +
 					strings.Join(append(kept[p.UID].driver, kept[p.UID].other...), "; ") +
 					"; never remove it by hand: cleanup removes the rest once the driver is done"})
 		case len(kept[p.UID].other) > 0:
-			b.add(Finding{Kind: OrphanedPodKept, Severity: SeverityWarning, Path: p.Path, PodUID: p.UID,
+			b.add(Finding{Kind: OrphanedPodKept, Path: p.Path, PodUID: p.UID,
 				Message: "orphaned pod with nothing mounted at or below its dir, kept: " + strings.Join(kept[p.UID].other, "; ") +
 					"; never remove it by hand: cleanup removes the rest and keeps these with the pod dir"})
 		default:
-			b.add(Finding{Kind: OrphanedPodRemovable, Severity: SeverityInfo, Path: p.Path, PodUID: p.UID,
+			b.add(Finding{Kind: OrphanedPodRemovable, Path: p.Path, PodUID: p.UID,
 				Message: "orphaned pod with nothing mounted at or below its dir and nothing the cleanup plan keeps: cleanup removes it"})
 		}
 	}

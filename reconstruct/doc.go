@@ -38,6 +38,10 @@
 // a HungPaths, the process's unless Node.HungPaths names one of the
 // caller's own, so that nothing is sent there again.
 //
+// Each FindingKind is declared once (KindInfos): its severity, the cases
+// (SeverityCase) in which it differs, and a one-line description. Every
+// Finding the scan makes takes its severity from there.
+//
 // It is not for changing the node: package cleanup plans and applies the
 // cleanup of orphaned pod dirs from a State. It never calls CSI drivers.
 package reconstruct

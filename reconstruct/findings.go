@@ -87,11 +87,11 @@ func (b *builder) applyProbe(r probeResult, p, podUID, volume string, state Volu
 	case r.hung && r.err != nil: // the scan itself was cancelled
 		return Uncertain, reason + "; probe cancelled: " + r.err.Error()
 	case r.hung:
-		b.add(Finding{Kind: HungMount, Severity: SeverityCritical, Path: p, PodUID: podUID, Volume: volume,
+		b.add(Finding{Kind: HungMount, Path: p, PodUID: podUID, Volume: volume,
 			Message: "stat did not return within " + b.opts.ProbeTimeout.String() + ": the mount hangs (NFS server or FUSE daemon gone?)"})
 		return Uncertain, reason + "; stat hung for " + b.opts.ProbeTimeout.String()
 	case isCorrupted(r.err):
-		b.add(Finding{Kind: CorruptedMount, Severity: SeverityCritical, Path: p, PodUID: podUID, Volume: volume,
+		b.add(Finding{Kind: CorruptedMount, Path: p, PodUID: podUID, Volume: volume,
 			Message: "the mount is broken (" + r.err.Error() + "): it is still mounted and must be unmounted before anything below it is touched"})
 		return state, reason + "; probe: " + r.err.Error()
 	case r.err != nil:
@@ -106,7 +106,7 @@ func (b *builder) noteProblems() {
 		if p.Kind == podsdir.ProblemHung {
 			continue // a HungMount (noteHungPaths)
 		}
-		b.add(Finding{Kind: UnexpectedEntry, Severity: SeverityWarning, Path: p.Path, PodUID: p.PodUID,
+		b.add(Finding{Kind: UnexpectedEntry, Path: p.Path, PodUID: p.PodUID,
 			Message: string(p.Kind) + ": " + p.Message})
 	}
 }
@@ -127,7 +127,7 @@ func (b *builder) noteStackedMounts() {
 				continue
 			}
 			uid, _ := b.podUIDFromPath(mp)
-			b.add(Finding{Kind: StackedMount, Severity: SeverityWarning, Path: mp, PodUID: uid,
+			b.add(Finding{Kind: StackedMount, Path: mp, PodUID: uid,
 				Message: plural(len(stack), "mount", "mounts") + " stacked on one path: one unmount leaves the next one in place"})
 		}
 	}

@@ -136,14 +136,14 @@ func (b *builder) checkStagingHash(g *GlobalMount, sd podsdir.StagingDir) {
 	g.State = Uncertain
 	g.Reason = "staging dir " + sd.Driver + "/" + sd.Name + " does not match its vol_data.json (" +
 		vd.DriverName + "/sha256(" + vd.VolumeHandle + ") = " + vd.DriverName + "/" + want + ")"
-	b.add(Finding{Kind: StagingHashMismatch, Severity: SeverityCritical, Path: sd.Path, Volume: vd.VolumeHandle,
+	b.add(Finding{Kind: StagingHashMismatch, Path: sd.Path, Volume: vd.VolumeHandle,
 		Message: g.Reason + ": it may be another volume's path; never act on it"})
 }
 
 func (b *builder) checkStagingSELinux(g *GlobalMount, sd podsdir.StagingDir) {
 	if reason := b.selinuxMismatch(g.Path, sd.VolData.SELinuxMountContext); reason != "" {
 		g.State, g.Reason = Uncertain, reason
-		b.add(Finding{Kind: SELinuxContextMismatch, Severity: SeverityWarning, Path: g.Path, Volume: g.VolumeHandle,
+		b.add(Finding{Kind: SELinuxContextMismatch, Path: g.Path, Volume: g.VolumeHandle,
 			Message: reason + ": pods needing the recorded context get a wrong label until the volume is restaged"})
 	}
 }
@@ -260,20 +260,19 @@ func (b *builder) noteLeaked(g *GlobalMount) {
 	default:
 		msg += "; its driver is attach-free, so nothing detaches it, but nothing unstages it either"
 	}
-	b.add(Finding{Kind: LeakedGlobalMount, Severity: SeverityWarning, Path: g.Path, Volume: g.VolumeHandle, Message: msg})
+	b.add(Finding{Kind: LeakedGlobalMount, Path: g.Path, Volume: g.VolumeHandle, Message: msg})
 }
 
 func (b *builder) noteLegacy(g *GlobalMount) {
 	if g.Layout != podsdir.LayoutLegacy {
 		return
 	}
-	sev, msg := SeverityInfo, "staging dir in the pre-1.24 layout pv/<pv>/globalmount, not mounted"
+	msg := "staging dir in the pre-1.24 layout pv/<pv>/globalmount, not mounted"
 	if g.State != Unmounted {
-		sev = SeverityWarning
 		msg = "staging mount in the pre-1.24 layout pv/<pv>/globalmount: kubelets since 1.24 compute only the new path, " +
 			"so they never unstage it and may stage the device a second time"
 	}
-	b.add(Finding{Kind: LegacyLayout, Severity: sev, Path: g.Path, Volume: g.SpecName, Message: msg})
+	b.addIn(Finding{Kind: LegacyLayout, Path: g.Path, Volume: g.SpecName, Message: msg}, mountedCase(g.State))
 }
 
 // noteRootDiskBacked: a CSI mount whose filesystem is the one holding the
@@ -296,5 +295,5 @@ func (b *builder) noteRootDiskBacked(target, podUID, volume string) {
 		msg += "; it is bound from the staging dir " + from + ", a plain dir on the node's disk: NodePublish came without NodeStage " +
 			"(after a reboot), so the pod sees the node's disk, not its volume"
 	}
-	b.add(Finding{Kind: RootDiskBackedMount, Severity: SeverityCritical, Path: target, PodUID: podUID, Volume: volume, Message: msg})
+	b.add(Finding{Kind: RootDiskBackedMount, Path: target, PodUID: podUID, Volume: volume, Message: msg})
 }

@@ -116,7 +116,7 @@ func (b *builder) noteHungPaths() {
 		if p.PodUID != "" {
 			pods[p.PodUID] = true
 		}
-		b.add(Finding{Kind: HungMount, Severity: SeverityCritical, Path: p.Path, PodUID: p.PodUID,
+		b.add(Finding{Kind: HungMount, Path: p.Path, PodUID: p.PodUID,
 			Message: "the scan could not read it: " + p.Message + "; what lies below is unknown, and nothing of its pod is cleaned up"})
 	}
 	if len(paths) == 0 {

@@ -104,7 +104,7 @@ func runningFinding(p Pod, s LifeSigns) Finding {
 	if len(s.Evidence) == 0 {
 		msg = "orphaned pod whose evidence of life could not be gathered (" + s.Unknown + "): unknown keeps the pod, treated as running"
 	}
-	return Finding{Kind: OrphanedPodRunning, Severity: SeverityWarning, Path: p.Path, PodUID: p.UID,
+	return Finding{Kind: OrphanedPodRunning, Path: p.Path, PodUID: p.UID,
 		Message: fmt.Sprintf("%s: not removable; nothing of it is cleaned while its containers may run. "+
 			"Check that the active pod list is current; the pod may have been scheduled after it was taken, or the kubelet lost track of it",
 			strings.TrimSpace(msg))}

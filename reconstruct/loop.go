@@ -136,7 +136,7 @@ func (b *builder) noteLoopDevice(ld *LoopDevice, file string) {
 		return
 	}
 	ld.Leaked = true
-	b.add(Finding{Kind: LeakedLoopDevice, Severity: SeverityWarning, Path: file, PodUID: ld.PodUID, Volume: ld.Volume,
+	b.add(Finding{Kind: LeakedLoopDevice, Path: file, PodUID: ld.PodUID, Volume: ld.Volume,
 		Message: "loop device " + ld.Device + " is still attached to the block map file " + file + " but " + why +
 			": it holds the device open, so NodeUnstage or a detach fails while it stays; once nothing uses it, detach it (losetup -d " + ld.Device + ")"})
 }

@@ -70,7 +70,7 @@ func (b *builder) noteReplacedDevice(d deviceBind, c deviceCheck) {
 		v := &b.st.Volumes[d.vol]
 		v.Reason += "; the device node it is bound from (" + c.bound.String() + ") is no longer the one at " + c.live + " (" + c.atLive.String() + ")"
 	}
-	b.add(Finding{Kind: DeletedDeviceBehindMount, Severity: SeverityCritical, Path: d.path, PodUID: d.podUID, Volume: d.volume,
+	b.add(Finding{Kind: DeletedDeviceBehindMount, Path: d.path, PodUID: d.podUID, Volume: d.volume,
 		Message: d.what + " " + d.path + " shows block device " + c.bound.String() + ", bound from device node " + c.live + " of " +
 			d.m.Source + " (" + d.m.FSType + " " + d.m.Dev.String() + "), where device " + c.atLive.String() + " is now: the node " +
 			"there was made again (a new iSCSI session got a new minor number) while the old one lives on elsewhere, so the " +

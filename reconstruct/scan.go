@@ -306,7 +306,7 @@ func (b *builder) noteMountTable(tableErr error) {
 	}
 	b.st.errs.mountTable = tableErr
 	b.st.MountTable.Error = tableErr.Error()
-	b.add(Finding{Kind: InconsistentMountTable, Severity: SeverityCritical, Path: b.opts.MountTable.Name(),
+	b.add(Finding{Kind: InconsistentMountTable, Path: b.opts.MountTable.Name(),
 		Message: "the mount table could not be read consistently (" + tableErr.Error() +
 			"): every volume is Uncertain, held as in use, and nothing may be cleaned up"})
 }
@@ -439,7 +439,13 @@ func (b *builder) topMount(path string) (mountscan.Mount, bool) {
 	return stack[len(stack)-1], true
 }
 
-func (b *builder) add(f Finding) {
+// add records a finding of the severity its kind declares (KindInfos).
+func (b *builder) add(f Finding) { b.addIn(f, "") }
+
+// addIn records a finding of the severity its kind declares in case c ("":
+// the kind's default).
+func (b *builder) addIn(f Finding, c SeverityCase) {
+	f.Severity = f.Kind.SeverityIn(c)
 	if v := b.log.V(4); v.Enabled() {
 		v.Info("Finding", "kind", f.Kind, "path", f.Path, "podUID", f.PodUID, "volume", f.Volume)
 	}

@@ -41,7 +41,7 @@ func (b *builder) noteSELinuxConflicts() {
 		if !slices.ContainsFunc(labels, func(l selinuxLabel) bool { return l.label != labels[0].label }) {
 			continue
 		}
-		f := Finding{Kind: SELinuxContextConflict, Severity: SeverityWarning, Volume: key,
+		f := Finding{Kind: SELinuxContextConflict, Volume: key,
 			Message: "the holders of this volume record different SELinux labels (" + describeLabels(labels) + "): the kubelet " +
 				"mounts a volume with one label for all its pods and refuses to start a pod whose label differs " +
 				"(conflicting SELinux labels, kubernetes#133424)"}

@@ -4,8 +4,10 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,11 +16,12 @@ import (
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
-// Each vocabulary list names every constant of its type declared in
-// state.go, once: a kind added without its list entry would never be
-// exported at 0 by package metrics.
+// Each vocabulary list names every constant of its type declared in the
+// package, once: a kind added without its list entry would never be
+// exported at 0 by package metrics. Go cannot list a type's constants, so
+// this test, and it only, reads the package's own source.
 func TestVocabulariesAreComplete(t *testing.T) {
-	declared := declaredConstants(t, "state.go")
+	declared := declaredConstants(t)
 	for typ, listed := range map[string][]string{
 		"FindingKind": asStrings(reconstruct.FindingKinds()),
 		"PodStatus":   asStrings(reconstruct.PodStatuses()),
@@ -40,11 +43,26 @@ func asStrings[T ~string](vs []T) []string {
 	return out
 }
 
-// declaredConstants returns the string constants of a Go file by type name.
-func declaredConstants(t *testing.T, file string) map[string][]string {
-	f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+// declaredConstants returns the string constants of the package's non-test
+// files by type name.
+func declaredConstants(t *testing.T) map[string][]string {
+	t.Helper()
+	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
 	out := map[string][]string{}
+	for _, file := range files {
+		if !strings.HasSuffix(file, "_test.go") {
+			constantsOf(t, file, out)
+		}
+	}
+	return out
+}
+
+// constantsOf adds the string constants of a Go file to out by type name.
+func constantsOf(t *testing.T, file string, out map[string][]string) {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+	require.NoError(t, err)
 	ast.Inspect(f, func(n ast.Node) bool {
 		vs, ok := n.(*ast.ValueSpec)
 		if !ok {
@@ -61,5 +79,4 @@ func declaredConstants(t *testing.T, file string) map[string][]string {
 		}
 		return false
 	})
-	return out
 }

@@ -180,17 +180,13 @@ func (b *builder) inTreeBlockName(out *Volume, globalMapPath string) {
 // to tear it down.
 func (b *builder) unknownPlugin(v *Volume) {
 	v.UniqueName = ""
-	sev := SeverityInfo
-	if v.State != Unmounted {
-		sev = SeverityWarning
-	}
 	if v.State == Mounted {
 		v.State = Uncertain
 		v.Reason += "; held as Uncertain: the kubelet cannot reconstruct this plugin, so nothing will tear the mount down"
 	}
-	b.add(Finding{Kind: UnknownPlugin, Severity: sev, Path: v.Path, PodUID: v.PodUID, Volume: v.Name,
+	b.addIn(Finding{Kind: UnknownPlugin, Path: v.Path, PodUID: v.PodUID, Volume: v.Name,
 		Message: "plugin " + v.Plugin + " is not known to volrecon (FlexVolume, or an in-tree plugin migrated to CSI): " +
-			"its state comes from the mount table alone, its teardown cannot be guessed, and the kubelet gives it no unique name"})
+			"its state comes from the mount table alone, its teardown cannot be guessed, and the kubelet gives it no unique name"}, mountedCase(v.State))
 }
 
 // noteDataOnNodeDisk reports an unmounted dir that holds files: the only
@@ -222,7 +218,7 @@ func (b *builder) noteDataOnNodeDisk(dir, podUID, volume, what string) bool {
 		}
 		return false
 	}
-	b.add(Finding{Kind: DataOnNodeDisk, Severity: SeverityCritical, Path: dir, PodUID: podUID, Volume: volume,
+	b.add(Finding{Kind: DataOnNodeDisk, Path: dir, PodUID: podUID, Volume: volume,
 		Message: what + " is not mounted but holds files: data the application wrote landed on the node's disk; " +
 			"it is the only copy, keep it and move it to the real volume by hand"})
 	return true
