@@ -95,7 +95,8 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		criticalFindings: newGaugeSet(name("critical_findings"),
 			"Number of critical findings of the last successful scan, by kind, for the kinds whose findings are critical in some "+
 				"cases only (MissingVolumeData and CorruptVolumeData while the volume is mounted, StaleVolumeData when the metadata "+
-				"disagree with the mount table); every finding of another kind has one severity.",
+				"disagree with the mount table); a finding of any other kind is never critical or always critical (its kind's declared "+
+				"severity; volrecon_findings counts it).",
 			keys1(sometimesCriticalKinds), "kind"),
 		severities: newGaugeSet(name("findings_by_severity"),
 			"Number of findings of the last successful scan, by severity.",
