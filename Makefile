@@ -34,11 +34,12 @@ NEWEST := k8s.io/api@v0.37.2 k8s.io/apimachinery@v0.37.2 k8s.io/client-go@v0.37.
 	google.golang.org/protobuf@v1.36.12 github.com/container-storage-interface/spec@v1.13.0 \
 	github.com/stretchr/testify@v1.12.1 golang.org/x/sys@v0.49.0 github.com/go-logr/logr@v1.4.4
 
-.PHONY: test test-busy test-schema test-examples test-newest bench lint demo build image update-fixtures fuzz e2e chaos serve-diff
+.PHONY: test test-rules test-busy test-schema test-examples test-newest bench lint demo build image update-fixtures fuzz e2e chaos serve-diff
 
 ## test: gofmt check, go vet, and every test with the race detector, of the
 ## library at the oldest versions it requires (go.mod), of TEST_MODULES,
-## the schema's and the examples'.
+## the rules' in the real promtool (test-rules), the schema's and the
+## examples'.
 ## As root, the tests that need real mounts run in private mount namespaces.
 test:
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then \
@@ -46,8 +47,32 @@ test:
 	$(GO) vet ./...
 	$(GO) test -race ./...
 	for m in $(TEST_MODULES); do (cd $$m && $(GO) vet ./... && $(GO) test -race ./...) || exit 1; done
+	$(MAKE) test-rules
 	$(MAKE) test-schema
 	$(MAKE) test-examples
+
+## test-rules: deploy/alerts.yaml in the real promtool: promtool check rules,
+## then promtool test rules deploy/alerts_test.yaml. promtool is Debian 12's
+## (package prometheus, PROMETHEUS_VERSION, as the e2e suite's Prometheus),
+## installed as the e2e suite installs its packages when it is missing
+## (apt-get, as root; policy-rc.d keeps the service from starting); another
+## version is an error, so that what passed is known.
+PROMETHEUS_VERSION := 2.42.0
+test-rules: SHELL := bash
+test-rules: .SHELLFLAGS := -eu -o pipefail -c
+test-rules:
+	installed() { dpkg-query -W -f='$${db:Status-Status} $${Version}' prometheus 2>/dev/null | sed -n 's/^installed //p'; }; \
+	if [ -z "$$(installed)" ]; then \
+		rc=/usr/sbin/policy-rc.d; \
+		if [ ! -e "$$rc" ]; then printf '#!/bin/sh\nexit 101\n' > "$$rc"; chmod 0755 "$$rc"; trap 'rm -f "$$rc"' EXIT; fi; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -q; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus; \
+	fi; \
+	version="$$(installed)"; \
+	case "$$version" in $(PROMETHEUS_VERSION)+*) ;; \
+	*) echo "prometheus $$version is installed; make test-rules runs Debian 12's $(PROMETHEUS_VERSION)" >&2; exit 1;; esac; \
+	promtool --version 2>&1 | head -1; \
+	cd deploy && promtool check rules alerts.yaml && promtool test rules alerts_test.yaml
 
 ## test-busy: the tests of BUSY_PACKAGES (those that read every process's
 ## mount namespaces, and the mount churn test) with the race detector,

@@ -2,8 +2,6 @@ package cleanup
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +9,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/volrecon/volrecon/kubelet"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
@@ -195,7 +194,7 @@ func boundFrom(st *reconstruct.State, v reconstruct.Volume) (reconstruct.GlobalM
 	switch {
 	case g.Mode != podsdir.Filesystem || g.Layout != podsdir.LayoutCurrent || g.State != reconstruct.Mounted:
 		return g, "the staging mount " + g.Path + " is not a mounted filesystem staging mount of the current layout"
-	case filepath.Base(filepath.Dir(g.Path)) != sha256Hex(g.VolumeHandle) || hasFindingAt(st, reconstruct.StagingHashMismatch, g.Path):
+	case filepath.Base(filepath.Dir(g.Path)) != kubelet.StagingHash(g.VolumeHandle) || hasFindingAt(st, reconstruct.StagingHashMismatch, g.Path):
 		return g, "the staging mount " + g.Path + " is not named by the sha256 of the handle its vol_data.json names"
 	case v.CSI == nil || g.DriverName != v.CSI.DriverName || g.VolumeHandle != v.CSI.VolumeHandle || g.Path != v.DeviceMountPath:
 		return g, "the staging mount " + g.Path + " is not the one of the volume's identity"
@@ -258,7 +257,7 @@ func (t *CSITeardown) unstage(st *reconstruct.State, ev *evidence, g reconstruct
 		return no("the staging dir is not mounted exactly once")
 	case g.DriverName == "" || g.VolumeHandle == "" || g.UniqueName == "":
 		return no("its identity is unknown (no readable vol_data.json in the staging dir)")
-	case filepath.Base(filepath.Dir(g.Path)) != sha256Hex(g.VolumeHandle) || hasFindingAt(st, reconstruct.StagingHashMismatch, g.Path):
+	case filepath.Base(filepath.Dir(g.Path)) != kubelet.StagingHash(g.VolumeHandle) || hasFindingAt(st, reconstruct.StagingHashMismatch, g.Path):
 		return no("the staging dir is not named by the sha256 of the handle its vol_data.json names (StagingHashMismatch): never act on it")
 	case ev.stagingUsed[g.Path] != "":
 		return no("no evidence that no other mount namespace on the node uses it: " + ev.stagingUsed[g.Path])
@@ -321,11 +320,6 @@ func podNaming(st *reconstruct.State, staging string) string {
 		}
 	}
 	return ""
-}
-
-func sha256Hex(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
 }
 
 // stagingUsers returns the users of the staging mount g in table, the

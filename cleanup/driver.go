@@ -2,8 +2,8 @@ package cleanup
 
 import (
 	"cmp"
-	"path/filepath"
 
+	"github.com/volrecon/volrecon/kubelet"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -28,7 +28,7 @@ func (p *podPlanner) driverRegistered(driver string) bool {
 // be sent into, found once per plan.
 func (s *snapshot) notToEnter(root, podsDir string) map[string]string {
 	if s.fenced == nil {
-		s.fenced = reconstruct.MountsNotToEnter(s.table, root, podsDir, filepath.Join(root, "plugins"))
+		s.fenced = reconstruct.MountsNotToEnter(s.table, root, podsDir, kubelet.Root(root).PluginsDir())
 	}
 	return s.fenced
 }

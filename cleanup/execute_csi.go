@@ -7,11 +7,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/volrecon/volrecon/internal/mountid"
+	"github.com/volrecon/volrecon/kubelet"
 	"github.com/volrecon/volrecon/mountscan"
-	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -127,9 +126,9 @@ func (e *executor) checkCSI(a Action, table mountView) error {
 		return ofKind(ErrRefused, fmt.Errorf("%s: the action names no driver, volume or pods dir", a.Path))
 	case filepath.Clean(a.Path) != a.Path:
 		return ofKind(ErrRefused, fmt.Errorf("%s: not a clean path: refused", a.Path))
-	case a.Action == NodeUnpublish && !isTargetPath(e.plan.PodsDir, a.PodUID, a.Path):
+	case a.Action == NodeUnpublish && !kubelet.IsCSIPublishTarget(e.plan.PodsDir, a.PodUID, a.Path):
 		return ofKind(ErrRefused, fmt.Errorf("%s is not a CSI publish target of pod %s: refused", a.Path, a.PodUID))
-	case a.Action == NodeUnstage && !strings.HasPrefix(a.Path, filepath.Join(root, "plugins", "kubernetes.io", "csi")+"/"):
+	case a.Action == NodeUnstage && !kubelet.Root(root).CSIDir().Contains(a.Path):
 		return ofKind(ErrRefused, fmt.Errorf("%s is not a CSI staging dir under %s: refused", a.Path, root))
 	}
 	stack := table.At(a.Path)
@@ -242,7 +241,7 @@ func (e *executor) stillUnused(a Action) error {
 	if e.opts.CSI.ActiveVolumes == nil {
 		return fmt.Errorf("%w: which volumes the active pods use cannot be checked again (no CSIExec.ActiveVolumes)", ErrNodeChanged)
 	}
-	name := podsdir.CSIUniqueName(a.CSI.Driver, a.CSI.VolumeID)
+	name := kubelet.UniqueVolumeName(a.CSI.Driver, a.CSI.VolumeID)
 	names, err := e.opts.CSI.ActiveVolumes(e.ctx)
 	switch {
 	case err != nil:
@@ -252,13 +251,6 @@ func (e *executor) stillUnused(a Action) error {
 	}
 	e.log.V(4).Info("No active pod uses the volume, checked again before NodeUnstage", "uniqueName", name)
 	return nil
-}
-
-// isTargetPath: path is <pods>/<uid>/volumes/kubernetes.io~csi/<name>/mount.
-func isTargetPath(podsDir, uid, path string) bool {
-	rel, ok := strings.CutPrefix(path, filepath.Join(podsDir, uid, "volumes", "kubernetes.io~csi")+"/")
-	name, rest, _ := strings.Cut(rel, "/")
-	return ok && uid != "" && !strings.Contains(uid, "/") && name != "" && rest == "mount"
 }
 
 // callDriver finds the driver, asks its capabilities where NodeUnstage
@@ -279,7 +271,7 @@ func (e *executor) callDriver(a Action, table *mountscan.Table, r *ActionResult)
 	ctx := e.ctx
 	root := filepath.Dir(e.plan.PodsDir)
 	c, err := e.opts.CSI.Driver.Connect(ctx, a.CSI.Driver, e.opts.HostRoot, root,
-		reconstruct.MountsNotToEnter(table, root, e.plan.PodsDir, filepath.Join(root, "plugins")))
+		reconstruct.MountsNotToEnter(table, root, e.plan.PodsDir, kubelet.Root(root).PluginsDir()))
 	if err == nil && c == nil {
 		err = fmt.Errorf("the CSI driver client gave no connection to %s", a.CSI.Driver)
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/volrecon/volrecon/internal/mountnamespaces"
+	"github.com/volrecon/volrecon/kubelet"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
@@ -117,7 +118,7 @@ func newGatherer(st *reconstruct.State, host *mountscan.Table, ev *evidence) *ga
 		}
 	}
 	for _, pod := range st.Pods {
-		if !podsdir.IsPodUID(pod.UID) || pod.Path != filepath.Join(st.PodsDir, pod.UID) {
+		if !kubelet.IsPodUID(pod.UID) || pod.Path != filepath.Join(st.PodsDir, pod.UID) {
 			continue // a State from JSON: only a pod dir of the pods dir holds the kubelet's mounts
 		}
 		for _, m := range host.AtOrBelow(pod.Path) {
@@ -196,7 +197,7 @@ func runningOrUnknown(st *reconstruct.State, uid string) bool {
 
 func (g *gatherer) hasRecoveredTarget(uid string) bool {
 	for _, v := range g.st.Volumes {
-		if v.PodUID == uid && v.Plugin == podsdir.CSIPluginName && v.CSI != nil && v.CSI.Recovered && v.State == reconstruct.Mounted {
+		if v.PodUID == uid && v.Plugin == kubelet.CSIPluginName && v.CSI != nil && v.CSI.Recovered && v.State == reconstruct.Mounted {
 			return true
 		}
 	}
@@ -395,7 +396,7 @@ func (g *gatherer) activeWithVolume(uid string, m mountscan.Mount) bool {
 	}
 	return slices.ContainsFunc(g.st.Volumes, func(v reconstruct.Volume) bool {
 		t, ok := refSubtree(v.Mount)
-		return v.PodUID == uid && v.Plugin == podsdir.CSIPluginName && v.State == reconstruct.Mounted && ok && t.Contains(m)
+		return v.PodUID == uid && v.Plugin == kubelet.CSIPluginName && v.State == reconstruct.Mounted && ok && t.Contains(m)
 	})
 }
 

@@ -3,11 +3,13 @@ package cleanup_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/testkit/mountns"
@@ -20,23 +22,42 @@ import (
 // of a process in another namespace), and writes go through, is not
 // unstaged, however long it has been unused in the host's table. Found
 // through the tasks only, that namespace was never read, and
-// NodeUnstageVolume was sent (issue 36, item 3).
+// NodeUnstageVolume was sent (issue 36, item 3). So is one bound only in
+// the table of a namespace held only by a descriptor, and one carried by
+// tasks that each live a moment, on a node of a thousand processes.
 func TestRealATasklessNamespaceKeepsALeak(t *testing.T) {
 	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
-	for _, held := range []string{"bind", "fd"} {
+	for _, held := range []string{"bind", "fd", "nested", "relay"} {
 		t.Run(held, func(t *testing.T) {
+			if held == "relay" { // a thousand processes, in a namespace made before the staging mount
+				mountns.Hold(t, "unchanged", `for i in $(seq 1000); do sleep 600 & done`)
+			}
 			n := newRealCSI(t)
 			now := time.Now()
 			store := &memStore{since: map[string]time.Time{n.staging: now.Add(-2 * time.Hour)}}
 			td := &cleanup.CSITeardown{AssumeNoNewPods: true, MinLeakAge: time.Minute, Now: now, Store: store}
 			user := filepath.Join(t.TempDir(), "user")
 			require.NoError(t, os.Mkdir(user, 0o750))
-			if held == "bind" {
+			switch held {
+			case "bind":
 				taskholder.PinByBind(t, filepath.Join(t.TempDir(), "ns.mnt"), "", `mount --bind "$1" "$2"`, n.staging, user)
-			} else {
+			case "fd":
 				taskholder.Start(t, taskholder.FDHeld, n.staging, user)
+			case "nested": // bound in a namespace held by a descriptor only
+				outer := mountns.Hold(t, "private", "true")
+				taskholder.HoldByDescriptor(t, outer, true)
+				pin := filepath.Join(t.TempDir(), "inner.mnt")
+				require.NoError(t, os.WriteFile(pin, nil, 0o600))
+				taskholder.PinByBind(t, pin, "/proc/"+strconv.Itoa(outer)+"/ns/mnt", `mount --bind "$1" "$2"`, n.staging, user)
+				require.NoError(t, unix.Kill(outer, unix.SIGKILL))
+				require.Eventually(t, func() bool {
+					_, err := os.Readlink("/proc/" + strconv.Itoa(outer) + "/ns/mnt")
+					return err != nil
+				}, 10*time.Second, 10*time.Millisecond)
+			case "relay":
+				taskholder.Relay(t, n.staging)
 			}
 
 			results := n.run(t, td)

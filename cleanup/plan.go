@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/volrecon/volrecon/internal/mountid"
+	"github.com/volrecon/volrecon/kubelet"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/progress"
@@ -112,7 +113,7 @@ func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan 
 			continue
 		}
 		opts.Progress.Send(progress.Report{Step: "planning the orphaned pods", Done: orphans, Total: total, Item: pod.Path})
-		if !podsdir.IsPodUID(pod.UID) { // a dir not named by a pod UID is never cleaned up: whose it is is unknown
+		if !kubelet.IsPodUID(pod.UID) { // a dir not named by a pod UID is never cleaned up: whose it is is unknown
 			plan.Actions = append(plan.Actions, Action{Action: Keep, Path: pod.Path, PodUID: pod.UID, Reason: "the pod dir's name is not a pod UID: volrecon never cleans it up"})
 			continue
 		}
@@ -448,11 +449,11 @@ func (p *podPlanner) planEntry(e PodEntry) bool {
 		return false
 	}
 	switch parts[0] {
-	case "volumes":
+	case kubelet.VolumesDirName:
 		return p.planVolumesEntry(e, parts)
-	case "volumeDevices":
+	case kubelet.VolumeDevicesDirName:
 		return p.planBlockEntry(e, parts)
-	case "volume-subpaths":
+	case kubelet.VolumeSubpathsDirName:
 		return p.planSubpathEntry(e, parts)
 	}
 	if why, ok := kubeletLeftover(e, parts); ok {
@@ -468,13 +469,13 @@ func (p *podPlanner) planEntry(e PodEntry) bool {
 func kubeletLeftover(e PodEntry, parts []string) (string, bool) {
 	isDir, isFile := e.Type == podsdir.TypeDir, e.Type == podsdir.TypeFile
 	switch {
-	case len(parts) == 1 && parts[0] == "etc-hosts" && isFile:
+	case len(parts) == 1 && parts[0] == kubelet.EtcHostsFileName && isFile:
 		return "the pod's hosts file, written by the kubelet", true
-	case parts[0] == "containers" && len(parts) <= 2 && isDir,
-		parts[0] == "containers" && len(parts) == 3 && isFile:
+	case parts[0] == kubelet.ContainersDirName && len(parts) <= 2 && isDir,
+		parts[0] == kubelet.ContainersDirName && len(parts) == 3 && isFile:
 		return "the kubelet's per-container files (termination messages)", true
-	case parts[0] == "plugins" && len(parts) <= 3 && isDir,
-		parts[0] == "plugins" && len(parts) == 4 && parts[3] == "ready" && isFile:
+	case parts[0] == kubelet.PodPluginsDirName && len(parts) <= 3 && isDir,
+		parts[0] == kubelet.PodPluginsDirName && len(parts) == 4 && parts[3] == kubelet.ReadyFileName && isFile:
 		return "a volume plugin's ready marker and its dirs, written by the kubelet", true
 	}
 	return "", false
@@ -578,20 +579,20 @@ const notPodLevel = "not a pod-level mount"
 func (p *podPlanner) notUnmountable(e PodEntry, parts []string) string {
 	stack := p.snap.table.At(e.Path)
 	switch {
-	case parts[0] == "volume-subpaths" && len(parts) == 4 && len(stack) > 1:
+	case parts[0] == kubelet.VolumeSubpathsDirName && len(parts) == 4 && len(stack) > 1:
 		return fmt.Sprintf("%d mounts stacked at a subpath target: the kubelet binds one there, never over a mount, so they are not all the pod's own", len(stack))
-	case parts[0] == "volume-subpaths" && len(parts) == 4:
+	case parts[0] == kubelet.VolumeSubpathsDirName && len(parts) == 4:
 		return "" // a subpath bind
-	case parts[0] != "volumes" || len(parts) != 3:
+	case parts[0] != kubelet.VolumesDirName || len(parts) != 3:
 		return notPodLevel
 	}
 	v, ok := p.volumes[e.Path]
-	if !ok || !reconstruct.CopiesAPIObjects(v.Plugin) && v.Plugin != "kubernetes.io/empty-dir" {
+	if !ok || !reconstruct.CopiesAPIObjects(v.Plugin) && v.Plugin != kubelet.EmptyDirPluginName {
 		return notPodLevel
 	}
 	for i := len(stack) - 1; i >= 0; i-- {
 		m := stack[i]
-		ownType := m.FSType == "tmpfs" || v.Plugin == "kubernetes.io/empty-dir" && m.FSType == "hugetlbfs"
+		ownType := m.FSType == "tmpfs" || v.Plugin == kubelet.EmptyDirPluginName && m.FSType == "hugetlbfs"
 		switch {
 		case len(stack) == 1 && !ownType:
 			return notPodLevel
@@ -609,7 +610,7 @@ func (p *podPlanner) notUnmountable(e PodEntry, parts []string) string {
 }
 
 func (p *podPlanner) isCSITarget(parts []string) bool {
-	return len(parts) == 4 && parts[0] == "volumes" && parts[1] == "kubernetes.io~csi" && parts[3] == "mount"
+	return len(parts) == 4 && parts[0] == kubelet.VolumesDirName && parts[1] == kubelet.CSIPluginDirName && parts[3] == kubelet.CSIMountDirName
 }
 
 // planVolumesEntry plans volumes/, volumes/<plugin>/ and what lies in a volume dir.
@@ -628,7 +629,7 @@ func (p *podPlanner) planVolumesEntry(e PodEntry, parts []string) bool {
 		return false
 	}
 	switch {
-	case v.Plugin == podsdir.CSIPluginName:
+	case v.Plugin == kubelet.CSIPluginName:
 		return p.planCSIEntry(e, v, parts)
 	case (reconstruct.PlainDirPlugin(v.Plugin) || reconstruct.CopiesAPIObjects(v.Plugin)) && len(parts) == 3:
 		return p.remove(e, "an unmounted "+v.Plugin+" volume dir, once emptied")
@@ -650,15 +651,15 @@ func (p *podPlanner) planCSIEntry(e PodEntry, v reconstruct.Volume, parts []stri
 	switch {
 	case len(parts) == 3:
 		return p.remove(e, "an empty, unmounted CSI volume dir")
-	case len(parts) == 4 && parts[3] == "mount" && e.Type == podsdir.TypeDir && e.Children == 0:
+	case len(parts) == 4 && parts[3] == kubelet.CSIMountDirName && e.Type == podsdir.TypeDir && e.Children == 0:
 		return p.remove(e, "an empty, unmounted CSI publish target")
-	case len(parts) == 4 && parts[3] == "mount" && e.Type != podsdir.TypeDir:
+	case len(parts) == 4 && parts[3] == kubelet.CSIMountDirName && e.Type != podsdir.TypeDir:
 		p.add(Keep, e.Path, "a "+string(e.Type)+" where the CSI publish target dir belongs: not known to be the pod's own")
 		return false
-	case len(parts) == 4 && parts[3] == "mount":
+	case len(parts) == 4 && parts[3] == kubelet.CSIMountDirName:
 		p.add(Keep, e.Path, "an unmounted CSI publish target that holds files: data that landed on the node's disk (DataOnNodeDisk)")
 		return false
-	case len(parts) == 4 && parts[3] == "vol_data.json" && e.Type == podsdir.TypeFile:
+	case len(parts) == 4 && parts[3] == kubelet.VolDataFileName && e.Type == podsdir.TypeFile:
 		return p.planVolData(e, v, parts)
 	}
 	p.add(Keep, e.Path, "not a file the kubelet writes in a CSI volume dir")
@@ -675,7 +676,7 @@ func (p *podPlanner) planCSIEntry(e PodEntry, v reconstruct.Volume, parts []stri
 // more) and tears it down through the driver: NodeUnpublish (csi_plugin.go
 // NewUnmounter loads this file), then NodeUnstage, removing the file itself.
 func (p *podPlanner) planVolData(e PodEntry, v reconstruct.Volume, parts []string) bool {
-	mountDir := filepath.Join(filepath.Dir(e.Path), "mount")
+	mountDir := filepath.Join(filepath.Dir(e.Path), kubelet.CSIMountDirName)
 	switch live := p.liveStaging(v); {
 	case v.State != reconstruct.Unmounted:
 		p.add(NeedsDriver, e.Path, "kept: the volume is still mounted, and NodeUnpublish needs this file")

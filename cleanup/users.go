@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/volrecon/volrecon/internal/mountnamespaces"
+	"github.com/volrecon/volrecon/kubelet"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
@@ -110,7 +111,7 @@ func otherVolumes(st *reconstruct.State, host *mountscan.Table, g reconstruct.Gl
 		switch {
 		case o.Path == g.Path || !inCSIDir(st, o.Path):
 		case o.Mode != podsdir.Filesystem || o.State != reconstruct.Mounted || o.VolumeHandle == "" || o.UniqueName == "" || o.UniqueName == g.UniqueName:
-		case o.Layout != podsdir.LayoutCurrent || filepath.Base(filepath.Dir(o.Path)) != sha256Hex(o.VolumeHandle) ||
+		case o.Layout != podsdir.LayoutCurrent || filepath.Base(filepath.Dir(o.Path)) != kubelet.StagingHash(o.VolumeHandle) ||
 			hasFindingAt(st, reconstruct.StagingHashMismatch, o.Path):
 			// not named as the kubelet names the staging dir of its volume
 		default:
@@ -125,8 +126,7 @@ func otherVolumes(st *reconstruct.State, host *mountscan.Table, g reconstruct.Gl
 // inCSIDir: path is a clean path below the CSI dir of the State's kubelet
 // root, where the kubelet stages volumes.
 func inCSIDir(st *reconstruct.State, path string) bool {
-	return st.PodsDir != "" && filepath.Clean(path) == path &&
-		strings.HasPrefix(path, filepath.Join(filepath.Dir(st.PodsDir), "plugins", "kubernetes.io", "csi")+"/")
+	return st.PodsDir != "" && filepath.Clean(path) == path && kubelet.CSIDirOf(st.PodsDir).Contains(path)
 }
 
 // otherVolumeEntries returns the entries of table of the other volumes a
@@ -137,11 +137,11 @@ func otherVolumeEntries(table *mountscan.Table, root string, x mountscan.Mount, 
 	if x.Dev.Major != 0 {
 		return nil
 	}
-	csiDir := filepath.Join(root, "plugins", "kubernetes.io", "csi") + "/"
+	csiDir := kubelet.Root(root).CSIDir()
 	var out []mountscan.Mount
 	for _, o := range others {
 		e, ok := entryOf(table, o.Path, o.Source)
-		if ok && strings.HasPrefix(o.Path, csiDir) && filepath.Clean(o.Path) == o.Path && e.Dev == x.Dev && e.Root != x.Root {
+		if ok && csiDir.Contains(o.Path) && filepath.Clean(o.Path) == o.Path && e.Dev == x.Dev && e.Root != x.Root {
 			out = append(out, e)
 		}
 	}

@@ -25,7 +25,7 @@ type Connector struct {
 }
 
 // Connect locates driver's endpoint under the kubelet root dir rootDir
-// ("" = DefaultRootDir) and the host-root prefix hostRoot, never at or
+// ("" = kubelet.DefaultRootDir) and the host-root prefix hostRoot, never at or
 // below a mount of notEntered (LocateOptions.NotEntered), and dials it:
 // Locate then Dial.
 func (c Connector) Connect(ctx context.Context, driver, hostRoot, rootDir string, notEntered map[string]string) (Conn, error) {

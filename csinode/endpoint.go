@@ -14,16 +14,14 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/volrecon/volrecon/internal/bounded"
+	"github.com/volrecon/volrecon/kubelet"
 )
 
-// DefaultRootDir is the kubelet's default --root-dir.
-const DefaultRootDir = "/var/lib/kubelet"
-
-// Bounds of the listing of plugins_registry/: how many sockets Locate asks
-// GetInfo of, how many entries a dir of it may hold, and how deep it goes.
+// Bounds of the walk of the plugin registry: how many sockets Locate asks
+// GetInfo of, and how deep it goes (each dir is bounded by
+// kubelet.MaxRegistryEntries).
 const (
 	maxRegistrationSockets = 64
-	maxRegistryEntries     = 4096
 	maxRegistryDepth       = 8
 )
 
@@ -40,7 +38,7 @@ type Endpoint struct {
 }
 
 // dialPath is where this process reaches the socket: Path under the host root.
-func (e Endpoint) dialPath() string { return filepath.Join(e.hostRoot, e.Path) }
+func (e Endpoint) dialPath() string { return kubelet.NewHost(e.hostRoot).Path(e.Path) }
 
 // String says where the endpoint is and how it was found.
 func (e Endpoint) String() string {
@@ -54,7 +52,7 @@ func (e Endpoint) String() string {
 type LocateOptions struct {
 	// HostRoot is a prefix under which the host's filesystem is read.
 	HostRoot string
-	// RootDir is the kubelet's --root-dir ("" = /var/lib/kubelet), a host path.
+	// RootDir is the kubelet's --root-dir ("" = kubelet.DefaultRootDir), a host path.
 	RootDir string
 	// GetInfoTimeout bounds each GetInfo call (0 = 1s, as the kubelet's).
 	GetInfoTimeout time.Duration
@@ -78,7 +76,7 @@ type LocateOptions struct {
 func (o LocateOptions) fence() *bounded.Fence {
 	points := make(map[string]string, len(o.NotEntered))
 	for p, fstype := range o.NotEntered {
-		points[filepath.Join(o.HostRoot, p)] = fstype
+		points[o.host().Path(p)] = fstype
 	}
 	return bounded.NewFence(points)
 }
@@ -89,12 +87,9 @@ func unknown(driver, path string, err error) error {
 	return &EndpointError{Driver: driver, Path: path, Err: fmt.Errorf("%w: where it listens cannot be told: %w", ErrNoEndpoint, err)}
 }
 
-func (o LocateOptions) rootDir() string {
-	if o.RootDir == "" {
-		return DefaultRootDir
-	}
-	return o.RootDir
-}
+func (o LocateOptions) host() kubelet.Host { return kubelet.NewHost(o.HostRoot) }
+
+func (o LocateOptions) layout() kubelet.Root { return kubelet.Root(o.RootDir) }
 
 // Locate finds the node-service endpoint of driver the way the kubelet
 // does: the registration sockets under <root>/plugins_registry/ are asked
@@ -115,7 +110,7 @@ func Locate(ctx context.Context, driver string, opts LocateOptions) (Endpoint, e
 	fence := opts.fence()
 	socks, err := registrationSockets(ctx, opts, fence, driver)
 	if err != nil {
-		return Endpoint{}, unknown(driver, filepath.Join(opts.rootDir(), "plugins_registry"), err)
+		return Endpoint{}, unknown(driver, opts.layout().RegistryDir(), err)
 	}
 	var tried []string
 	for _, sock := range socks {
@@ -140,8 +135,8 @@ func Locate(ctx context.Context, driver string, opts LocateOptions) (Endpoint, e
 		log.V(4).Info("Located CSI driver through its registration socket", "driver", driver, "endpoint", ep.Path, "registration", sock)
 		return ep, nil
 	}
-	def := filepath.Join(opts.rootDir(), "plugins", driver, "csi.sock")
-	fi, err := statSocket(ctx, opts, fence, filepath.Join(opts.HostRoot, def))
+	def := opts.layout().DriverSocket(driver)
+	fi, err := statSocket(ctx, opts, fence, opts.host().Path(def))
 	switch {
 	case errors.Is(err, bounded.ErrHung), errors.Is(err, bounded.ErrNotEntered):
 		return Endpoint{}, unknown(driver, def, err)
@@ -165,44 +160,26 @@ func checkDriverName(driver string) error {
 // paths), as the plugin watcher does: recursively, skipping names that start
 // with a dot, never following a symlink. Those whose name starts with the
 // driver's come first: by convention they are "<driver>-reg.sock". Every
-// listing is bounded (bounded.ReadDir); one that hangs, lies behind the
+// listing is bounded (kubelet.WalkRegistry); one that hangs, lies behind the
 // fence or is past its limits is an error: the registration cannot be
 // told. A dir that is not there holds no socket, one that cannot be read is
 // skipped, like the watcher does.
 func registrationSockets(ctx context.Context, opts LocateOptions, fence *bounded.Fence, driver string) ([]string, error) {
-	dir := filepath.Join(opts.HostRoot, opts.rootDir(), "plugins_registry")
 	var socks []string
-	var walk func(dir string, depth int) error
-	walk = func(dir string, depth int) error {
-		if err := fence.Check(dir); err != nil {
-			return err
-		}
-		entries, err := bounded.ReadDir(ctx, dir, opts.fsTimeout(), bounded.Limits{Entries: maxRegistryEntries})
-		switch {
-		case errors.Is(err, bounded.ErrHung), errors.Is(err, bounded.ErrLimit):
-			return err
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case err != nil:
-			return nil // gone, or unreadable: skipped, like the watcher does
-		}
-		for _, d := range entries {
-			p := filepath.Join(dir, d.Name())
-			switch {
-			case strings.HasPrefix(d.Name(), "."):
-			case d.IsDir() && depth < maxRegistryDepth:
-				if err := walk(p, depth+1); err != nil {
-					return err
-				}
-			case d.Type()&fs.ModeSocket != 0 && len(socks) < maxRegistrationSockets:
-				socks = append(socks, hostPath(opts.HostRoot, p))
+	err := kubelet.WalkRegistry(ctx, opts.host().Path(opts.layout().RegistryDir()),
+		kubelet.RegistryWalk{Timeout: opts.fsTimeout(), MaxDepth: maxRegistryDepth, Fence: fence},
+		func(p string, d fs.DirEntry) {
+			if !strings.HasPrefix(d.Name(), ".") && d.Type()&fs.ModeSocket != 0 && len(socks) < maxRegistrationSockets {
+				socks = append(socks, opts.host().HostPath(p))
 			}
-		}
-		return nil
-	}
-	if err := walk(dir, 0); err != nil {
+		})
+	switch {
+	case errors.Is(err, bounded.ErrHung), errors.Is(err, bounded.ErrLimit), errors.Is(err, bounded.ErrNotEntered):
 		return nil, err
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
 	}
+	// Gone, or unreadable: no socket, as the plugin watcher sees it.
 	slices.SortStableFunc(socks, func(a, b string) int {
 		return boolRank(strings.HasPrefix(filepath.Base(a), driver)) - boolRank(strings.HasPrefix(filepath.Base(b), driver))
 	})
@@ -239,7 +216,7 @@ func askRegistration(ctx context.Context, opts LocateOptions, fence *bounded.Fen
 	if timeout <= 0 {
 		timeout = time.Second
 	}
-	p := filepath.Join(opts.HostRoot, sock)
+	p := opts.host().Path(sock)
 	if err := fence.Check(p); err != nil {
 		return pluginInfo{}, err
 	}
@@ -264,15 +241,6 @@ func endpointFromInfo(info pluginInfo, sock, hostRoot string) (Endpoint, error) 
 		return Endpoint{}, fmt.Errorf("%w: GetInfo names endpoint %q, not an absolute path", ErrInvalidRequest, info.Endpoint)
 	}
 	return Endpoint{Driver: info.Name, Path: filepath.Clean(p), Registration: sock, hostRoot: hostRoot}, nil
-}
-
-// hostPath turns a path under the host root back into the host's path.
-func hostPath(hostRoot, p string) string {
-	rel, err := filepath.Rel(filepath.Join("/", hostRoot), p)
-	if err != nil {
-		return p
-	}
-	return filepath.Join("/", rel)
 }
 
 // notRunning says whether a dial error means that nothing listens there.

@@ -502,7 +502,13 @@ var scrapeMetrics = []string{"up"}
 
 // textfileMetrics are what `serve --textfile` adds to the file, with their
 // labels (cmd/volrecon's tests hold them).
-var textfileMetrics = map[string][]string{"volrecon_textfile_run_failed": {"node"}}
+var textfileMetrics = map[string][]string{"volrecon_textfile_run_failed": nil}
+
+// scrapeLabels are the target labels the documented scrape setups give
+// every series (the PodMonitor's relabeling, node_exporter's for the
+// textfile): volrecon sets none of them itself (cmd/volrecon's
+// TestServeSeriesHaveNoTargetLabels).
+var scrapeLabels = []string{"node"}
 
 var promqlParser = promql.NewParser(promql.Options{})
 
@@ -531,7 +537,7 @@ type exported map[string]map[string]map[string]bool
 func exportedMetrics(t *testing.T) exported {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
-	labelled := prometheus.WrapRegistererWith(prometheus.Labels{"node": "node-1"}, reg)
+	labelled := prometheus.Registerer(reg)
 	m, err := metrics.New(labelled)
 	require.NoError(t, err)
 	require.NoError(t, metrics.NewBuildInfo(labelled, metrics.BuildInfo{Version: "v0.1.0", Commit: "0123abc"}))
@@ -592,7 +598,13 @@ func exportedMetrics(t *testing.T) exported {
 		}
 	}
 	for name, lbls := range textfileMetrics {
+		add(name, nil)
 		for _, l := range lbls {
+			add(name, nil, l, "x")
+		}
+	}
+	for name := range out {
+		for _, l := range scrapeLabels {
 			add(name, nil, l, "node-1")
 		}
 	}

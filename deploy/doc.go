@@ -17,6 +17,14 @@
 //     (the PrometheusRule is generated from alerts.yaml).
 //   - grafana-dashboard.json: a Grafana dashboard.
 //   - systemd/: a service and a timer for textfile mode.
+//   - npd/: node-problem-detector's custom plugin config, its RBAC, and
+//     daemonset-patch.yaml, which adds the plugin to NPD's DaemonSet (an
+//     init container running `volrecon install-to /opt/volrecon`).
+//   - krew/: the kubectl plugin's krew manifest.
+//
+// volrecon's series have no node label of their own: the scrape adds it
+// (podmonitor.yaml), as for node_exporter's. README.md in this dir says
+// where each piece is documented.
 //
 // The tests decode the manifests strictly into the Kubernetes API types
 // (k8s.io/api) and the Prometheus Operator's, alerts.yaml with Prometheus's

@@ -21,6 +21,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -469,4 +470,54 @@ func TestCheckKeepsNPDsPluginContract(t *testing.T) {
 			assert.NotContains(t, res.raw, "\n")
 		})
 	}
+}
+
+// npdPatchFile is the strategic merge patch that adds the plugin to NPD's
+// DaemonSet.
+const npdPatchFile = "npd/daemonset-patch.yaml"
+
+// The patch, decoded strictly as a DaemonSet, puts the binary where the
+// rule runs it (the init container's install-to into an emptyDir that NPD's
+// container mounts at the rule's dir), with the image the DaemonSet runs,
+// and gives NPD's pod what the rule reads: hostPID (/proc/1/mountinfo), the
+// host's / at --host-root, read-only, HostToContainer. (Module image/
+// runs the init container's command and the rule in the image's
+// filesystem: TestNPDRecipeRunsInTheImage.)
+func TestNPDDaemonSetPatch(t *testing.T) {
+	var ds appsv1.DaemonSet
+	require.NoError(t, decodeStrict([]byte(readFile(t, npdPatchFile)), &ds))
+	spec := ds.Spec.Template.Spec
+	assert.True(t, spec.HostPID, "/proc/1/mountinfo is the host's")
+	rule := loadNPDConfig(t).config.Rules[0]
+	binDir := filepath.Dir(rule.Path)
+	require.Len(t, spec.InitContainers, 1)
+	init := spec.InitContainers[0]
+	assert.Equal(t, volreconContainer(t, loadManifests(t).daemonSet).Image, init.Image, "the DaemonSet's image")
+	assert.Equal(t, []string{"volrecon", "install-to", binDir}, append(init.Command, init.Args...))
+	assert.Equal(t, "volrecon", filepath.Base(rule.Path), "install-to writes DIR/volrecon")
+	require.Len(t, spec.Containers, 1)
+	assert.Equal(t, "node-problem-detector", spec.Containers[0].Name, "NPD's container, as its manifests name it")
+	volumes := map[string]corev1.Volume{}
+	for _, v := range spec.Volumes {
+		volumes[v.Name] = v
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range spec.Containers[0].VolumeMounts {
+		mounts[m.MountPath] = m
+	}
+	require.Len(t, init.VolumeMounts, 1)
+	bin := init.VolumeMounts[0]
+	assert.Equal(t, binDir, bin.MountPath)
+	assert.NotNil(t, volumes[bin.Name].EmptyDir)
+	assert.Equal(t, bin.Name, mounts[binDir].Name, "NPD's container sees what the init container wrote")
+	assert.True(t, mounts[binDir].ReadOnly)
+	host := mounts["/host"]
+	assert.Contains(t, rule.Args, "--host-root=/host")
+	assert.True(t, host.ReadOnly)
+	require.NotNil(t, host.MountPropagation)
+	assert.Equal(t, corev1.MountPropagationHostToContainer, *host.MountPropagation)
+	require.NotNil(t, volumes[host.Name].HostPath)
+	assert.Equal(t, "/", volumes[host.Name].HostPath.Path)
+	assert.Contains(t, readFile(t, npdPatchFile), "--config.custom-plugin-monitor=/config/volrecon/"+filepath.Base(npdConfigFile))
+	assert.Equal(t, "/config/volrecon", mounts["/config/volrecon"].MountPath)
 }

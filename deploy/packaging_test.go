@@ -98,6 +98,10 @@ func TestPodMonitor(t *testing.T) {
 	require.NotNil(t, ep.Port)
 	assert.Equal(t, volreconContainer(t, ds).Ports[0].Name, *ep.Port)
 	assert.Equal(t, "/metrics", ep.Path)
+	// The node label is the target's, as node_exporter's: volrecon's series
+	// have none (one of theirs would be stored as exported_node).
+	assert.Contains(t, ep.RelabelConfigs, monitoringv1.RelabelConfig{
+		SourceLabels: []monitoringv1.LabelName{"__meta_kubernetes_pod_node_name"}, TargetLabel: "node"})
 	// The operator names the job <namespace>/<name>.
 	assert.Regexp(t, `^.*volrecon.*$`, pm.Namespace+"/"+pm.Name)
 	assert.Contains(t, readFile(t, alertsFile), `up{job=~".*volrecon.*"} == 0`)

@@ -142,6 +142,7 @@ func TestDaemonSet(t *testing.T) {
 		up, err := prom.query(`up{job="volrecon"} == 1`)
 		require.NoError(t, err)
 		assert.Len(t, up, 1, "one target, from the pod's prometheus.io annotations")
+		assertScrapeLabels(t, prom)
 		eventually(t, "VolreconLeakedStagingMount firing", 3*time.Minute, func() error { return prom.alertFiring("VolreconLeakedStagingMount") })
 	})
 	t.Run("probes across an API server outage", func(t *testing.T) {
@@ -457,16 +458,12 @@ func dsMetrics(t *testing.T) map[string]float64 {
 	return dsSeries(body)
 }
 
-// nodeLabel is the label serve puts on every series (the DaemonSet's
-// NODE_NAME).
-var nodeLabel = regexp.MustCompile(`,?node="[^"]*"`)
-
-// dsSeries parses /metrics with each series named without its node label:
-// volrecon_active_pods_known, volrecon_findings{kind="LeakedGlobalMount"}.
+// dsSeries parses /metrics: volrecon_active_pods_known,
+// volrecon_findings{kind="LeakedGlobalMount"} (serve sets no node label:
+// the scrape adds it).
 func dsSeries(body []byte) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range parseMetrics(string(body)) {
-		k = strings.Replace(nodeLabel.ReplaceAllString(k, ""), "{,", "{", 1)
 		out[strings.TrimSuffix(k, "{}")] = v
 	}
 	return out
@@ -602,6 +599,32 @@ func releaseLeaks(t *testing.T, l dsLeaks) {
 	nodeUnpublish(t, leakHandle, l.target)
 	nodeUnstage(t, leakHandle, stagingPathOf(t, leakHandle))
 	nodeUnstage(t, fsHandle, l.staging)
+}
+
+// assertScrapeLabels: the labels as Prometheus stores them. volrecon
+// sets no target label of its own (as node_exporter), so no series has an
+// exported_* label (Prometheus's name for an exporter's label that the
+// target has too), and every series of the job has node, from the
+// target's labels (the relabeling the documented scrape setups do).
+func assertScrapeLabels(t *testing.T, prom *promServer) {
+	t.Helper()
+	all, err := prom.query(`{__name__=~".+"}`)
+	require.NoError(t, err)
+	volrecon := 0
+	for _, s := range all {
+		for l := range s.Metric {
+			assert.False(t, strings.HasPrefix(l, "exported_"), "%v: a target label set by the exporter", s.Metric)
+		}
+		if s.Metric["job"] != "volrecon" {
+			continue
+		}
+		assert.Equal(t, cluster.NodeName, s.Metric["node"], "%v: the node label, from the target", s.Metric)
+		if strings.HasPrefix(s.Metric["__name__"], "volrecon_") {
+			volrecon++
+		}
+	}
+	assert.Positive(t, volrecon, "volrecon's series, in %d series", len(all))
+	t.Logf("%d series stored, %d of volrecon's: no exported_* label, node on each of the job's", len(all), volrecon)
 }
 
 // promServer is the suite's Prometheus.

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 
@@ -16,12 +15,14 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/volrecon/volrecon/cleanup"
+	"github.com/volrecon/volrecon/kubelet"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
-// DefaultRootDir is the kubelet root of a node made by New, as a host path.
-const DefaultRootDir = "/var/lib/kubelet"
+// DefaultRootDir is the kubelet root of a node made by New, as a host path
+// (kubelet.DefaultRootDir).
+const DefaultRootDir = kubelet.DefaultRootDir
 
 // MountTablePath is what the mount table of a node made by New or from a
 // fixture is called in its State (State.MountTable.Path).
@@ -66,7 +67,7 @@ type Node struct {
 func New(tb testing.TB) *Node {
 	tb.Helper()
 	n := &Node{tb: tb, hostRoot: tb.TempDir(), rootDir: DefaultRootDir, lines: []string{RootLine}, nextID: 100}
-	n.Dir(n.Path("pods"))
+	n.Dir(n.Path(kubelet.PodsDirName))
 	return n
 }
 
@@ -85,7 +86,7 @@ func OnRealMounts(tb testing.TB) *Node {
 func OnRealMountsAt(tb testing.TB, rootDir string) *Node {
 	tb.Helper()
 	n := &Node{tb: tb, rootDir: rootDir}
-	n.Dir(n.Path("pods"))
+	n.Dir(n.Path(kubelet.PodsDirName))
 	return n
 }
 
@@ -104,7 +105,7 @@ func (n *Node) Path(elem ...string) string {
 }
 
 // OnDisk returns where the host path p lies on this machine.
-func (n *Node) OnDisk(p string) string { return filepath.Join(n.hostRoot, p) }
+func (n *Node) OnDisk(p string) string { return kubelet.NewHost(n.hostRoot).Path(p) }
 
 // Dir makes the dir at host path p and its parents, and returns p.
 func (n *Node) Dir(p string) string {
@@ -279,7 +280,7 @@ func (n *Node) Pod(uid string) *Pod {
 func (p *Pod) UID() string { return p.uid }
 
 // Dir returns the host path of the pod's dir.
-func (p *Pod) Dir() string { return p.n.Path("pods", p.uid) }
+func (p *Pod) Dir() string { return p.n.Path(kubelet.PodsDirName, p.uid) }
 
 // Volume makes the dir of a filesystem volume of the pod,
 // pods/<uid>/volumes/<plugin>/<name>, and returns its host path. The
@@ -287,7 +288,7 @@ func (p *Pod) Dir() string { return p.n.Path("pods", p.uid) }
 // or as the plugin itself ("kubernetes.io/empty-dir").
 func (p *Pod) Volume(plugin, name string) string {
 	p.n.tb.Helper()
-	return p.n.Dir(filepath.Join(p.Dir(), "volumes", strings.ReplaceAll(plugin, "/", "~"), name))
+	return p.n.Dir(filepath.Join(p.Dir(), kubelet.VolumesDirName, kubelet.EscapePluginName(plugin), name))
 }
 
 // CSIVolume is a CSI filesystem volume of a pod, laid out as the kubelet
@@ -308,16 +309,16 @@ type CSIVolume struct {
 func (p *Pod) CSIVolume(name, driver, handle string) CSIVolume {
 	n := p.n
 	n.tb.Helper()
-	sum := sha256.Sum256([]byte(handle))
-	dir := p.Volume("kubernetes.io~csi", name)
-	v := CSIVolume{Dir: dir, Target: filepath.Join(dir, "mount"), VolData: filepath.Join(dir, "vol_data.json"),
-		Staging: n.Path("plugins", "kubernetes.io", "csi", driver, hex.EncodeToString(sum[:]), "globalmount")}
+	layout := kubelet.Root(n.Path())
+	dir := p.Volume(kubelet.CSIPluginName, name)
+	v := CSIVolume{Dir: dir, Target: layout.CSIPublishTarget(p.uid, name), VolData: layout.PodVolDataPath(p.uid, name),
+		Staging: layout.CSIDir().StagingPath(driver, handle)}
 	n.Dir(v.Target)
 	n.Dir(v.Staging)
 	attachment := sha256.Sum256([]byte(handle + driver + NodeName))
 	n.Write(v.VolData, jsonObject(n.tb, map[string]string{"specVolID": name, "volumeHandle": handle, "driverName": driver,
 		"nodeName": NodeName, "attachmentID": "csi-" + hex.EncodeToString(attachment[:]), "volumeLifecycleMode": "Persistent"}))
-	n.Write(filepath.Join(filepath.Dir(v.Staging), "vol_data.json"),
+	n.Write(filepath.Join(layout.CSIDir().StagingDir(driver, handle), kubelet.VolDataFileName),
 		jsonObject(n.tb, map[string]string{"driverName": driver, "volumeHandle": handle}))
 	return v
 }

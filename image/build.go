@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -16,8 +18,16 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
-// BinaryPath is where the image holds the binary; it is the entrypoint.
-const BinaryPath = "/volrecon"
+// BinaryPath is where the image holds the binary, on the image's PATH: it
+// is the entrypoint, and `volrecon` names it in a command that replaces
+// the entrypoint (kubectl debug -- volrecon scan, the kubectl plugin's; an
+// init container's volrecon install-to).
+const BinaryPath = "/usr/local/bin/volrecon"
+
+// PATH is the image's PATH (its config's Env), the one runtimes give a
+// container when the image says none: a command without a slash is
+// looked up there.
+const PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 type options struct {
 	binary, out, tag          string
@@ -94,6 +104,7 @@ func build(o options) (v1.Image, error) {
 	cfg.Architecture, cfg.OS = o.arch, "linux"
 	cfg.Created = created
 	cfg.Config.Entrypoint = []string{BinaryPath}
+	cfg.Config.Env = []string{"PATH=" + PATH}
 	cfg.Config.Cmd = []string{"serve"}
 	// uid 0: the kubelet's dirs are root-owned, 0750 or 0700 (see
 	// deploy/daemonset.yaml, which runs it with one capability only).
@@ -124,14 +135,26 @@ func labels(o options) map[string]string {
 	return l
 }
 
-// binaryLayer is the layer's tar: the binary, mode 0755, owned by root,
-// with the commit's time and no other metadata.
+// binaryLayer is the layer's tar: the dirs of BinaryPath, then the
+// binary, mode 0755, owned by root, with the commit's time and no other
+// metadata.
 func binaryLayer(bin []byte, mtime time.Time) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
+	name := strings.TrimPrefix(BinaryPath, "/")
+	var dirs []string
+	for d := path.Dir(name); d != "."; d = path.Dir(d) {
+		dirs = append([]string{d + "/"}, dirs...)
+	}
+	for _, d := range dirs {
+		hdr := &tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755, ModTime: mtime, Format: tar.FormatPAX}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, fmt.Errorf("image layer: %w", err)
+		}
+	}
 	hdr := &tar.Header{
 		Typeflag: tar.TypeReg,
-		Name:     BinaryPath[1:],
+		Name:     name,
 		Mode:     0o755,
 		Size:     int64(len(bin)),
 		ModTime:  mtime,

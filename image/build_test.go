@@ -80,9 +80,17 @@ func TestImageHoldsTheBinary(t *testing.T) {
 	require.NoError(t, err)
 	defer rc.Close()
 	tr := tar.NewReader(rc)
+	for _, dir := range []string{"usr/", "usr/local/", "usr/local/bin/"} {
+		hdr, err := tr.Next()
+		require.NoError(t, err)
+		assert.Equal(t, dir, hdr.Name)
+		assert.Equal(t, byte(tar.TypeDir), hdr.Typeflag)
+		assert.Equal(t, int64(0o755), hdr.Mode)
+		assert.True(t, hdr.ModTime.Equal(o.created), "mtime is the commit's: %s", hdr.ModTime)
+	}
 	hdr, err := tr.Next()
 	require.NoError(t, err)
-	assert.Equal(t, "volrecon", hdr.Name, "the binary at /volrecon")
+	assert.Equal(t, "usr/local/bin/volrecon", hdr.Name, "the binary at /usr/local/bin/volrecon")
 	assert.Equal(t, byte(tar.TypeReg), hdr.Typeflag)
 	assert.Equal(t, int64(0o755), hdr.Mode)
 	assert.Equal(t, 0, hdr.Uid)
@@ -98,7 +106,9 @@ func TestImageHoldsTheBinary(t *testing.T) {
 
 	cfg, err := img.ConfigFile()
 	require.NoError(t, err)
-	assert.Equal(t, []string{"/volrecon"}, cfg.Config.Entrypoint)
+	assert.Equal(t, []string{"/usr/local/bin/volrecon"}, cfg.Config.Entrypoint)
+	assert.Equal(t, []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, cfg.Config.Env,
+		"a command without a slash (kubectl debug -- volrecon scan) is looked up there")
 	assert.Equal(t, "0", cfg.Config.User)
 	assert.Equal(t, "linux", cfg.OS)
 	assert.Equal(t, "amd64", cfg.Architecture)

@@ -1,6 +1,7 @@
 // Command image builds volrecon's container image from the static binary
 // `make build` made, with no registry and no container daemon: one layer
-// holding the binary at /volrecon on an empty base (FROM scratch), written
+// holding the binary at /usr/local/bin/volrecon, on the PATH its config
+// declares, on an empty base (FROM scratch), written
 // as a docker-archive tarball that `ctr images import` and `docker load`
 // accept. The same binary, commit and tag give the same bytes: every time
 // in the image is the commit's, every header fixed, and the tarball holds

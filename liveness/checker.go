@@ -2,11 +2,11 @@ package liveness
 
 import (
 	"context"
-	"path/filepath"
 	"time"
 
 	"k8s.io/klog/v2"
 
+	"github.com/volrecon/volrecon/kubelet"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -75,7 +75,7 @@ type Checker struct {
 // New returns a Checker.
 func New(opts Options) *Checker {
 	if opts.ProcDir == "" {
-		opts.ProcDir = filepath.Join(opts.HostRoot, "/proc")
+		opts.ProcDir = kubelet.NewHost(opts.HostRoot).Path("/proc")
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -17,6 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/volrecon/volrecon/kubelet"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -102,48 +100,17 @@ func (c *Checker) askRuntime(ctx context.Context, endpoint string, wanted map[st
 	return found, err
 }
 
-// resolveUnder returns the path of p, a host path, under root (the host's
-// /), its symlinks resolved there: an absolute link such as /var/run →
-// /run names the host's /run, not this container's.
+// resolveUnder returns where this process reaches p, a host path: its
+// symlinks resolved under the host root with the one rule of
+// kubelet.Host.Resolve (an absolute link such as /var/run -> /run names
+// the host's /run, not this container's).
 func resolveUnder(root, p string) (string, error) {
-	if root == "" || root == "/" {
-		return p, nil
+	host := kubelet.NewHost(root)
+	r, err := host.Resolve(p)
+	if err != nil {
+		return "", err
 	}
-	const maxLinks = 40
-	links := 0
-	cur, rest := "/", strings.Split(p, "/")
-	for len(rest) > 0 {
-		name := rest[0]
-		rest = rest[1:]
-		switch name {
-		case "", ".":
-			continue
-		case "..":
-			cur = filepath.Dir(cur)
-			continue
-		}
-		next := filepath.Join(cur, name)
-		fi, err := os.Lstat(filepath.Join(root, next))
-		if err != nil {
-			return "", err
-		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
-			cur = next
-			continue
-		}
-		if links++; links > maxLinks {
-			return "", fmt.Errorf("%s: %w", p, syscall.ELOOP)
-		}
-		target, err := os.Readlink(filepath.Join(root, next))
-		if err != nil {
-			return "", err
-		}
-		if filepath.IsAbs(target) {
-			cur = "/"
-		}
-		rest = append(strings.Split(target, "/"), rest...)
-	}
-	return filepath.Join(root, cur), nil
+	return host.Path(r.Path), nil
 }
 
 // listRuntimePods lists the runtime's ready sandboxes and its containers that

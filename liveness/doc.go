@@ -8,7 +8,9 @@
 //     every task (/proc/<pid>/task/<tid>: a thread may hold a namespace of
 //     its own, a process whose main thread exited lives on in the others),
 //     each table read once, bounded in count, size and time, for a mount of
-//     the pod dir's filesystem whose root lies in the pod dir and that is
+//     the pod dir's filesystem whose root lies in the pod dir, or of a
+//     filesystem of the pod's own mounted below it (one the host's table
+//     mounts nowhere else: a memory emptyDir's tmpfs, a secret's), that is
 //     not the kubelet's own: the host's entries at or below the pod dir
 //     and, in any namespace, the copies of them the kernel's propagation
 //     proves (mountscan.Unmount); never by its path alone;

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"k8s.io/klog/v2"
@@ -15,11 +16,16 @@ import (
 
 // podOnDisk is where a pod dir lies on its filesystem: a mount of that
 // filesystem whose root is at or below root holds something of the pod
-// dir. kubelet are the unmounts of the kubelet's own mounts of it: the
-// entries of the host's table at or below the pod dir (a subpath bind).
+// dir. own are the subtrees of the pod's own filesystems mounted at or
+// below its dir: those the host's table mounts nowhere else (a memory
+// emptyDir's tmpfs, a secret's, a volume mounted without staging), which
+// a container of the pod mounts too. kubelet are the unmounts of the
+// kubelet's own mounts of either: the entries of the host's table at or
+// below the pod dir (a subpath bind, the volumes' mounts).
 type podOnDisk struct {
 	uid     string
 	sub     mountscan.Subtree
+	own     []mountscan.Subtree
 	kubelet []mountscan.Unmount
 }
 
@@ -39,7 +45,7 @@ type pendingLife struct {
 // reach has Pending copies, the chains of peer groups of every table
 // decide.
 func (d podOnDisk) holds(host, table *mountscan.Table, m mountscan.Mount) (bool, mountscan.Reach) {
-	if !d.sub.Contains(m) {
+	if !d.sub.Contains(m) && !slices.ContainsFunc(d.own, func(s mountscan.Subtree) bool { return s.Contains(m) }) {
 		return false, mountscan.Reach{}
 	}
 	r := mountscan.Reached(host, table, m, d.kubelet)
@@ -55,8 +61,9 @@ func (c *Checker) checkMountNamespaces(ctx context.Context, host *mountscan.Tabl
 		return
 	}
 	var onDisk []podOnDisk
+	entries := entriesByDev(host)
 	for _, p := range pods {
-		d, err := locate(host, p)
+		d, err := locate(host, p, entries)
 		if err != nil {
 			unknown(p.UID, err.Error())
 			continue
@@ -120,20 +127,44 @@ func (c *Checker) checkMountNamespaces(ctx context.Context, host *mountscan.Tabl
 }
 
 // locate finds the pod dir on its filesystem from the host's table: its
-// device and its path relative to the filesystem's root.
-func locate(table *mountscan.Table, p reconstruct.PodRef) (podOnDisk, error) {
+// device and its path relative to the filesystem's root; and the pod's
+// own filesystems mounted below it: those of which every entry of the
+// host's table (entries counts them by device) is at or below the pod
+// dir. A filesystem also mounted elsewhere on the host (a CSI volume's
+// staging mount, a share another pod mounts too) is not the pod's alone:
+// its users are the CSI teardown's to judge.
+func locate(table *mountscan.Table, p reconstruct.PodRef, entries map[mountscan.DevID]int) (podOnDisk, error) {
 	m, ok := table.Containing(p.Path)
 	if !ok {
 		return podOnDisk{}, fmt.Errorf("no mount in the host's table holds the pod dir %s", p.Path)
 	}
 	rel, _ := filepath.Rel(m.MountPoint, p.Path)
 	d := podOnDisk{uid: p.UID, sub: mountscan.Subtree{Dev: m.Dev, Root: filepath.Join(m.Root, rel)}}
-	for _, k := range table.AtOrBelow(p.Path) {
-		if k.Dev == m.Dev {
-			d.kubelet = append(d.kubelet, table.Unmount(k))
+	below := table.AtOrBelow(p.Path)
+	here := map[mountscan.DevID]int{}
+	for _, k := range below {
+		here[k.Dev]++
+	}
+	for _, k := range below {
+		switch {
+		case k.Dev == m.Dev:
+		case here[k.Dev] == entries[k.Dev]:
+			d.own = append(d.own, mountscan.SubtreeOf(k))
+		default:
+			continue
 		}
+		d.kubelet = append(d.kubelet, table.Unmount(k))
 	}
 	return d, nil
+}
+
+// entriesByDev counts the entries of table by device.
+func entriesByDev(table *mountscan.Table) map[mountscan.DevID]int {
+	n := map[mountscan.DevID]int{}
+	for _, m := range table.Mounts() {
+		n[m.Dev]++
+	}
+	return n
 }
 
 func optionalFields(m mountscan.Mount) string {

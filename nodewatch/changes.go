@@ -4,11 +4,12 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/volrecon/volrecon/kubelet"
 )
 
 // Defaults.
 const (
-	DefaultRootDir    = "/var/lib/kubelet"
 	DefaultMountTable = "/proc/self/mountinfo"
 	DefaultFSTimeout  = 5 * time.Second
 	// DefaultMaxWatches caps the watches of one Watcher: a node of 1,000
@@ -23,7 +24,7 @@ const (
 
 // Options configure New.
 type Options struct {
-	// RootDir is the kubelet root (DefaultRootDir), HostRoot the prefix
+	// RootDir is the kubelet root (kubelet.DefaultRootDir), HostRoot the prefix
 	// under which the host's filesystem is read (as podsdir.Options).
 	RootDir, HostRoot string
 	// MountTable is the mount table to watch (DefaultMountTable): a live
@@ -45,7 +46,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.RootDir == "" {
-		o.RootDir = DefaultRootDir
+		o.RootDir = kubelet.DefaultRootDir
 	}
 	if o.MountTable == "" {
 		o.MountTable = DefaultMountTable

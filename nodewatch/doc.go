@@ -18,7 +18,9 @@
 //     that each top dir still resolves through the same dirs (mount,
 //     device, inode) to the dir its watch sits on, and sets every watch
 //     up again when one does not (a mount came or went on or above it,
-//     which no inotify event tells). It never watches inside a mount point
+//     which no inotify event tells); a dir of the layout renamed in or
+//     out of a watched one (or two exchanged in place) sets them up again
+//     too, and is everything changed. It never watches inside a mount point
 //     (each dir below the kubelet's top dirs is opened with
 //     RESOLVE_NO_XDEV: a mount point is not crossed, so no user data is
 //     watched and nothing is sent to a FUSE or network mount), and never

@@ -131,3 +131,41 @@ func TestWatchARelativeRootIsNotWatched(t *testing.T) {
 	assert.Equal(t, []string{"everything: the kubelet root var/lib/kubelet is not an absolute path"}, w.Status().Untrusted)
 	assert.True(t, w.Take(context.Background()).All)
 }
+
+// TestWatchFollowsDirsRenamedOrExchanged: a dir of the layout renamed,
+// or two exchanged in place (renameat2 RENAME_EXCHANGE: each takes the
+// other's name), is everything changed, and the watches follow: a change
+// in each dir where it is now is seen as that pod's. Fixed up path by
+// path as the events came, the watches of an exchange left one of the two
+// dirs unwatched, and serve's State kept what it had held before.
+func TestWatchFollowsDirsRenamedOrExchanged(t *testing.T) {
+	n := newNode(t)
+	n.mkdir("pods/" + uid2 + "/volumes/kubernetes.io~csi/pvc-2/mount")
+	w := n.watch(Options{})
+	exchange := func(a, b string) {
+		require.NoError(t, unix.Renameat2(unix.AT_FDCWD, n.path(a), unix.AT_FDCWD, n.path(b), unix.RENAME_EXCHANGE))
+	}
+	csi := func(uid, vol string) string { return "pods/" + uid + "/volumes/kubernetes.io~csi/" + vol }
+	for _, c := range []struct {
+		name   string
+		change func()
+	}{
+		{"two pod dirs exchanged", func() { exchange("pods/"+uid1, "pods/"+uid2) }},
+		{"two volume dirs of two pods exchanged", func() { exchange(csi(uid1, "pvc-2"), csi(uid2, "pvc-1")) }},
+		{"a volume dir renamed into another pod", func() { require.NoError(t, os.Rename(n.path(csi(uid1, "pvc-2")), n.path(csi(uid2, "pvc-3")))) }},
+	} {
+		c.change()
+		got := settle(t, w)
+		assert.True(t, got.All, c.name)
+		for _, uid := range []string{uid1, uid2} {
+			vols, err := filepath.Glob(n.path(csi(uid, "*")))
+			require.NoError(t, err)
+			for _, v := range vols {
+				require.NoError(t, os.WriteFile(filepath.Join(v, "vol_data.json"), []byte(c.name), 0o600))
+				got := settle(t, w)
+				got.At = time.Time{}
+				assert.Equal(t, Changes{Pods: map[string]bool{uid: true}}, got, "%s: %s", c.name, v)
+			}
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/volrecon/volrecon/internal/bounded"
+	"github.com/volrecon/volrecon/kubelet"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 )
@@ -99,7 +100,7 @@ type Watcher struct {
 type watch struct {
 	top  string // host path of the top dir it was reached from (opened as it resolves)
 	rel  string // below top ("" for top itself)
-	kind kind
+	kind kubelet.Kind
 	pod  string // the pod dir's name, for the dirs in one
 }
 
@@ -109,7 +110,7 @@ func (w *watch) path() string { return filepath.Join(w.top, w.rel) }
 // path as the scan resolves it, and how it resolved when it was watched.
 type top struct {
 	path string
-	kind kind
+	kind kubelet.Kind
 	res  podsdir.Resolution
 }
 
@@ -179,13 +180,13 @@ func (w *Watcher) setup(ctx context.Context) error {
 		w.distrust(ctx, "everything", "root", fmt.Sprintf("the kubelet root %s is not an absolute path", w.opts.RootDir))
 		return nil
 	}
-	root := w.watchTop(ctx, w.opts.RootDir, kRoot)
+	root := w.watchTop(ctx, w.opts.RootDir, kubelet.KindRoot)
 	if root.Err != nil {
 		w.distrust(ctx, "everything", "root", fmt.Sprintf("the kubelet root %s does not resolve: %v", w.opts.RootDir, root.Err))
 		return nil
 	}
-	for _, name := range []string{"pods", "plugins", "plugins_registry"} {
-		k, _ := childKind(kRoot, name)
+	for _, name := range []string{kubelet.PodsDirName, kubelet.PluginsDirName, kubelet.RegistryDirName} {
+		k, _ := childKind(kubelet.KindRoot, name)
 		w.watchTop(ctx, filepath.Join(root.Path, name), k)
 	}
 	w.log.V(2).Info("Watching the node", "watches", len(w.watches), "ancestors", len(w.ancestors), "mountTable", w.mtMode, "untrusted", len(w.untrusted))
@@ -205,7 +206,7 @@ func (w *Watcher) podsdirOptions() podsdir.Options {
 // returns how path resolved; Take resolves it again, and sets the watches
 // up again when it resolves otherwise (a mount came or went on or above
 // it, which no inotify event tells).
-func (w *Watcher) watchTop(ctx context.Context, path string, k kind) podsdir.Resolution {
+func (w *Watcher) watchTop(ctx context.Context, path string, k kubelet.Kind) podsdir.Resolution {
 	popts := w.podsdirOptions()
 	res := popts.Resolve(ctx, path)
 	w.tops = append(w.tops, top{path: path, kind: k, res: res})
@@ -323,7 +324,7 @@ func (w *Watcher) watchFile(ctx context.Context, path string, role fileRole) {
 // opened beneath it without crossing a mount or following a symlink, so
 // that no mount is ever entered. The root's subdirs are top dirs of their
 // own (watchTop).
-func (w *Watcher) watchTree(ctx context.Context, top, rel string, k kind, pod string, want *podsdir.DirID) {
+func (w *Watcher) watchTree(ctx context.Context, top, rel string, k kubelet.Kind, pod string, want *podsdir.DirID) {
 	p := filepath.Join(top, rel)
 	if len(w.watches) >= w.opts.MaxWatches {
 		w.distrustPart(ctx, k, pod, "limit", fmt.Sprintf("the watch limit of %d is reached, %s not watched", w.opts.MaxWatches, p))
@@ -341,7 +342,7 @@ func (w *Watcher) watchTree(ctx context.Context, top, rel string, k kind, pod st
 		w.log.V(2).Info("Watching again: a kubelet dir changed while it was being watched", "path", p)
 		w.resync = true
 		return
-	case err == nil && k == kRoot:
+	case err == nil && k == kubelet.KindRoot:
 		return
 	case err == nil:
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ELOOP):
@@ -364,7 +365,7 @@ func (w *Watcher) watchTree(ctx context.Context, top, rel string, k kind, pod st
 	for _, name := range d.subdirs {
 		ck, _ := childKind(k, name)
 		cpod := pod
-		if k == kPods {
+		if k == kubelet.KindPods {
 			cpod = name
 		}
 		w.watchTree(ctx, top, filepath.Join(rel, name), ck, cpod, nil)
@@ -384,7 +385,7 @@ type watchedDir struct {
 // (when given), watches it on the inotify instance ifd, and lists its
 // subdirs that are watched too. The watch comes before the listing, so
 // that an entry made after the listing is an event.
-func watchDir(ifd int, top, rel string, k kind, maxEntries int, want *podsdir.DirID) (watchedDir, error) {
+func watchDir(ifd int, top, rel string, k kubelet.Kind, maxEntries int, want *podsdir.DirID) (watchedDir, error) {
 	fd, err := openBeneath(top, rel)
 	if err != nil {
 		return watchedDir{}, err
@@ -428,7 +429,7 @@ func openBeneath(top, rel string) (int, error) {
 
 // subdirs lists the open dir fd: the names of its subdirs of a watched
 // kind, within MaxDirEntries.
-func subdirs(fd int, k kind, maxEntries int) ([]string, error) {
+func subdirs(fd int, k kubelet.Kind, maxEntries int) ([]string, error) {
 	var names []string
 	buf := make([]byte, 32<<10)
 	seen := 0
@@ -462,11 +463,11 @@ func subdirs(fd int, k kind, maxEntries int) ([]string, error) {
 }
 
 // distrustPart polls the part a dir of kind k belongs to.
-func (w *Watcher) distrustPart(ctx context.Context, k kind, pod, trouble, why string) {
+func (w *Watcher) distrustPart(ctx context.Context, k kubelet.Kind, pod, trouble, why string) {
 	switch {
-	case inPod(k):
+	case k.InPod():
 		w.distrust(ctx, "pod "+pod, trouble, why)
-	case k == kRoot || k == kPods:
+	case k == kubelet.KindRoot || k == kubelet.KindPods:
 		w.distrust(ctx, "everything", trouble, why)
 	default:
 		w.distrust(ctx, "csi", trouble, why)
@@ -625,22 +626,22 @@ func (w *Watcher) event(ctx context.Context, now time.Time, wd int32, mask uint3
 	w.fileEvent(now, filepath.Join(wt.path(), name)) // a file of the desired state in a dir of the layout
 	ck, watched := childKind(wt.kind, name)
 	switch {
-	case wt.kind == kRoot && !watched:
+	case wt.kind == kubelet.KindRoot && !watched:
 		return // the kubelet's other files (checkpoints, state files)
-	case wt.kind == kRoot:
+	case wt.kind == kubelet.KindRoot:
 		w.resync = true
 		w.note(now, Changes{All: true})
 		return
-	case wt.kind == kPods:
+	case wt.kind == kubelet.KindPods:
 		w.note(now, Changes{Pods: map[string]bool{name: true}})
 		if mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0 {
 			delete(w.untrusted, "pod "+name)
 		}
-	case inPod(wt.kind):
+	case wt.kind.InPod():
 		w.note(now, Changes{Pods: map[string]bool{wt.pod: true}})
-	case wt.kind == kCSIDriver: // a staging dir (or a stray entry) came or went
+	case wt.kind == kubelet.KindCSIDriver: // a staging dir (or a stray entry) came or went
 		w.note(now, Changes{Staging: map[string]bool{filepath.Base(wt.rel) + "/" + name: true}})
-	case wt.kind == kCSIStaging: // in one staging dir
+	case wt.kind == kubelet.KindCSIStaging: // in one staging dir
 		w.note(now, Changes{Staging: map[string]bool{filepath.Base(filepath.Dir(wt.rel)) + "/" + filepath.Base(wt.rel): true}})
 	default:
 		w.note(now, Changes{CSI: true})
@@ -648,16 +649,23 @@ func (w *Watcher) event(ctx context.Context, now time.Time, wd int32, mask uint3
 	if !watched || mask&unix.IN_ISDIR == 0 {
 		return
 	}
-	child := filepath.Join(wt.rel, name)
-	switch {
-	case mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
+	if mask&(unix.IN_MOVED_FROM|unix.IN_MOVED_TO) != 0 {
+		// A dir renamed in or out of a watched one: which watch is at
+		// which path now, only a walk tells. Its events come after the
+		// rename, and a renameat2 RENAME_EXCHANGE moves two dirs at once,
+		// each into the other's name: watches fixed up path by path as
+		// the events come end on the wrong dirs (one of the two was left
+		// unwatched). The watches are set up again, as for a top dir.
+		w.resync = true
+		w.note(now, Changes{All: true})
+		return
+	}
+	if mask&unix.IN_CREATE != 0 {
 		pod := wt.pod
-		if wt.kind == kPods {
+		if wt.kind == kubelet.KindPods {
 			pod = name
 		}
-		w.watchTree(ctx, wt.top, child, ck, pod, nil)
-	case mask&unix.IN_MOVED_FROM != 0:
-		w.unwatchBelow(wt.top, child)
+		w.watchTree(ctx, wt.top, filepath.Join(wt.rel, name), ck, pod, nil)
 	}
 }
 
@@ -685,16 +693,6 @@ func (w *Watcher) fileEvent(now time.Time, path string) {
 		w.note(now, Changes{MountTable: true})
 	case roleDesired:
 		w.note(now, Changes{Desired: true})
-	}
-}
-
-// unwatchBelow ends the watches of a dir moved away and of its subdirs.
-func (w *Watcher) unwatchBelow(top, rel string) {
-	for wd, wt := range w.watches {
-		if wt.top == top && (wt.rel == rel || strings.HasPrefix(wt.rel, rel+"/")) {
-			_, _ = unix.InotifyRmWatch(w.ifd, uint32(wd))
-			delete(w.watches, wd)
-		}
 	}
 }
 
@@ -825,15 +823,16 @@ func (w *Watcher) placeData(dir string) (top, rel string, part Changes, ok bool)
 	popts := w.podsdirOptions()
 	for _, t := range w.tops {
 		r, in := strings.CutPrefix(dir, t.res.Path+"/")
-		if t.res.Err != nil || !in || (t.kind != kPods && t.kind != kPlugins) {
+		if t.res.Err != nil || !in || (t.kind != kubelet.KindPods && t.kind != kubelet.KindPlugins) {
 			continue
 		}
-		parts := strings.Split(r, "/")
+		staging, inStaging := kubelet.CSIDirIn(t.res.Path).StagingDirOf(dir)
 		switch {
-		case t.kind == kPods:
-			part = Changes{Pods: map[string]bool{parts[0]: true}}
-		case len(parts) >= 4 && parts[0] == "kubernetes.io" && parts[1] == "csi" && parts[2] != "volumeDevices":
-			part = Changes{Staging: map[string]bool{parts[2] + "/" + parts[3]: true}}
+		case t.kind == kubelet.KindPods:
+			pod, _, _ := strings.Cut(r, "/")
+			part = Changes{Pods: map[string]bool{pod: true}}
+		case inStaging:
+			part = Changes{Staging: map[string]bool{staging: true}}
 		default:
 			part = Changes{CSI: true}
 		}

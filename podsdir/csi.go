@@ -4,17 +4,8 @@ package podsdir
 
 import (
 	"path/filepath"
-)
 
-// Names inside plugins/kubernetes.io/csi.
-const (
-	csiLegacyStagingDir = "pv"            // pv/<pvName>/globalmount (<= 1.23)
-	csiBlockDir         = "volumeDevices" // raw block volumes
-	csiGlobalMountDir   = "globalmount"   // the staging target (a mount point)
-	blockStagingDir     = "staging"       // volumeDevices/staging/<specName>
-	blockPublishDir     = "publish"       // volumeDevices/publish/<specName>/<podUID>
-	blockMapDir         = "dev"           // volumeDevices/<specName>/dev/<podUID>
-	blockDataDir        = "data"          // volumeDevices/<specName>/data/vol_data.json
+	"github.com/volrecon/volrecon/kubelet"
 )
 
 // scanCSI scans plugins/kubernetes.io/csi for staging dirs and block specs.
@@ -29,9 +20,9 @@ func (s *scanner) scanCSI() {
 	}
 	s.eachSubdir(s.inv.CSIDir, "", func(name, p string) {
 		switch name {
-		case csiLegacyStagingDir:
+		case kubelet.LegacyStagingDirName:
 			s.scanStagingParent(p, LayoutLegacy, "")
-		case csiBlockDir:
+		case kubelet.BlockDirName:
 			if !s.csiReuse.takeBlock(s.inv) {
 				s.scanBlockDir(p)
 			}
@@ -62,24 +53,24 @@ func (s *scanner) scanFSStagingDir(dir string, layout Layout, driver, name strin
 		Driver: driver,
 		Name:   name,
 		Dir:    dir,
-		Path:   childPath(dir, csiGlobalMountDir),
+		Path:   childPath(dir, kubelet.GlobalMountDirName),
 	}
 	entries, _ := s.list(dir, "")
 	regular := false
 	for _, d := range entries {
 		switch d.Name() {
-		case csiGlobalMountDir:
+		case kubelet.GlobalMountDirName:
 			sd.Exists = true
 			sd.Type = entryType(d)
 			s.expectDir(sd.Path, "", sd.Type) // a staging target is a dir; anything else is reported
-		case volDataFile:
+		case kubelet.VolDataFileName:
 			// Read below, also when the listing failed.
 			regular = entryType(d) == TypeFile
 		default:
 			s.problem(ProblemUnexpected, childPath(dir, d.name), "", "unexpected %s in CSI staging dir", describeType(entryType(d)))
 		}
 	}
-	sd.VolData = s.readVolData(childPath(dir, volDataFile), "", regular)
+	sd.VolData = s.readVolData(childPath(dir, kubelet.VolDataFileName), "", regular)
 	s.inv.Staging = append(s.inv.Staging, sd)
 }
 
@@ -109,13 +100,13 @@ func (s *scanner) scanBlockDir(dir string) {
 	}
 	s.eachSubdir(dir, "", func(name, p string) {
 		switch name {
-		case blockStagingDir:
+		case kubelet.BlockStagingDirName:
 			children, _ := s.list(p, "")
 			for _, c := range children {
 				e := s.entry(p, "", c)
 				spec(c.Name()).Staging = &e
 			}
-		case blockPublishDir:
+		case kubelet.BlockPublishDirName:
 			s.scanBlockPublish(p, spec)
 		default:
 			hasData[name] = s.scanBlockSpecDir(spec(name))
@@ -125,7 +116,7 @@ func (s *scanner) scanBlockDir(dir string) {
 		// Only through a real <spec>/data dir: O_NOFOLLOW guards the last
 		// component alone, and a symlinked dir must not lend another
 		// volume's identity.
-		bs.VolData = VolData{State: VolDataMissing, Path: filepath.Join(bs.Dir, blockDataDir, volDataFile)}
+		bs.VolData = VolData{State: VolDataMissing, Path: filepath.Join(bs.Dir, kubelet.BlockDataDirName, kubelet.VolDataFileName)}
 		if hasData[bs.SpecName] {
 			bs.VolData = s.readVolData(bs.VolData.Path, "", false) // data/ is not listed
 		}
@@ -137,7 +128,7 @@ func (s *scanner) scanBlockDir(dir string) {
 			Mode:    Block,
 			Name:    bs.SpecName,
 			Dir:     bs.Dir,
-			Path:    filepath.Join(dir, blockStagingDir, bs.SpecName),
+			Path:    filepath.Join(dir, kubelet.BlockStagingDirName, bs.SpecName),
 			VolData: bs.VolData,
 		}
 		if bs.Staging != nil {
@@ -174,7 +165,7 @@ func (s *scanner) scanBlockSpecDir(bs *BlockSpec) (hasData bool) {
 	for _, c := range children {
 		p := childPath(bs.Dir, c.name)
 		switch c.Name() {
-		case blockMapDir:
+		case kubelet.BlockMapDirName:
 			if !s.expectDir(p, "", entryType(c)) {
 				continue
 			}
@@ -182,7 +173,7 @@ func (s *scanner) scanBlockSpecDir(bs *BlockSpec) (hasData bool) {
 			for _, f := range files {
 				bs.MapFiles = append(bs.MapFiles, s.entry(p, "", f))
 			}
-		case blockDataDir:
+		case kubelet.BlockDataDirName:
 			hasData = s.expectDir(p, "", entryType(c))
 		default:
 			s.problem(ProblemUnexpected, p, "", "unexpected %s in CSI block volume dir", describeType(entryType(c)))

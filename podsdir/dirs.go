@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/volrecon/volrecon/internal/bounded"
+	"github.com/volrecon/volrecon/kubelet"
 )
 
 // KubeletDirs resolves the kubelet root and its pods and plugins dirs as
@@ -18,14 +19,14 @@ import (
 func (o Options) KubeletDirs(ctx context.Context) []string {
 	resolve := func(p string) (string, bool) {
 		r, err := bounded.Call(ctx, o.HostPath(p), o.Timeout, func() (resolved, error) { return o.resolve(p) })
-		return r.path, err == nil
+		return r.Path, err == nil
 	}
 	root, ok := resolve(o.rootDir())
 	if !ok || !filepath.IsAbs(root) {
 		return nil
 	}
 	dirs := []string{root}
-	for _, name := range []string{podsDirName, pluginsDirName} {
+	for _, name := range []string{kubelet.PodsDirName, kubelet.PluginsDirName} {
 		if d, ok := resolve(filepath.Join(root, name)); ok {
 			dirs = append(dirs, d)
 		}

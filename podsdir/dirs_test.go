@@ -17,12 +17,12 @@ func TestKubeletDirs(t *testing.T) {
 		"l /data/kubelet/pods /mnt/pods",
 		"d /mnt/pods",
 	)
-	opts := Options{HostRoot: host, RootDir: kubelet}
+	opts := Options{HostRoot: host, RootDir: kroot}
 	assert.Equal(t, []string{"/data/kubelet", "/mnt/pods", "/data/kubelet/plugins"}, opts.KubeletDirs(t.Context()))
 	inv := scanTree(t, host)
 	assert.Equal(t, []string{inv.ResolvedRootDir, inv.PodsDir, inv.PluginsDir}, opts.KubeletDirs(t.Context()), "as Scan resolves them")
 
 	noPods := build(t, "d /var/lib/kubelet/plugins")
-	assert.Equal(t, []string{kubelet, kubelet + "/plugins"}, Options{HostRoot: noPods}.KubeletDirs(t.Context()))
+	assert.Equal(t, []string{kroot, kroot + "/plugins"}, Options{HostRoot: noPods}.KubeletDirs(t.Context()))
 	assert.Empty(t, Options{HostRoot: t.TempDir()}.KubeletDirs(t.Context()), "no root")
 }

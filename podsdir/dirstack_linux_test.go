@@ -66,7 +66,7 @@ func TestScanClosesEveryDir(t *testing.T) {
 		"f "+csiDir+"/drv/h1/vol_data.json "+stagingVolData,
 	)
 	before := openFDs(t)
-	inv, err := Scan(context.Background(), Options{RootDir: kubelet, HostRoot: root})
+	inv, err := Scan(context.Background(), Options{RootDir: kroot, HostRoot: root})
 	require.NoError(t, err)
 	require.Len(t, inv.Pods, 2)
 	assert.Equal(t, VolDataOK, inv.Pods[0].Volumes[0].VolData.State)

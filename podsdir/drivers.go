@@ -11,11 +11,8 @@ import (
 	"strings"
 
 	"github.com/volrecon/volrecon/internal/bounded"
+	"github.com/volrecon/volrecon/kubelet"
 )
-
-// maxRegistryEntries bounds the listing of plugins_registry/: a node has a
-// registration socket per driver and plugin, a few dozen at most.
-const maxRegistryEntries = 4096
 
 // DriverRegistered says whether the CSI driver may be registered with the
 // kubelet on this node: its socket plugins/<driver>/csi.sock exists under
@@ -42,8 +39,9 @@ func DriverRegistered(ctx context.Context, o Options, driver string) bool {
 	case !exists:
 		return false
 	}
-	return o.mayExist(ctx, fence, filepath.Join(root, pluginsDirName, driver), "csi.sock") ||
-		o.registryNames(ctx, fence, filepath.Join(root, "plugins_registry"), driver)
+	layout := kubelet.Root(root)
+	return o.mayExist(ctx, fence, layout.DriverDir(driver), kubelet.CSISocketName) ||
+		o.registryNames(ctx, fence, layout.RegistryDir(), driver)
 }
 
 // resolveDir resolves the host path dir under HostRoot, bounded, unless it
@@ -60,7 +58,7 @@ func (o Options) resolveDir(ctx context.Context, fence *bounded.Fence, dir strin
 	case err != nil:
 		return "", true, err
 	}
-	return r.path, true, fence.Check(o.HostPath(r.path))
+	return r.Path, true, fence.Check(o.HostPath(r.Path))
 }
 
 // mayExist: name in the host dir dir exists (as anything, never followed),
@@ -82,17 +80,14 @@ func (o Options) registryNames(ctx context.Context, fence *bounded.Fence, dir, d
 	if err != nil || !exists {
 		return exists
 	}
-	entries, err := bounded.ReadDir(ctx, o.HostPath(resolvedDir), o.Timeout, bounded.Limits{Entries: maxRegistryEntries})
+	found := false
+	err = kubelet.WalkRegistry(ctx, o.HostPath(resolvedDir), kubelet.RegistryWalk{Timeout: o.Timeout, Fence: fence},
+		func(_ string, d fs.DirEntry) { found = found || strings.HasPrefix(d.Name(), driver) })
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return false
 	case err != nil:
 		return true
 	}
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), driver) {
-			return true
-		}
-	}
-	return false
+	return found
 }

@@ -22,9 +22,9 @@ import (
 //	"p PATH"          FIFO
 //	"s PATH"          socket inode (mknod, nothing listens)
 const (
-	kubelet = "/var/lib/kubelet"
-	pods    = kubelet + "/pods"
-	csiDir  = kubelet + "/plugins/kubernetes.io/csi"
+	kroot  = "/var/lib/kubelet"
+	pods   = kroot + "/pods"
+	csiDir = kroot + "/plugins/kubernetes.io/csi"
 
 	uid1 = "1d4bfc07-5c1c-4c4b-9d0b-6a3e0c2f0e01"
 	uid2 = "8f14e45f-ceea-467f-a8f5-8c1e7d0a9b22"
@@ -68,7 +68,7 @@ func buildAt(t testing.TB, root string, spec ...string) {
 // scanTree scans the default kubelet root under hostRoot and requires success.
 func scanTree(t *testing.T, hostRoot string) *Inventory {
 	t.Helper()
-	inv, err := Scan(context.Background(), Options{RootDir: kubelet, HostRoot: hostRoot})
+	inv, err := Scan(context.Background(), Options{RootDir: kroot, HostRoot: hostRoot})
 	require.NoError(t, err)
 	return inv
 }

@@ -3,19 +3,15 @@
 package podsdir
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"io"
-	"io/fs"
 	"math"
 	"os"
-	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/volrecon/volrecon/internal/bounded"
+	"github.com/volrecon/volrecon/kubelet"
 )
 
 // Options says where Scan and the helpers read.
@@ -166,15 +162,8 @@ func (o Options) workers() int {
 	return o.Workers
 }
 
-// maxSymlinkHops is how many symlinks a path resolution follows before it
-// gives up with ELOOP (the Linux limit).
-const maxSymlinkHops = 40
-
 func (o Options) rootDir() string {
-	if o.RootDir == "" {
-		return DefaultRootDir
-	}
-	return o.RootDir
+	return kubelet.Root(o.RootDir).Dir()
 }
 
 func (o Options) maxVolDataSize() int64 {
@@ -185,21 +174,14 @@ func (o Options) maxVolDataSize() int64 {
 	return min(o.MaxVolDataSize, math.MaxInt64-1)
 }
 
+// Host is the host the scan reads: under HostRoot.
+func (o Options) Host() kubelet.Host { return kubelet.NewHost(o.HostRoot) }
+
 // HostPath returns the path at which host path p is read (HostRoot joined with p).
-func (o Options) HostPath(p string) string {
-	return filepath.Join(o.HostRoot, p)
-}
+func (o Options) HostPath(p string) string { return o.Host().Path(p) }
 
 // unHostPath is the host path read at hp (the inverse of HostPath).
-func (o Options) unHostPath(hp string) string {
-	if o.HostRoot == "" || o.HostRoot == "/" {
-		return hp
-	}
-	if rel, ok := strings.CutPrefix(hp, filepath.Clean(o.HostRoot)); ok && strings.HasPrefix(rel, "/") {
-		return rel
-	}
-	return hp
-}
+func (o Options) unHostPath(hp string) string { return o.Host().HostPath(hp) }
 
 // DirHasEntries reports whether the directory at host path p has any entry.
 // Only call it on a path known not to be a mount point. It reads at most one
@@ -220,102 +202,33 @@ func (o Options) DirHasEntries(p string) (bool, error) {
 	return false, err
 }
 
-// StagingHash returns the lowercase hex sha256 of a volume handle (the current-layout dir name).
-func StagingHash(volumeHandle string) string {
-	sum := sha256.Sum256([]byte(volumeHandle))
-	return hex.EncodeToString(sum[:])
-}
+// StagingHash returns the lowercase hex sha256 of a volume handle (the
+// current-layout dir name): kubelet.StagingHash.
+func StagingHash(volumeHandle string) string { return kubelet.StagingHash(volumeHandle) }
 
 // resolved is the outcome of resolving a host path.
 type resolved struct {
-	path    string      // host path with every symlink resolved (on error: the component that failed)
-	info    fs.FileInfo // Lstat of path (never a symlink); nil on error
-	hops    int         // symlinks followed
-	lookups []Lookup    // each lookup made, when asked for (resolveLookups)
+	kubelet.Resolved
+	lookups []Lookup // each lookup made, when asked for (resolveLookups)
 }
 
-// resolve resolves every symlink in host path p, one component at a time,
-// reading under HostRoot. An absolute link target is a host path, so it is
-// re-rooted under HostRoot; a relative one is relative to the link's
-// directory. ".." is applied to the already resolved prefix and never goes
-// above "/". More than maxSymlinkHops links give ELOOP.
+// resolve resolves every symlink in host path p under HostRoot, with the
+// one rule of kubelet.Host.Resolve.
 func (o Options) resolve(p string) (resolved, error) { return o.resolveLookups(p, false) }
 
 // resolveLookups is resolve, recording each lookup with the identity of
 // the dir it is made in when record is set.
 func (o Options) resolveLookups(p string, record bool) (resolved, error) {
-	pending := strings.Split(p, "/")
-	cur := "/"
 	var r resolved
-	var lookup func(dir, name string) error
+	var visit func(dir, name string) error
 	if record {
-		lookup = func(dir, name string) error {
+		visit = func(dir, name string) error {
 			id, err := identify(o.HostPath(dir))
 			r.lookups = append(r.lookups, Lookup{Dir: dir, Name: name, DirID: id})
 			return err
 		}
 	}
-	for len(pending) > 0 {
-		c := pending[0]
-		pending = pending[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			cur = filepath.Dir(cur)
-			continue
-		}
-		next := filepath.Join(cur, c)
-		if lookup != nil {
-			if err := lookup(cur, c); err != nil {
-				r.path = cur
-				return r, err
-			}
-		}
-		fi, err := os.Lstat(o.HostPath(next))
-		if err != nil {
-			r.path = next
-			return r, err
-		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
-			if !fi.IsDir() && hasComponents(pending) {
-				r.path = next
-				return r, &fs.PathError{Op: "resolve", Path: o.HostPath(next), Err: syscall.ENOTDIR}
-			}
-			cur = next
-			continue
-		}
-		r.hops++
-		if r.hops > maxSymlinkHops {
-			r.path = next
-			return r, &fs.PathError{Op: "resolve", Path: o.HostPath(next), Err: syscall.ELOOP}
-		}
-		target, err := os.Readlink(o.HostPath(next))
-		if err != nil {
-			r.path = next
-			return r, err
-		}
-		if filepath.IsAbs(target) {
-			cur = "/"
-		}
-		pending = append(strings.Split(target, "/"), pending...)
-	}
-	fi, err := os.Lstat(o.HostPath(cur))
-	r.path = cur
-	if err != nil {
-		return r, err
-	}
-	r.info = fi
-	return r, nil
-}
-
-// hasComponents reports whether a split path still names something other
-// than the directory itself.
-func hasComponents(parts []string) bool {
-	for _, c := range parts {
-		if c != "" && c != "." {
-			return true
-		}
-	}
-	return false
+	var err error
+	r.Resolved, err = o.Host().ResolveVisit(p, visit)
+	return r, err
 }

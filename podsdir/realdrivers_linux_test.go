@@ -17,9 +17,9 @@ func TestRealDriverRegisteredWhenTheRegistryHangs(t *testing.T) {
 	if !mountns.Enter(t) {
 		return
 	}
-	root := build(t, "d "+kubelet+"/plugins")
-	mountns.ServeFUSE(t, filepath.Join(root, kubelet, "plugins_registry")).Stop()
-	opts := Options{RootDir: kubelet, HostRoot: root, Timeout: 200 * time.Millisecond}
+	root := build(t, "d "+kroot+"/plugins")
+	mountns.ServeFUSE(t, filepath.Join(root, kroot, "plugins_registry")).Stop()
+	opts := Options{RootDir: kroot, HostRoot: root, Timeout: 200 * time.Millisecond}
 	for range 2 {
 		done := make(chan bool, 1)
 		go func() { done <- DriverRegistered(t.Context(), opts, "ebs.csi.aws.com") }()

@@ -56,7 +56,7 @@ func TestScanHungPluginDirOneWalker(t *testing.T) {
 	hung := filepath.Join(root, vols+"kubernetes.io~nfs")
 	mountns.ServeFUSE(t, hung).Stop()
 
-	opts := Options{RootDir: kubelet, HostRoot: root, Workers: 1, Timeout: 200 * time.Millisecond}
+	opts := Options{RootDir: kroot, HostRoot: root, Workers: 1, Timeout: 200 * time.Millisecond}
 	for scan := 1; scan <= 2; scan++ {
 		start := time.Now()
 		inv := scanWithin(t, 20*time.Second, opts)
@@ -106,7 +106,7 @@ func TestScanStopsAnEndlessDir(t *testing.T) {
 	}
 	root := build(t, "d "+pods+"/"+uid2+"/volumes/kubernetes.io~empty-dir/e")
 	srv := mountns.ServeFUSEWith(t, filepath.Join(root, pods, uid1), mountns.FUSEOptions{Endless: []string{""}})
-	opts := Options{RootDir: kubelet, HostRoot: root, Timeout: 30 * time.Second, Limits: Limits{DirEntries: 5000}}
+	opts := Options{RootDir: kroot, HostRoot: root, Timeout: 30 * time.Second, Limits: Limits{DirEntries: 5000}}
 	inv := scanWithin(t, 20*time.Second, opts)
 	assert.Equal(t, []Problem{{Kind: ProblemHung, Path: pods + "/" + uid1, PodUID: uid1,
 		Message: "its listing returned more than 5000 entries (an endless directory?): not listed further"}},
@@ -133,7 +133,7 @@ func TestScanStopsASlowPodAtItsBudget(t *testing.T) {
 	}
 	podDir := pods + "/" + uid1
 	srv := mountns.ServeFUSEWith(t, filepath.Join(root, podDir), mountns.FUSEOptions{Tree: tree, Delay: 150 * time.Millisecond})
-	opts := Options{RootDir: kubelet, HostRoot: root, Timeout: time.Second, PodBudget: 2 * time.Second, ScanBudget: time.Hour}
+	opts := Options{RootDir: kroot, HostRoot: root, Timeout: time.Second, PodBudget: 2 * time.Second, ScanBudget: time.Hour}
 	inv := scanWithin(t, 30*time.Second, opts)
 	require.Len(t, inv.Problems, 1, "%+v", inv.Problems)
 	p := inv.Problems[0]
@@ -153,7 +153,7 @@ func TestScanStopsAtItsBudget(t *testing.T) {
 	if !mountns.Enter(t) {
 		return
 	}
-	root := build(t, "d "+kubelet)
+	root := build(t, "d "+kroot)
 	var tree []string
 	for i := range 40 {
 		for j := range 5 {
@@ -161,7 +161,7 @@ func TestScanStopsAtItsBudget(t *testing.T) {
 		}
 	}
 	mountns.ServeFUSEWith(t, filepath.Join(root, pods), mountns.FUSEOptions{Tree: tree, Delay: 50 * time.Millisecond})
-	opts := Options{RootDir: kubelet, HostRoot: root, Timeout: time.Second, PodBudget: time.Hour, ScanBudget: 2 * time.Second}
+	opts := Options{RootDir: kroot, HostRoot: root, Timeout: time.Second, PodBudget: time.Hour, ScanBudget: 2 * time.Second}
 	start := time.Now()
 	inv := scanWithin(t, 30*time.Second, opts)
 	t.Logf("the scan took %s", time.Since(start))
@@ -207,7 +207,7 @@ func TestScanNeverEntersTheFence(t *testing.T) {
 		srv.Stop()
 		servers = append(servers, srv)
 	}
-	inv := scanWithin(t, 20*time.Second, Options{RootDir: kubelet, HostRoot: root, Timeout: 200 * time.Millisecond, NotEntered: fenced})
+	inv := scanWithin(t, 20*time.Second, Options{RootDir: kroot, HostRoot: root, Timeout: 200 * time.Millisecond, NotEntered: fenced})
 	for _, srv := range servers {
 		assert.Zero(t, srv.Stats().Unanswered, "nothing is sent into a fenced mount")
 	}
@@ -238,7 +238,7 @@ func BenchmarkScanEndlessDir(b *testing.B) {
 	root := b.TempDir()
 	buildAt(b, root, "d "+pods+"/"+uid2+"/volumes/kubernetes.io~empty-dir/e")
 	mountns.ServeFUSEWith(b, filepath.Join(root, pods, uid1), mountns.FUSEOptions{Endless: []string{""}})
-	opts := Options{RootDir: kubelet, HostRoot: root, Timeout: time.Minute}
+	opts := Options{RootDir: kroot, HostRoot: root, Timeout: time.Minute}
 	var peak atomic.Uint64
 	stop := make(chan struct{})
 	sampled := make(chan struct{})

@@ -58,12 +58,12 @@ func (r Resolution) Same(o Resolution) bool {
 func (o Options) Resolve(ctx context.Context, p string) Resolution {
 	res, err := bounded.Call(ctx, o.HostPath(p), o.Timeout, func() (Resolution, error) {
 		r, err := o.resolveLookups(p, true)
-		res := Resolution{Path: r.path, Lookups: r.lookups}
-		if err == nil && !r.info.IsDir() {
-			err = fmt.Errorf("resolve %s: %w", o.HostPath(r.path), syscall.ENOTDIR)
+		res := Resolution{Path: r.Path, Lookups: r.lookups}
+		if err == nil && !r.Info.IsDir() {
+			err = fmt.Errorf("resolve %s: %w", o.HostPath(r.Path), syscall.ENOTDIR)
 		}
 		if err == nil {
-			res.ID, err = identify(o.HostPath(r.path))
+			res.ID, err = identify(o.HostPath(r.Path))
 		}
 		return res, err
 	})

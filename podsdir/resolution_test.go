@@ -22,9 +22,9 @@ func TestResolveSaysEveryLookup(t *testing.T) {
 		"d /data/k1/pods",
 		"d /data/k2/pods",
 	)
-	opts := Options{HostRoot: host, RootDir: kubelet}
+	opts := Options{HostRoot: host, RootDir: kroot}
 	ctx := t.Context()
-	res := opts.Resolve(ctx, kubelet)
+	res := opts.Resolve(ctx, kroot)
 	require.NoError(t, res.Err)
 	assert.Equal(t, "/data/k1", res.Path)
 	var steps []string
@@ -36,12 +36,12 @@ func TestResolveSaysEveryLookup(t *testing.T) {
 	id, err := opts.Identify(ctx, "/data/k1")
 	require.NoError(t, err)
 	assert.Equal(t, id, res.ID)
-	assert.True(t, res.Same(opts.Resolve(ctx, kubelet)), "nothing changed")
+	assert.True(t, res.Same(opts.Resolve(ctx, kroot)), "nothing changed")
 
-	link := filepath.Join(host, kubelet)
+	link := filepath.Join(host, kroot)
 	require.NoError(t, os.Symlink("/data/k2", link+".new"))
 	require.NoError(t, os.Rename(link+".new", link))
-	retargeted := opts.Resolve(ctx, kubelet)
+	retargeted := opts.Resolve(ctx, kroot)
 	assert.Equal(t, "/data/k2", retargeted.Path)
 	assert.False(t, res.Same(retargeted), "a symlink retargeted")
 

@@ -26,7 +26,7 @@ func TestReuseWalksOnlyTheStagingDirsNamed(t *testing.T) {
 		"f "+csiDir+"/pv/pv-1/vol_data.json "+vd("l"), "d "+csiDir+"/pv/pv-1/globalmount",
 		"f "+csiDir+"/volumeDevices/pv-b/data/vol_data.json "+vd("blk"),
 		"d "+pods)
-	opts := Options{RootDir: kubelet, HostRoot: root}
+	opts := Options{RootDir: kroot, HostRoot: root}
 	prev, err := Scan(context.Background(), opts)
 	require.NoError(t, err)
 	handles := func(inv *Inventory) map[string]string {

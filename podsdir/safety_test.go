@@ -76,7 +76,7 @@ func TestScanDoesNotOpenFIFOs(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		inv, err := Scan(context.Background(), Options{RootDir: kubelet, HostRoot: root})
+		inv, err := Scan(context.Background(), Options{RootDir: kroot, HostRoot: root})
 		done <- result{inv, err}
 	}()
 	var r result

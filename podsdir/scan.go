@@ -11,7 +11,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -20,31 +19,15 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
-	utilstrings "k8s.io/utils/strings"
 
 	"github.com/volrecon/volrecon/internal/bounded"
+	"github.com/volrecon/volrecon/kubelet"
 )
 
-// Well-known names under the kubelet root and a pod dir.
-const (
-	podsDirName           = "pods"
-	pluginsDirName        = "plugins"
-	podVolumesDirName     = "volumes"
-	podVolumeDevicesName  = "volumeDevices"
-	podVolumeSubpathsName = "volume-subpaths"
-	csiMountDirName       = "mount"
-)
-
-// podUIDPattern accepts the two shapes of pod UID the kubelet creates
-// directories for: an RFC 4122-shaped UUID (8-4-4-4-12 hex digits, as the API
-// server assigns, in either case) and 32 hex digits without dashes, which
-// is what the kubelet assigns to static pods from a file or URL source (the
-// hex md5 of the pod). A static pod whose manifest sets metadata.uid to
-// anything else is reported as ProblemInvalidPodUID, and scanned all the same.
-var podUIDPattern = regexp.MustCompile(`^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F]{32})$`)
-
-// IsPodUID reports whether name has the shape of a pod UID (see podUIDPattern).
-func IsPodUID(name string) bool { return podUIDPattern.MatchString(name) }
+// IsPodUID reports whether name has the shape of a pod UID
+// (kubelet.IsPodUID). A pods/ entry of any other name is reported as
+// ProblemInvalidPodUID, and scanned all the same.
+func IsPodUID(name string) bool { return kubelet.IsPodUID(name) }
 
 // Scan inventories the kubelet root. It returns a *RootError (wrapping
 // ErrRootNotFound when it does not exist) only when the root cannot be used;
@@ -103,9 +86,9 @@ func scan(ctx context.Context, opts Options, readDir func(string) ([]fs.DirEntry
 	}
 	s.inv.ResolvedRootDir = root
 	var podsOK, pluginsOK bool
-	s.inv.PodsDir, podsOK = s.resolveTopDir(podsDirName)
-	s.inv.PluginsDir, pluginsOK = s.resolveTopDir(pluginsDirName)
-	s.inv.CSIDir = filepath.Join(s.inv.PluginsDir, "kubernetes.io", "csi")
+	s.inv.PodsDir, podsOK = s.resolveTopDir(kubelet.PodsDirName)
+	s.inv.PluginsDir, pluginsOK = s.resolveTopDir(kubelet.PluginsDirName)
+	s.inv.CSIDir = string(kubelet.CSIDirIn(s.inv.PluginsDir))
 
 	var pods []Pod
 	if podsOK {
@@ -139,11 +122,11 @@ func (s *scanner) resolveRoot() (string, error) {
 		return "", rootErr(fmt.Errorf("%w: %w", ErrRootNotFound, err))
 	case err != nil:
 		return "", rootErr(err)
-	case !r.info.IsDir():
-		return "", rootErr(fmt.Errorf("resolved to %s, which is a %s: %w", r.path, describeType(EntryTypeOf(r.info.Mode())), syscall.ENOTDIR))
+	case !r.Info.IsDir():
+		return "", rootErr(fmt.Errorf("resolved to %s, which is a %s: %w", r.Path, describeType(EntryTypeOf(r.Info.Mode())), syscall.ENOTDIR))
 	}
-	s.log.V(4).Info("Resolved kubelet root", "rootDir", root, "resolved", r.path, "symlinks", r.hops)
-	return r.path, nil
+	s.log.V(4).Info("Resolved kubelet root", "rootDir", root, "resolved", r.Path, "symlinks", r.Hops)
+	return r.Path, nil
 }
 
 // resolveTopDir resolves <root>/<name> (pods or plugins). It returns the
@@ -155,23 +138,23 @@ func (s *scanner) resolveTopDir(name string) (string, bool) {
 	switch {
 	case s.unread(unresolved, "", err):
 		return unresolved, false
-	case errors.Is(err, fs.ErrNotExist) && r.hops == 0:
+	case errors.Is(err, fs.ErrNotExist) && r.Hops == 0:
 		s.log.V(4).Info("Kubelet dir does not exist", "path", unresolved)
 		return unresolved, false
 	case errors.Is(err, fs.ErrNotExist):
-		s.problem(ProblemSymlink, unresolved, "", "dangling symlink: %s does not exist", r.path)
+		s.problem(ProblemSymlink, unresolved, "", "dangling symlink: %s does not exist", r.Path)
 		return unresolved, false
 	case errors.Is(err, syscall.ELOOP):
 		s.problem(ProblemSymlink, unresolved, "", "cannot resolve: %s", errText(err))
 		return unresolved, false
 	case err != nil:
-		s.problem(ProblemUnreadable, unresolved, "", "cannot resolve %s: %s", r.path, errText(err))
+		s.problem(ProblemUnreadable, unresolved, "", "cannot resolve %s: %s", r.Path, errText(err))
 		return unresolved, false
-	case !r.info.IsDir():
-		s.problem(ProblemNotDirectory, r.path, "", "%s dir is a %s, not a directory", name, describeType(EntryTypeOf(r.info.Mode())))
-		return r.path, false
+	case !r.Info.IsDir():
+		s.problem(ProblemNotDirectory, r.Path, "", "%s dir is a %s, not a directory", name, describeType(EntryTypeOf(r.Info.Mode())))
+		return r.Path, false
 	}
-	return r.path, true
+	return r.Path, true
 }
 
 // list returns the entries of the directory at host path dir, in no
@@ -607,15 +590,15 @@ func (s *scanner) scanPod(uid, dir string) Pod {
 	for _, d := range entries {
 		p, t := childPath(dir, d.name), entryType(d)
 		switch d.Name() {
-		case podVolumesDirName:
+		case kubelet.VolumesDirName:
 			if s.expectDir(p, uid, t) {
 				s.scanPodVolumes(&pod, p, Filesystem)
 			}
-		case podVolumeDevicesName:
+		case kubelet.VolumeDevicesDirName:
 			if s.expectDir(p, uid, t) {
 				s.scanPodVolumes(&pod, p, Block)
 			}
-		case podVolumeSubpathsName:
+		case kubelet.VolumeSubpathsDirName:
 			if s.expectDir(p, uid, t) {
 				s.scanSubpaths(&pod, p)
 			}
@@ -634,7 +617,7 @@ func (s *scanner) scanPod(uid, dir string) Pod {
 // for CSI Filesystem volume dirs, whose child "mount" is the mount point.
 func (s *scanner) scanPodVolumes(pod *Pod, treeDir string, mode Mode) {
 	s.eachSubdir(treeDir, pod.UID, func(escaped, pluginDir string) {
-		plugin := utilstrings.UnescapeQualifiedName(escaped)
+		plugin := kubelet.UnescapePluginName(escaped)
 		volumes, _ := s.list(pluginDir, pod.UID)
 		for _, vd := range volumes {
 			v := Volume{
@@ -675,18 +658,18 @@ func (s *scanner) scanCSIVolumeDir(v *Volume) {
 	regular := false
 	for _, c := range children {
 		switch c.Name() {
-		case csiMountDirName:
+		case kubelet.CSIMountDirName:
 			e := s.entry(v.Path, v.PodUID, c)
 			v.MountDir = &e
 			s.expectDir(e.Path, v.PodUID, e.Type) // a publish target is a dir; anything else is reported
-		case volDataFile:
+		case kubelet.VolDataFileName:
 			// Read below, also when the listing failed.
 			regular = entryType(c) == TypeFile
 		default:
 			v.Extra = append(v.Extra, s.entry(v.Path, v.PodUID, c))
 		}
 	}
-	vd := s.readVolData(childPath(v.Path, volDataFile), v.PodUID, regular)
+	vd := s.readVolData(childPath(v.Path, kubelet.VolDataFileName), v.PodUID, regular)
 	v.VolData = &vd
 }
 

@@ -84,10 +84,10 @@ func TestScanPodVolumes(t *testing.T) {
 	}
 	assert.Equal(t, want, inv.Pods[0])
 	assert.Equal(t, Inventory{
-		RootDir:         kubelet,
-		ResolvedRootDir: kubelet,
+		RootDir:         kroot,
+		ResolvedRootDir: kroot,
 		PodsDir:         pods,
-		PluginsDir:      kubelet + "/plugins",
+		PluginsDir:      kroot + "/plugins",
 		CSIDir:          csiDir,
 	}, Inventory{RootDir: inv.RootDir, ResolvedRootDir: inv.ResolvedRootDir, PodsDir: inv.PodsDir, PluginsDir: inv.PluginsDir, CSIDir: inv.CSIDir})
 	assert.Nil(t, inv.Staging)
@@ -273,13 +273,13 @@ func TestScanProblems(t *testing.T) {
 		},
 		{
 			name: "symlinked kubernetes.io plugin dir is not followed",
-			spec: []string{"d /elsewhere/csi/pv/pvc-x/globalmount", "l " + kubelet + "/plugins/kubernetes.io /elsewhere"},
-			want: map[string]ProblemKind{kubelet + "/plugins/kubernetes.io": ProblemSymlink},
+			spec: []string{"d /elsewhere/csi/pv/pvc-x/globalmount", "l " + kroot + "/plugins/kubernetes.io /elsewhere"},
+			want: map[string]ProblemKind{kroot + "/plugins/kubernetes.io": ProblemSymlink},
 		},
 		{
 			name: "a file named pods",
-			spec: []string{"f " + kubelet + "/pods x", "d " + csiDir + "/pv/pvc-x/globalmount"},
-			want: map[string]ProblemKind{kubelet + "/pods": ProblemNotDirectory},
+			spec: []string{"f " + kroot + "/pods x", "d " + csiDir + "/pv/pvc-x/globalmount"},
+			want: map[string]ProblemKind{kroot + "/pods": ProblemNotDirectory},
 		},
 	}
 	for _, tc := range tests {
@@ -336,7 +336,7 @@ func TestScanUnreadable(t *testing.T) {
 		p1+"/volumes/kubernetes.io~csi/pvc-1", // a CSI volume dir: vol_data.json is still read
 		csiDir+"/pv",
 	)
-	inv, err := scan(context.Background(), Options{RootDir: kubelet, HostRoot: root}, readDir)
+	inv, err := scan(context.Background(), Options{RootDir: kroot, HostRoot: root}, readDir)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]ProblemKind{
 		p1 + "/volumes/kubernetes.io~nfs":       ProblemUnreadable,
@@ -388,7 +388,7 @@ func TestScanResolution(t *testing.T) {
 	}{
 		{
 			name:        "absolute symlinked root is re-rooted under the host root",
-			spec:        []string{"d /data/kubelet/pods/" + uid1 + "/volumes", "d /var/lib", "l " + kubelet + " /data/kubelet"},
+			spec:        []string{"d /data/kubelet/pods/" + uid1 + "/volumes", "d /var/lib", "l " + kroot + " /data/kubelet"},
 			wantRoot:    "/data/kubelet",
 			wantPods:    "/data/kubelet/pods",
 			wantPlugins: "/data/kubelet/plugins",
@@ -406,8 +406,8 @@ func TestScanResolution(t *testing.T) {
 		{
 			name: "symlinked pods and plugins dirs",
 			spec: []string{"d /disk2/pods/" + uid1, "d /disk3/plugins/kubernetes.io/csi/pv/pvc-1/globalmount",
-				"l " + kubelet + "/pods ../../../disk2/pods", "l " + kubelet + "/plugins /disk3/plugins"},
-			wantRoot:                 kubelet,
+				"l " + kroot + "/pods ../../../disk2/pods", "l " + kroot + "/plugins /disk3/plugins"},
+			wantRoot:                 kroot,
 			wantPods:                 "/disk2/pods",
 			wantPlugins:              "/disk3/plugins",
 			wantPodPath:              "/disk2/pods/" + uid1,
@@ -415,30 +415,30 @@ func TestScanResolution(t *testing.T) {
 		},
 		{
 			name:        "missing pods and plugins dirs: empty node",
-			spec:        []string{"d " + kubelet},
-			wantRoot:    kubelet,
+			spec:        []string{"d " + kroot},
+			wantRoot:    kroot,
 			wantPods:    pods,
-			wantPlugins: kubelet + "/plugins",
+			wantPlugins: kroot + "/plugins",
 		},
 		{
 			name:         "pods symlink loop is a problem, not a hang",
-			spec:         []string{"l " + kubelet + "/pods pods2", "l " + kubelet + "/pods2 pods"},
-			wantRoot:     kubelet,
+			spec:         []string{"l " + kroot + "/pods pods2", "l " + kroot + "/pods2 pods"},
+			wantRoot:     kroot,
 			wantPods:     pods,
-			wantPlugins:  kubelet + "/plugins",
+			wantPlugins:  kroot + "/plugins",
 			wantProblems: map[string]ProblemKind{pods: ProblemSymlink},
 		},
 		{
 			name:         "dangling pods symlink",
-			spec:         []string{"l " + kubelet + "/pods /nowhere"},
-			wantRoot:     kubelet,
+			spec:         []string{"l " + kroot + "/pods /nowhere"},
+			wantRoot:     kroot,
 			wantPods:     pods,
-			wantPlugins:  kubelet + "/plugins",
+			wantPlugins:  kroot + "/plugins",
 			wantProblems: map[string]ProblemKind{pods: ProblemSymlink},
 		},
 		{
 			name:        "root symlink loop",
-			spec:        []string{"d /var/lib", "l " + kubelet + " " + kubelet},
+			spec:        []string{"d /var/lib", "l " + kroot + " " + kroot},
 			wantRootErr: true,
 			wantErrIs:   []error{syscall.ELOOP},
 		},
@@ -450,13 +450,13 @@ func TestScanResolution(t *testing.T) {
 		},
 		{
 			name:        "dangling root symlink",
-			spec:        []string{"l " + kubelet + " /data/kubelet"},
+			spec:        []string{"l " + kroot + " /data/kubelet"},
 			wantRootErr: true,
 			wantErrIs:   []error{ErrRootNotFound, fs.ErrNotExist},
 		},
 		{
 			name:        "root is a file",
-			spec:        []string{"f " + kubelet + " x"},
+			spec:        []string{"f " + kroot + " x"},
 			wantRootErr: true,
 			wantErrIs:   []error{syscall.ENOTDIR},
 		},
@@ -468,7 +468,7 @@ func TestScanResolution(t *testing.T) {
 		},
 		{
 			name:        "relative root dir",
-			spec:        []string{"d " + kubelet},
+			spec:        []string{"d " + kroot},
 			rootDir:     "var/lib/kubelet",
 			wantRootErr: true,
 		},
@@ -478,7 +478,7 @@ func TestScanResolution(t *testing.T) {
 			root := build(t, tc.spec...)
 			rootDir := tc.rootDir
 			if rootDir == "" {
-				rootDir = kubelet
+				rootDir = kroot
 			}
 			inv, err := Scan(context.Background(), Options{RootDir: rootDir, HostRoot: root})
 			if tc.wantRootErr {
@@ -544,7 +544,7 @@ func TestScanContextCancelled(t *testing.T) {
 	root := build(t, "d "+pods+"/"+uid1, "d "+pods+"/"+uid2)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	inv, err := Scan(ctx, Options{RootDir: kubelet, HostRoot: root})
+	inv, err := Scan(ctx, Options{RootDir: kroot, HostRoot: root})
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Nil(t, inv)
 
@@ -560,7 +560,7 @@ func TestScanContextCancelled(t *testing.T) {
 		}
 		return os.ReadDir(p)
 	}
-	inv, err = scan(ctx, Options{RootDir: kubelet, HostRoot: root, Workers: 1}, readDir)
+	inv, err = scan(ctx, Options{RootDir: kroot, HostRoot: root, Workers: 1}, readDir)
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Nil(t, inv)
 	assert.Equal(t, int32(1), podsRead.Load(), "the second pod is not scanned")
@@ -588,7 +588,7 @@ func TestScanDeterministic(t *testing.T) {
 	}
 	root := build(t, spec...)
 	a := scanTree(t, root)
-	b, err := scan(context.Background(), Options{RootDir: kubelet, HostRoot: root}, reverse)
+	b, err := scan(context.Background(), Options{RootDir: kroot, HostRoot: root}, reverse)
 	require.NoError(t, err)
 	assert.Equal(t, a, b)
 	vols := podByUID(t, a, uid2).Volumes
@@ -607,7 +607,7 @@ func TestScanLogs(t *testing.T) {
 	}, funcr.Options{Verbosity: 4})
 	ctx := klog.NewContext(context.Background(), logger)
 	root := build(t, "d "+pods+"/"+uid1+"/volumes/kubernetes.io~secret/s", "d "+pods+"/bad")
-	_, err := Scan(ctx, Options{RootDir: kubelet, HostRoot: root})
+	_, err := Scan(ctx, Options{RootDir: kroot, HostRoot: root})
 	require.NoError(t, err)
 	all := strings.Join(lines, "\n")
 	assert.Contains(t, all, `"msg"="Scanned kubelet root"`)
@@ -660,7 +660,7 @@ func TestScanLimits(t *testing.T) {
 	}
 	spec = append(spec, "d "+pods+"/"+uid2+"/volumes/kubernetes.io~secret/"+strings.Repeat("n", 200))
 	root := build(t, spec...)
-	inv, err := Scan(t.Context(), Options{RootDir: kubelet, HostRoot: root, Limits: Limits{DirEntries: 20, DirNameBytes: 100}})
+	inv, err := Scan(t.Context(), Options{RootDir: kroot, HostRoot: root, Limits: Limits{DirEntries: 20, DirNameBytes: 100}})
 	require.NoError(t, err)
 	assert.Equal(t, []Problem{
 		{Kind: ProblemHung, Path: pods + "/" + uid1 + "/volumes/kubernetes.io~secret", PodUID: uid1,
@@ -670,7 +670,7 @@ func TestScanLimits(t *testing.T) {
 	}, inv.Problems)
 	assert.Empty(t, podByUID(t, inv, uid1).Volumes)
 
-	inv, err = Scan(t.Context(), Options{RootDir: kubelet, HostRoot: root, Workers: 1, Limits: Limits{ScanEntries: 10}})
+	inv, err = Scan(t.Context(), Options{RootDir: kroot, HostRoot: root, Workers: 1, Limits: Limits{ScanEntries: 10}})
 	require.NoError(t, err)
 	require.NotEmpty(t, inv.Problems)
 	for _, p := range inv.Problems {

@@ -5,20 +5,22 @@ package podsdir
 import (
 	"errors"
 	"fmt"
+
+	"github.com/volrecon/volrecon/kubelet"
 )
 
-// DefaultRootDir is the kubelet's default --root-dir.
-const DefaultRootDir = "/var/lib/kubelet"
+// DefaultRootDir is the kubelet's default --root-dir (kubelet.DefaultRootDir).
+const DefaultRootDir = kubelet.DefaultRootDir
 
 // DefaultMaxVolDataSize caps how much of a vol_data.json is read.
 const DefaultMaxVolDataSize = 64 << 10
 
-// CSIPluginName is the plugin name of CSI volumes.
-const CSIPluginName = "kubernetes.io/csi"
+// CSIPluginName is the plugin name of CSI volumes (kubelet.CSIPluginName).
+const CSIPluginName = kubelet.CSIPluginName
 
 // CSIUniqueName is the kubelet's unique name of a CSI volume:
-// kubernetes.io/csi/<driver>^<volumeHandle>.
-func CSIUniqueName(driver, handle string) string { return CSIPluginName + "/" + driver + "^" + handle }
+// kubernetes.io/csi/<driver>^<volumeHandle> (kubelet.UniqueVolumeName).
+func CSIUniqueName(driver, handle string) string { return kubelet.UniqueVolumeName(driver, handle) }
 
 // Mode is a volume mode.
 type Mode string

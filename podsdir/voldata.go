@@ -17,9 +17,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// volDataFile is the name of the CSI metadata file.
-const volDataFile = "vol_data.json"
-
 // ReadVolData reads a vol_data.json at host path p (never following a
 // symlink), capped at MaxVolDataSize bytes.
 //

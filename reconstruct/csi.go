@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/volrecon/volrecon/kubelet"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 )
@@ -20,13 +21,13 @@ func csiInfoFrom(vd podsdir.VolData) *CSIInfo {
 // csiFilesystemVolume: the NodePublish target is <dir>/mount; the identity
 // is in <dir>/vol_data.json, or else recovered from the staging dir.
 func (b *builder) csiFilesystemVolume(v podsdir.Volume, out *Volume) {
-	out.CheckedPath = join(v.Path, "mount")
+	out.CheckedPath = join(v.Path, kubelet.CSIMountDirName)
 	out.State, out.Mount, out.Reason = b.check(out.CheckedPath)
 	var vd podsdir.VolData
 	if v.VolData != nil {
 		vd = *v.VolData
 	} else {
-		vd = podsdir.VolData{State: podsdir.VolDataMissing, Path: join(v.Path, "vol_data.json")}
+		vd = podsdir.VolData{State: podsdir.VolDataMissing, Path: join(v.Path, kubelet.VolDataFileName)}
 	}
 	if vd.State == podsdir.VolDataOK {
 		out.CSI = csiInfoFrom(vd)
@@ -221,7 +222,7 @@ func (b *builder) checkStagingAgrees(out *Volume) {
 	out.State = Uncertain
 	out.Reason = "the pod mount binds from staging dir " + g.Path + " of " + g.DriverName + "^" + g.VolumeHandle +
 		", but vol_data.json names " + out.CSI.DriverName + "^" + out.CSI.VolumeHandle
-	b.addIn(Finding{Kind: StaleVolumeData, Path: join(out.Path, "vol_data.json"), PodUID: out.PodUID, Volume: out.Name,
+	b.addIn(Finding{Kind: StaleVolumeData, Path: join(out.Path, kubelet.VolDataFileName), PodUID: out.PodUID, Volume: out.Name,
 		Message: out.Reason + ": the metadata disagree, so nothing about this volume can be trusted"}, CaseDisagrees)
 }
 
@@ -234,12 +235,12 @@ func (b *builder) attachDeviceMount(out *Volume) {
 	if out.CSI == nil || isEphemeral(out.CSI) || out.CSI.DriverName == "" || out.CSI.VolumeHandle == "" {
 		return
 	}
-	current := join(b.inv.CSIDir, out.CSI.DriverName, podsdir.StagingHash(out.CSI.VolumeHandle), "globalmount")
+	current := join(b.inv.CSIDir, out.CSI.DriverName, kubelet.StagingHash(out.CSI.VolumeHandle), kubelet.GlobalMountDirName)
 	pv := out.CSI.SpecVolID
 	if pv == "" {
 		pv = out.Name
 	}
-	legacy := join(b.inv.CSIDir, "pv", pv, "globalmount")
+	legacy := join(b.inv.CSIDir, kubelet.LegacyStagingDirName, pv, kubelet.GlobalMountDirName)
 	g := b.stagingNaming(current, out.CSI)
 	if lg := b.stagingNaming(legacy, out.CSI); lg != nil && (g == nil || g.State != Mounted && lg.State == Mounted) {
 		g = lg
@@ -313,8 +314,8 @@ func (b *builder) noteUnmountedCSITarget(v podsdir.Volume, out *Volume, vd podsd
 // volumeDevices/publish/<spec>/<podUID>, and the kubelet binds it to
 // volumeDevices/<spec>/dev/<podUID>; either entry means it is mapped.
 func (b *builder) csiBlockVolume(out *Volume) {
-	publish := join(b.inv.CSIDir, "volumeDevices", "publish", out.Name, out.PodUID)
-	mapFile := join(b.inv.CSIDir, "volumeDevices", out.Name, "dev", out.PodUID)
+	publish := join(b.inv.CSIDir, kubelet.BlockDirName, kubelet.BlockPublishDirName, out.Name, out.PodUID)
+	mapFile := join(b.inv.CSIDir, kubelet.BlockDirName, out.Name, kubelet.BlockMapDirName, out.PodUID)
 	out.CheckedPath = publish
 	out.State, out.Mount, out.Reason = b.check(publish)
 	if out.State == Unmounted {
@@ -325,7 +326,7 @@ func (b *builder) csiBlockVolume(out *Volume) {
 	}
 	spec := b.blockSpec(out.Name)
 	if spec == nil || spec.VolData.State != podsdir.VolDataOK {
-		vd := podsdir.VolData{State: podsdir.VolDataMissing, Path: join(b.inv.CSIDir, "volumeDevices", out.Name, "data", "vol_data.json")}
+		vd := podsdir.VolData{State: podsdir.VolDataMissing, Path: join(b.inv.CSIDir, kubelet.BlockDirName, out.Name, kubelet.BlockDataDirName, kubelet.VolDataFileName)}
 		if spec != nil {
 			vd = spec.VolData
 		}
@@ -344,8 +345,8 @@ func (b *builder) csiBlockVolume(out *Volume) {
 // volumeDevices/staging/<pv> is StagingPath; DeviceMountState is the state
 // of the staging dir where there is one, else of the map dir.
 func (b *builder) blockDeviceMount(out *Volume) {
-	out.DeviceMountPath = join(b.inv.CSIDir, "volumeDevices", out.Name, "dev")
-	g := b.globals[join(b.inv.CSIDir, "volumeDevices", "staging", out.Name)]
+	out.DeviceMountPath = join(b.inv.CSIDir, kubelet.BlockDirName, out.Name, kubelet.BlockMapDirName)
+	g := b.globals[join(b.inv.CSIDir, kubelet.BlockDirName, kubelet.BlockStagingDirName, out.Name)]
 	if g == nil {
 		out.DeviceMountState = b.mapDirState(out.DeviceMountPath)
 		return
@@ -427,5 +428,5 @@ func held(s VolumeState) bool { return s == Mounted || s == Uncertain }
 // <driver>/<sha256(handle)>/globalmount.
 func atStagingPathOf(p string, c *CSIInfo) bool {
 	dir := path.Dir(p)
-	return path.Base(p) == "globalmount" && path.Base(dir) == podsdir.StagingHash(c.VolumeHandle) && path.Base(path.Dir(dir)) == c.DriverName
+	return path.Base(p) == kubelet.GlobalMountDirName && path.Base(dir) == kubelet.StagingHash(c.VolumeHandle) && path.Base(path.Dir(dir)) == c.DriverName
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/volrecon/volrecon/kubelet"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/progress"
 )
@@ -302,7 +303,7 @@ func (b *builder) keptOrphans() map[string]orphanKeep {
 			continue
 		}
 		k := kept[v.PodUID]
-		if why := b.keptForDriver(v, corrupt[join(v.Path, "vol_data.json")], data[v.CheckedPath], registered); why != "" {
+		if why := b.keptForDriver(v, corrupt[join(v.Path, kubelet.VolDataFileName)], data[v.CheckedPath], registered); why != "" {
 			k.driver = append(k.driver, why)
 		}
 		kept[v.PodUID] = k
@@ -328,7 +329,7 @@ func (b *builder) keptForDriver(v Volume, corrupt, data bool, registered func(dr
 		}
 		return ""
 	}
-	file := join(v.Path, "vol_data.json")
+	file := join(v.Path, kubelet.VolDataFileName)
 	valid := v.CSI != nil && !v.CSI.Recovered
 	if v.State != Unmounted || data || !valid && !corrupt {
 		return ""

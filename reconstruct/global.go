@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/volrecon/volrecon/kubelet"
 	"github.com/volrecon/volrecon/podsdir"
 )
 
@@ -81,7 +82,7 @@ func (b *builder) blockStagingState(g *GlobalMount, sd podsdir.StagingDir) {
 	}
 	// A driver may bind the device to a file in the staging dir
 	// (staging/<pv>/<pv>): staged. Else a publish or map file: mapped.
-	for i, dir := range []string{sd.Path, join(b.inv.CSIDir, "volumeDevices", "publish", sd.Name), join(b.inv.CSIDir, "volumeDevices", sd.Name, "dev")} {
+	for i, dir := range []string{sd.Path, join(b.inv.CSIDir, kubelet.BlockDirName, kubelet.BlockPublishDirName, sd.Name), join(b.inv.CSIDir, kubelet.BlockDirName, sd.Name, kubelet.BlockMapDirName)} {
 		if mounts := b.table.AtOrBelow(dir); len(mounts) > 0 {
 			g.State, g.Mount = Mounted, mountRef(mounts)
 			g.Reason = "mapped: the mount table has " + plural(len(mounts), "entry", "entries") + " under " + dir
@@ -125,7 +126,7 @@ func (b *builder) checkStagingHash(g *GlobalMount, sd podsdir.StagingDir) {
 	if vd.State != podsdir.VolDataOK {
 		return
 	}
-	want := podsdir.StagingHash(vd.VolumeHandle)
+	want := kubelet.StagingHash(vd.VolumeHandle)
 	if sd.Name == want && vd.DriverName == sd.Driver {
 		return
 	}
@@ -174,11 +175,11 @@ func (b *builder) stagingFromPath(mp string) *GlobalMount {
 	rel := strings.Split(strings.TrimPrefix(mp, b.inv.CSIDir+"/"), "/")
 	g := &GlobalMount{Path: mp, Plugin: podsdir.CSIPluginName, Mode: podsdir.Filesystem}
 	switch {
-	case len(rel) == 3 && rel[0] == "pv" && rel[2] == "globalmount":
+	case len(rel) == 3 && rel[0] == kubelet.LegacyStagingDirName && rel[2] == kubelet.GlobalMountDirName:
 		g.Layout, g.SpecName = podsdir.LayoutLegacy, rel[1]
-	case len(rel) == 3 && rel[0] != "volumeDevices" && rel[2] == "globalmount":
+	case len(rel) == 3 && rel[0] != kubelet.BlockDirName && rel[2] == kubelet.GlobalMountDirName:
 		g.Layout, g.DriverName = podsdir.LayoutCurrent, rel[0]
-	case len(rel) == 3 && rel[0] == "volumeDevices" && rel[1] == "staging":
+	case len(rel) == 3 && rel[0] == kubelet.BlockDirName && rel[1] == kubelet.BlockStagingDirName:
 		g.Mode, g.SpecName = podsdir.Block, rel[2]
 	default:
 		return nil
@@ -191,7 +192,7 @@ func (b *builder) stagingFromPath(mp string) *GlobalMount {
 // that bind the same filesystem subtree.
 func (b *builder) linkGlobalMountUsers() {
 	for _, spec := range b.inv.BlockSpecs {
-		g := b.globals[join(b.inv.CSIDir, "volumeDevices", "staging", spec.SpecName)]
+		g := b.globals[join(b.inv.CSIDir, kubelet.BlockDirName, kubelet.BlockStagingDirName, spec.SpecName)]
 		if g == nil {
 			continue
 		}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+
+	"github.com/volrecon/volrecon/kubelet"
 )
 
 // ErrNotHostMountTable is wrapped by every *NotHostMountTableError.
@@ -28,7 +30,7 @@ type NotHostMountTableError struct {
 func (e *NotHostMountTableError) Error() string {
 	return fmt.Sprintf("%v: %s is the table of mount namespace %s, but the host's PID 1 (%s) is in %s: "+
 		"read the host's table, /proc/1/mountinfo in a container with the host's PID namespace (hostPID)",
-		ErrNotHostMountTable, e.Table, e.TableNamespace, filepath.Join(e.HostRoot, "proc/1"), e.HostNamespace)
+		ErrNotHostMountTable, e.Table, e.TableNamespace, kubelet.NewHost(e.HostRoot).Path("proc/1"), e.HostNamespace)
 }
 
 func (e *NotHostMountTableError) Unwrap() error { return ErrNotHostMountTable }
@@ -47,7 +49,7 @@ var procMountInfo = regexp.MustCompile(`^/proc/(self|thread-self|[0-9]+)/mountin
 // host's /proc not under HostRoot, no CAP_SYS_PTRACE). Scan calls it
 // before it reads anything.
 func (n Node) CheckMountTable() error {
-	if n.HostRoot == "" || filepath.Clean(n.HostRoot) == "/" || n.MountTable.Read != nil {
+	if n.Host().IsLocal() || n.MountTable.Read != nil {
 		return nil
 	}
 	table := filepath.Clean(n.MountTable.Name())

@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	boundedcall "github.com/volrecon/volrecon/internal/bounded"
+	"github.com/volrecon/volrecon/kubelet"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 )
@@ -167,7 +168,7 @@ func (in *Incremental) digest(ctx context.Context, walk podsdir.Options, table *
 	if table == nil || len(dirs) < 3 {
 		return nil
 	}
-	podsDir, csiDir := dirs[1], join(dirs[2], "kubernetes.io", "csi")
+	podsDir, csiDir := dirs[1], join(dirs[2], kubelet.KubernetesIODirName, kubelet.CSIDirName)
 	if in.prev != nil {
 		podsDir, csiDir = in.prev.PodsDir, in.prev.CSIDir
 	}
@@ -241,7 +242,7 @@ func (d *mountDigest) add(mp string, sum uint64) {
 		d.listed.csi = true
 	case within(mp, d.csiDir):
 		rel := relParts(mp, d.csiDir)
-		if len(rel) < 2 || rel[0] == "volumeDevices" {
+		if len(rel) < 2 || rel[0] == kubelet.BlockDirName {
 			d.csiRest = mix(d.csiRest, sum)
 			d.listed.csi = d.listed.csi || listedInCSI(rel)
 			return
@@ -329,25 +330,19 @@ func listedInPod(rel []string) bool {
 	switch {
 	case len(rel) == 0:
 		return true
-	case rel[0] == "volumes" || rel[0] == "volumeDevices":
-		return len(rel) <= 2 || len(rel) == 3 && rel[0] == "volumes" && rel[1] == "kubernetes.io~csi"
-	case rel[0] == "volume-subpaths":
+	case rel[0] == kubelet.VolumesDirName || rel[0] == kubelet.VolumeDevicesDirName:
+		return len(rel) <= 2 || len(rel) == 3 && rel[0] == kubelet.VolumesDirName && rel[1] == kubelet.CSIPluginDirName
+	case rel[0] == kubelet.VolumeSubpathsDirName:
 		return len(rel) <= 3
 	}
 	return false
 }
 
 // listedInCSI reports whether the walk of the CSI dir lists the dir at
-// rel below it.
-func listedInCSI(rel []string) bool {
-	switch {
-	case len(rel) <= 2:
-		return true // the CSI dir, a driver's (or pv/) dir, a staging dir; volumeDevices/, a spec, publish/, staging/
-	case rel[0] == "volumeDevices":
-		return len(rel) == 3 && rel[1] != "staging" // <spec>/data, <spec>/dev, publish/<spec>
-	}
-	return false
-}
+// rel below it: a dir of the layout (the CSI dir, a driver's (or pv/) dir,
+// a staging dir; volumeDevices/, a spec, publish/, staging/, <spec>/data,
+// <spec>/dev, publish/<spec>).
+func listedInCSI(rel []string) bool { return kubelet.KindCSI.Descend(rel...) != kubelet.KindNone }
 
 // keep keeps inv for the next scan.
 func (in *Incremental) keep(inv *podsdir.Inventory) {

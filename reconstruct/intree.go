@@ -5,6 +5,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"github.com/volrecon/volrecon/kubelet"
 )
 
 // The unique names of in-tree iSCSI and FC volumes, as the kubelet builds
@@ -23,7 +25,7 @@ func (b *builder) inTreeAttachableName(out *Volume) {
 	}
 	pluginDir := join(b.inv.PluginsDir, out.Plugin) + "/"
 	for _, ref := range b.table.Refs(out.CheckedPath) {
-		if !strings.HasPrefix(ref, pluginDir) || strings.HasPrefix(ref, pluginDir+"volumeDevices/") {
+		if !strings.HasPrefix(ref, pluginDir) || strings.HasPrefix(ref, pluginDir+kubelet.VolumeDevicesDirName+"/") {
 			continue
 		}
 		name, err := inTreeVolumeName(out.Plugin, path.Base(ref))

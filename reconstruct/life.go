@@ -98,11 +98,23 @@ func (b *builder) noEvidenceOfLife(pods []PodRef) map[string]LifeSigns {
 	return out
 }
 
+// lifeUnknownMessage begins the message of an OrphanedPodRunning finding
+// of a pod whose evidence of life could not be gathered (LifeUnknown).
+const lifeUnknownMessage = "orphaned pod whose evidence of life could not be gathered ("
+
+// LifeUnknown says whether f is the OrphanedPodRunning finding of an
+// orphan whose evidence of life could not be gathered, or was not: it may
+// as well be dead (and then OrphanedPodMounted, OrphanedPodNeedsDriver,
+// OrphanedPodKept or OrphanedPodRemovable), which nothing tells.
+func LifeUnknown(f Finding) bool {
+	return f.Kind == OrphanedPodRunning && strings.HasPrefix(f.Message, lifeUnknownMessage)
+}
+
 // runningFinding reports an orphan that still runs, or may.
 func runningFinding(p Pod, s LifeSigns) Finding {
 	msg := "orphaned pod that still runs (" + summarize(s.Evidence, 3) + ")"
 	if len(s.Evidence) == 0 {
-		msg = "orphaned pod whose evidence of life could not be gathered (" + s.Unknown + "): unknown keeps the pod, treated as running"
+		msg = lifeUnknownMessage + s.Unknown + "): unknown keeps the pod, treated as running"
 	}
 	return Finding{Kind: OrphanedPodRunning, Path: p.Path, PodUID: p.UID,
 		Message: fmt.Sprintf("%s: not removable; nothing of it is cleaned while its containers may run. "+

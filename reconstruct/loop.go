@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/volrecon/volrecon/kubelet"
 	"github.com/volrecon/volrecon/podsdir"
 )
 
@@ -86,7 +87,7 @@ func (b *builder) loopDevice(dev, backing string) (LoopDevice, bool) {
 	if !ok {
 		return ld, false
 	}
-	plugin, tail, ok := strings.Cut(rel, "/volumeDevices/")
+	plugin, tail, ok := strings.Cut(rel, "/"+kubelet.VolumeDevicesDirName+"/")
 	if !ok {
 		return ld, false
 	}
@@ -105,7 +106,7 @@ func (b *builder) underPlugins(p string) (string, bool) {
 		if root == "" {
 			continue
 		}
-		if rel, ok := strings.CutPrefix(p, join(root, "plugins")+"/"); ok {
+		if rel, ok := strings.CutPrefix(p, join(root, kubelet.PluginsDirName)+"/"); ok {
 			return rel, true
 		}
 	}

@@ -1,10 +1,8 @@
 package reconstruct
 
 import (
-	"path/filepath"
-
+	"github.com/volrecon/volrecon/kubelet"
 	"github.com/volrecon/volrecon/mountscan"
-	"github.com/volrecon/volrecon/podsdir"
 )
 
 // Node says where a node is read: the kubelet's root dir, the other paths
@@ -14,7 +12,7 @@ import (
 // default kubelet root and /proc/self/mountinfo.
 type Node struct {
 	// RootDir is the kubelet's --root-dir as a host path ("" =
-	// /var/lib/kubelet). Symlinks in it are resolved.
+	// kubelet.DefaultRootDir). Symlinks in it are resolved.
 	RootDir string
 	// RootDirAliases are other host paths at which the kubelet root is also
 	// seen, e.g. /var/lib/kubelet on a k0s node whose root is
@@ -37,13 +35,16 @@ type Node struct {
 	HungPaths *HungPaths
 }
 
+// Host is the host the node is read on: under HostRoot.
+func (n Node) Host() kubelet.Host { return kubelet.NewHost(n.HostRoot) }
+
 // HostPath returns where the host path p is read.
-func (n Node) HostPath(p string) string { return filepath.Join(n.HostRoot, p) }
+func (n Node) HostPath(p string) string { return n.Host().Path(p) }
 
 // withDefaults fills in the default root dir.
 func (n Node) withDefaults() Node {
 	if n.RootDir == "" {
-		n.RootDir = podsdir.DefaultRootDir
+		n.RootDir = kubelet.DefaultRootDir
 	}
 	return n
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/volrecon/volrecon/kubelet"
 	"github.com/volrecon/volrecon/podsdir"
 )
 
@@ -144,7 +145,7 @@ func (b *builder) inTreeBlockVolume(out *Volume) {
 	if out.State != Unmounted {
 		return
 	}
-	mapDir := join(b.inv.PluginsDir, out.Plugin, "volumeDevices")
+	mapDir := join(b.inv.PluginsDir, out.Plugin, kubelet.VolumeDevicesDirName)
 	for _, m := range b.table.AtOrBelow(mapDir) {
 		if path.Base(m.MountPoint) == out.PodUID {
 			out.CheckedPath = m.MountPoint

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/volrecon/volrecon/kubelet"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -168,7 +169,7 @@ func indexFindings(findings []reconstruct.Finding) findingIndex {
 // vol_data.json).
 func (x findingIndex) about(g reconstruct.GlobalMount) []int {
 	dir := g.Path
-	if filepath.Base(g.Path) == "globalmount" {
+	if filepath.Base(g.Path) == kubelet.GlobalMountDirName {
 		dir = filepath.Dir(g.Path)
 	}
 	out := slices.Concat(x.byPath[g.Path], x.byPath[dir], x.byParent[dir])

@@ -71,8 +71,6 @@ type Config struct {
 	// the file (volrecon_textfile_run_failed 1).
 	Textfile string
 
-	// NodeLabel is the value of a node label on every series ("": none).
-	NodeLabel string
 	// Build is volrecon_build_info's.
 	Build metrics.BuildInfo
 	// KubeletCompat: also export the kubelet's reconstruction and

@@ -101,6 +101,8 @@ type serveDiff struct {
 		scans, full, reused, stagingOnly, kept, keptScans, staleDiffered, failed, polled int
 	}
 	last string // serve's State (or error) before the step, as compared
+	// scripted: the changes are a test's own, not the seed's.
+	scripted bool
 }
 
 func newServeDiff(t *testing.T, seed uint64) *serveDiff {
@@ -131,8 +133,12 @@ func newServeDiff(t *testing.T, seed uint64) *serveDiff {
 // turns as serve's does: when its wait ends, on a change the watch saw or
 // a scan due (what the watch cannot see is due at once here, as it is
 // every --min-interval in serve), never for a change the watch missed.
-func (d *serveDiff) step(step int) {
-	d.ops = append(d.ops, fmt.Sprintf("step %d: %s", step, d.n.change()))
+func (d *serveDiff) step(step int) { d.settle(step, d.n.change()) }
+
+// settle records the change op made, and lets serve take it and compares
+// (see step).
+func (d *serveDiff) settle(step int, op string) {
+	d.ops = append(d.ops, fmt.Sprintf("step %d: %s", step, op))
 	for range 8 {
 		if !d.s.loop.watch.Wait(d.ctx, 0) && !d.s.scanDue(d.ctx, time.Now()) {
 			break
@@ -158,9 +164,13 @@ func (d *serveDiff) step(step int) {
 	}
 	got, want := d.serveState(), d.scanState()
 	if diffs := stateDiff(got, want); len(diffs) > 0 {
-		d.t.Fatalf("seed %d, step %d: serve's State differs from a fresh scan's (replay: make serve-diff SEED=%d STEPS=%d)\n"+
+		replay := fmt.Sprintf("replay: make serve-diff SEED=%d STEPS=%d", d.seed, step)
+		if d.scripted {
+			replay = "a scripted change"
+		}
+		d.t.Fatalf("seed %d, step %d: serve's State differs from a fresh scan's (%s)\n"+
 			"the last changes:\n  %s\nthe fields that differ (serve's, then the scan's):\n  %s",
-			d.seed, step, d.seed, step, strings.Join(d.ops[max(0, len(d.ops)-8):], "\n  "), strings.Join(diffs, "\n  "))
+			d.seed, step, replay, strings.Join(d.ops[max(0, len(d.ops)-8):], "\n  "), strings.Join(diffs, "\n  "))
 	}
 	if d.last != want {
 		d.stats.staleDiffered++

@@ -1,9 +1,12 @@
 package serve
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/mountscan"
@@ -44,4 +47,21 @@ func withActivePodsFile(t testing.TB, opts reconstruct.Options, path string, int
 	require.NoError(t, err)
 	opts.ActivePods = file
 	return Config{Scan: opts, Interval: interval, ActivePodsFile: file}
+}
+
+// targetLabels are the labels a scrape gives a target (Prometheus's own,
+// and what the documented setups add by relabeling): an exporter that set
+// one itself would have it stored as exported_<name> beside the scrape's.
+var targetLabels = []string{"node", "instance", "job", "namespace", "pod"}
+
+// assertNoTargetLabel: no series of mf has a target label, as none of
+// node_exporter's or kube-state-metrics' has.
+func assertNoTargetLabel(t *testing.T, mf *dto.MetricFamily) {
+	t.Helper()
+	for _, m := range mf.GetMetric() {
+		for _, l := range m.GetLabel() {
+			assert.NotContains(t, targetLabels, l.GetName(), "%s: the scrape adds it", mf.GetName())
+			assert.False(t, strings.HasPrefix(l.GetName(), "exported_"), "%s: %s", mf.GetName(), l.GetName())
+		}
+	}
 }

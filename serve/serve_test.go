@@ -18,10 +18,8 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/volrecon/volrecon/fixture"
 	"github.com/volrecon/volrecon/internal/bounded"
@@ -307,7 +305,7 @@ func TestSeriesPerNode(t *testing.T) {
 		demoVolumeSeries = 4 // the demo node: csi and projected Mounted, configmap and empty-dir Unmounted
 	)
 	hostRoot, mountinfo := demoNode(t)
-	s := newTestServerWith(t, Config{Scan: nodeOptions("/var/lib/kubelet", hostRoot, mountinfo), Interval: time.Minute, NodeLabel: "node-1"})
+	s := newTestServerWith(t, Config{Scan: nodeOptions("/var/lib/kubelet", hostRoot, mountinfo), Interval: time.Minute})
 	s.scanOnce(t.Context())
 	mfs, err := s.registry.Gather()
 	require.NoError(t, err)
@@ -325,9 +323,7 @@ func TestSeriesPerNode(t *testing.T) {
 		default:
 			runtime += series
 		}
-		for _, m := range mf.GetMetric() {
-			assert.Contains(t, m.GetLabel(), &dto.LabelPair{Name: proto.String("node"), Value: proto.String("node-1")}, mf.GetName())
-		}
+		assertNoTargetLabel(t, mf)
 	}
 	t.Logf("series: %d volrecon_* constant, %d volrecon_volumes, %d go_* and process_*", constant, volumes, runtime)
 	assert.Equal(t, constantSeries, constant)

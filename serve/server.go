@@ -24,7 +24,6 @@ type Server struct {
 	opts     reconstruct.Options // cfg.Scan, with what each scan changes
 	limits   HTTPLimits
 	registry *prometheus.Registry
-	tel      telemetry
 	metrics  *metrics.Metrics
 	compat   *metrics.KubeletCompat // nil without Config.KubeletCompat
 	api      *apiWatch              // with Config.API, while Run runs
@@ -54,15 +53,15 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	tel := telemetry{node: cfg.NodeLabel, textfile: cfg.Textfile != "", build: cfg.Build}
+	tel := telemetry{textfile: cfg.Textfile != "", build: cfg.Build}
 	reg := prometheus.NewRegistry()
 	m, err := tel.register(reg)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, opts: cfg.Scan, limits: cfg.Limits.withDefaults(), registry: reg, tel: tel, metrics: m, created: time.Now()}
+	s := &Server{cfg: cfg, opts: cfg.Scan, limits: cfg.Limits.withDefaults(), registry: reg, metrics: m, created: time.Now()}
 	if cfg.KubeletCompat {
-		if s.compat, err = metrics.NewKubeletCompat(tel.registerer(reg)); err != nil {
+		if s.compat, err = metrics.NewKubeletCompat(reg); err != nil {
 			return nil, err
 		}
 	}

@@ -16,9 +16,12 @@ import (
 )
 
 // telemetry says what serve registers besides volrecon's scan metrics.
+// No series has a node label: as node_exporter and kube-state-metrics do,
+// serve leaves target labels to the scrape (the PodMonitor's relabeling
+// of __meta_kubernetes_pod_node_name, or node_exporter's for the
+// textfile): a label of its own would be stored as exported_node beside
+// the scrape's.
 type telemetry struct {
-	// node is the value of the node label on every series ("": no label).
-	node string
 	// textfile: one run writes a file (--textfile): no Go or process
 	// collector (node_exporter exports its own under those names, and a
 	// process that exits describes nothing), no counter or histogram that
@@ -27,29 +30,20 @@ type telemetry struct {
 	build    metrics.BuildInfo
 }
 
-// registerer is reg, adding the node label to every series.
-func (t telemetry) registerer(reg prometheus.Registerer) prometheus.Registerer {
-	if t.node == "" {
-		return reg
-	}
-	return prometheus.WrapRegistererWith(prometheus.Labels{"node": t.node}, reg)
-}
-
 // register registers on reg what serve exports: volrecon's scan metrics
 // (no cleanup counters: serve never cleans up), volrecon_build_info, and
 // outside textfile mode the Go runtime's and the process's collectors.
 func (t telemetry) register(reg prometheus.Registerer) (*metrics.Metrics, error) {
-	labelled := t.registerer(reg)
-	m, err := metrics.New(labelled, metrics.WithoutCleanup())
+	m, err := metrics.New(reg, metrics.WithoutCleanup())
 	if err != nil {
 		return nil, err
 	}
-	if err := metrics.NewBuildInfo(labelled, t.build); err != nil {
+	if err := metrics.NewBuildInfo(reg, t.build); err != nil {
 		return nil, err
 	}
 	if !t.textfile {
 		for _, c := range []prometheus.Collector{prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{})} {
-			if err := labelled.Register(c); err != nil {
+			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("metrics: %w", err)
 			}
 		}
@@ -77,7 +71,7 @@ var keptOnFailure = map[string]bool{"volrecon_last_successful_scan_timestamp_sec
 // runFailedMetric at 0. A failed run never replaces the findings of the
 // last good run with zeros: it keeps that file's series as they were and
 // sets runFailedMetric to 1 (the rules' VolreconTextfileRunFailed).
-func writeTextfile(path string, gather prometheus.Gatherer, tel telemetry, ok bool) error {
+func writeTextfile(path string, gather prometheus.Gatherer, ok bool) error {
 	mfs, err := gather.Gather()
 	if err != nil {
 		return fmt.Errorf("write the metrics to %s: %w", path, err)
@@ -95,7 +89,7 @@ func writeTextfile(path string, gather prometheus.Gatherer, tel telemetry, ok bo
 			return fmt.Errorf("write the metrics to %s: %w", path, err)
 		}
 	}
-	marker, err := runFailedFamily(tel, !ok)
+	marker, err := runFailedFamily(!ok)
 	if err != nil {
 		return fmt.Errorf("write the metrics to %s: %w", path, err)
 	}
@@ -142,15 +136,15 @@ func encodeFamilies(mfs []*dto.MetricFamily, keep func(string) bool) ([]byte, er
 	return buf.Bytes(), nil
 }
 
-// runFailedFamily is runFailedMetric in the text format, with tel's labels.
-func runFailedFamily(tel telemetry, failed bool) ([]byte, error) {
+// runFailedFamily is runFailedMetric in the text format.
+func runFailedFamily(failed bool) ([]byte, error) {
 	reg := prometheus.NewRegistry()
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: runFailedMetric,
 		Help: "Whether the run that wrote this file failed (1: the other series are the last good run's, kept as they were) or not (0)."})
 	if failed {
 		g.Set(1)
 	}
-	if err := tel.registerer(reg).Register(g); err != nil {
+	if err := reg.Register(g); err != nil {
 		return nil, err
 	}
 	mfs, err := reg.Gather()
@@ -167,7 +161,7 @@ func (s *Server) writeTextfile(ctx context.Context, path string) error {
 	s.mu.Lock()
 	scanErr := s.lastErr
 	s.mu.Unlock()
-	if err := writeTextfile(path, s.registry, s.tel, scanErr == nil); err != nil {
+	if err := writeTextfile(path, s.registry, scanErr == nil); err != nil {
 		return err
 	}
 	return scanErr

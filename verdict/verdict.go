@@ -145,10 +145,39 @@ func Of(st *reconstruct.State, err error, opts Options) Verdict {
 		l.node(cause)
 		return Verdict{Status: Unknown, Message: l.cut(opts.MaxLength)}
 	}
+	if n := orphansOfUnknownLife(st, opts); n > 0 {
+		var l line
+		l.literal("unknown: " + plural(n, "orphan") + " of unknown life:")
+		l.literal(" whether dead and mounted cannot be told")
+		return Verdict{Status: Unknown, Message: l.cut(opts.MaxLength)}
+	}
 	var l line
 	l.literal(fmt.Sprintf("OK: no finding at %s or above (%s, %s)", opts.FailOn, plural(len(st.Pods), "pod"), plural(len(st.Volumes), "volume")))
 	return Verdict{Status: OK, Message: l.cut(opts.MaxLength)}
 }
+
+// orphansOfUnknownLife counts the orphans whose evidence of life could not
+// be gathered (reconstruct.LifeUnknown) when the kinds checked leave their
+// OrphanedPodRunning out but ask about dead orphans: each may be one, so
+// "no finding" would be a guess. Where OrphanedPodRunning is checked, it
+// counts (a problem), or is below FailOn with the dead orphans' kinds.
+func orphansOfUnknownLife(st *reconstruct.State, opts Options) int {
+	if len(opts.Kinds) == 0 || slices.Contains(opts.Kinds, reconstruct.OrphanedPodRunning) ||
+		!slices.ContainsFunc(opts.Kinds, func(k reconstruct.FindingKind) bool { return slices.Contains(deadOrphanKinds, k) }) {
+		return 0
+	}
+	n := 0
+	for _, f := range st.Findings {
+		if reconstruct.LifeUnknown(f) && severityRank(f.Severity) >= severityRank(opts.FailOn) {
+			n++
+		}
+	}
+	return n
+}
+
+// deadOrphanKinds are the findings of an orphan that does not run.
+var deadOrphanKinds = []reconstruct.FindingKind{reconstruct.OrphanedPodMounted, reconstruct.OrphanedPodNeedsDriver,
+	reconstruct.OrphanedPodKept, reconstruct.OrphanedPodRemovable}
 
 // needsDesiredState: a kind checked is one that only a known desired state
 // gives in full (reconstruct.DesiredStateKinds).

@@ -18,7 +18,9 @@ escaped, cut between escapes), and exits as NPD's plugin contract says:
 (the scan failed or did not finish within --timeout, the mount table could
 not be read consistently, the node's pods were not given (--active-pods) or
 could not be had while a kind that needs them is checked (the orphans',
-LeakedLoopDevice), bad usage). It changes nothing. Details go to stderr, which
+LeakedLoopDevice), an orphan's evidence of life could not be gathered
+while a dead orphan's kind is checked without OrphanedPodRunning, bad
+usage). It changes nothing. Details go to stderr, which
 NPD logs; run volrecon scan --problems on the node for the whole story.`
 
 // defaultCheckTimeout is below node-problem-detector's default plugin

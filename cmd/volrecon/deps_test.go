@@ -99,7 +99,7 @@ func goList(t *testing.T, args ...string) string {
 // csinode and liveness (the CRI client) are the packages that link gRPC.
 func TestLibraryPackagesLinkNoGRPC(t *testing.T) {
 	deps := func(pkg string) []string { return strings.Fields(goList(t, "-deps", module+pkg)) }
-	for _, pkg := range []string{"mountscan", "podsdir", "reconstruct", "cleanup", "metrics", "mountutil", "kube", "serve"} {
+	for _, pkg := range []string{"kubelet", "mountscan", "podsdir", "reconstruct", "cleanup", "metrics", "mountutil", "kube", "serve"} {
 		for _, dep := range deps(pkg) {
 			assert.False(t, isGRPC(dep), "%s links %s", pkg, dep)
 		}

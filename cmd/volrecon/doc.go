@@ -4,7 +4,9 @@
 // with cleanup --apply, applies a cleanup of orphaned pod dirs that cannot
 // lose data (package cleanup); and exports Prometheus metrics (package
 // metrics) with serve; check is a node-problem-detector custom plugin (one
-// line, exit 0 OK, 1 a problem, 2 unknown: package verdict). `volrecon scan
+// line, exit 0 OK, 1 a problem, 2 unknown: package verdict); install-to
+// copies the binary into a dir, for an init container of its image (which
+// has no shell) that hands it to another container. `volrecon scan
 // --demo` scans an embedded sample node, so it can be tried on any machine.
 //
 // It binds flags and prints; what it reads and decides is done by the

@@ -68,6 +68,7 @@ Usage:
   volrecon serve [flags]     rescan, and serve metrics, health and the state (read-only)
   volrecon check [flags]     a node-problem-detector custom plugin: one line, exit 0 OK, 1 problem, 2 unknown
   volrecon version           print the version and commit (also --version)
+  volrecon install-to DIR    copy this binary to DIR/volrecon (an init container's, e.g. for node-problem-detector)
 
 Run "volrecon <command> --help" for the flags of a command.
 `
@@ -85,12 +86,13 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 var commands = map[string]func(context.Context, []string, env) error{
-	"scan":    runScan,
-	"plan":    runPlan,
-	"cleanup": runCleanup,
-	"serve":   runServe,
-	"check":   runCheck,
-	"version": runVersion,
+	"scan":       runScan,
+	"plan":       runPlan,
+	"cleanup":    runCleanup,
+	"serve":      runServe,
+	"check":      runCheck,
+	"version":    runVersion,
+	"install-to": runInstallTo,
 }
 
 func run(ctx context.Context, args []string, e env) int {

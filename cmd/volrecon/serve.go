@@ -6,9 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/volrecon/volrecon/kube"
@@ -21,12 +19,13 @@ desired state; at most once per --min-interval, everything at least every
 --interval) and serves /metrics (volrecon's Prometheus metrics), /healthz
 (liveness: the scan loop is alive) and /readyz (readiness: a scan has
 succeeded) on --listen, and /report (the latest State as JSON: every volume handle and
-path of the node) on --report-listen, loopback only by default. Every series
-has a node label (--node-name, $NODE_NAME, else the host name). It is
-read-only: it never cleans up. With --textfile it instead scans once and
-writes the metrics to a file in node_exporter's textfile format
-(atomically), for nodes that already run node_exporter; a failed run keeps
-the last good run's series and sets volrecon_textfile_run_failed to 1.`
+path of the node) on --report-listen, loopback only by default. The series
+have no node label: the scrape adds it, as for node_exporter's
+(deploy/podmonitor.yaml). It is read-only: it never cleans up. With
+--textfile it instead scans once and writes the metrics to a file in
+node_exporter's textfile format (atomically), for nodes that already run
+node_exporter; a failed run keeps the last good run's series and sets
+volrecon_textfile_run_failed to 1.`
 
 // serveFlags are serve's own flags.
 type serveFlags struct {
@@ -105,8 +104,7 @@ func (f *serveFlags) config(flags *nodeFlags, n *node, stderr io.Writer) (serve.
 	cfg := serve.Config{Scan: n.opts, ExplainError: explainScanError,
 		Interval: f.interval, Watch: f.watch, MinInterval: f.minInterval, RecheckInterval: f.recheck,
 		Listen: f.listen, ReportListen: f.reportListen, Textfile: f.textfile,
-		NodeLabel: metricsNodeName(flags.kube.nodeName), Build: metrics.BuildInfo{Version: version, Commit: vcsRevision()},
-		KubeletCompat: f.compat, Announce: stderr}
+		Build: buildMetric(), KubeletCompat: f.compat, Announce: stderr}
 	if n.activePods != nil {
 		cfg.ActivePodsFile = n.activePods
 	}
@@ -139,29 +137,9 @@ func serveError(err error) error {
 	return err
 }
 
-// metricsNodeName is the node label: --node-name, else $NODE_NAME, else
-// the host name in lower case (the kubelet's default node name).
-func metricsNodeName(flag string) string {
-	if name, err := kube.NodeName(flag); err == nil {
-		return name
-	}
-	host, err := os.Hostname()
-	if err != nil {
-		return ""
-	}
-	return strings.ToLower(host)
-}
-
-// vcsRevision is the commit the binary was built from, "" when unknown.
-func vcsRevision() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return ""
-	}
-	for _, s := range info.Settings {
-		if s.Key == "vcs.revision" {
-			return s.Value
-		}
-	}
-	return ""
+// buildMetric is volrecon_build_info's: the build stamp version reads too.
+func buildMetric() metrics.BuildInfo {
+	info, _ := debug.ReadBuildInfo()
+	b := buildOf(version, commit, info)
+	return metrics.BuildInfo{Version: b.version, Commit: b.commit}
 }

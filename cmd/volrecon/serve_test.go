@@ -33,9 +33,10 @@ func TestServeTextfile(t *testing.T) {
 	text, err := os.ReadFile(out)
 	require.NoError(t, err)
 	assert.Contains(t, string(text), "# TYPE volrecon_volumes gauge")
-	assert.Contains(t, string(text), `volrecon_global_mounts{mode="Filesystem",node="node-1",state="Mounted"} 3`)
+	assert.Contains(t, string(text), `volrecon_global_mounts{mode="Filesystem",state="Mounted"} 3`)
 	assert.Contains(t, string(text), `volrecon_build_info{commit=`)
-	assert.Contains(t, string(text), "\n"+`volrecon_textfile_run_failed{node="node-1"} 0`+"\n")
+	assert.Contains(t, string(text), "\n"+`volrecon_textfile_run_failed 0`+"\n")
+	assert.NotContains(t, string(text), "node=", "node_exporter's scrape names the node")
 	for _, perRun := range []string{"volrecon_scans_total", "volrecon_scan_duration_seconds", "go_goroutines", "process_start_time_seconds", "volrecon_cleanup_actions_total"} {
 		assert.NotContains(t, string(text), perRun, "restarts with every run, or never changes")
 	}
@@ -57,11 +58,11 @@ func TestServeTextfileFailsSafe(t *testing.T) {
 		require.NoError(t, err)
 		return code, string(text)
 	}
-	const failed, good = `volrecon_textfile_run_failed{node="node-1"} 1` + "\n", `volrecon_textfile_run_failed{node="node-1"} 0` + "\n"
+	const failed, good = `volrecon_textfile_run_failed 1` + "\n", `volrecon_textfile_run_failed 0` + "\n"
 
 	code, text := run("/no/such/root")
 	assert.NotEqual(t, exitOK, code)
-	assert.Contains(t, text, "\n"+`volrecon_last_successful_scan_timestamp_seconds{node="node-1"} 0`+"\n")
+	assert.Contains(t, text, "\n"+`volrecon_last_successful_scan_timestamp_seconds 0`+"\n")
 	assert.True(t, strings.HasSuffix(text, failed), text)
 	assert.NotContains(t, text, "volrecon_findings", "no zeros that would read as all clear")
 
@@ -99,7 +100,7 @@ func TestServeTextfileKubeletCompat(t *testing.T) {
 		text, err := os.ReadFile(out)
 		require.NoError(t, err)
 		for _, name := range []string{"reconstruct_volume_operations_total", "kubelet_orphan_pod_cleaned_volumes"} {
-			assert.Equal(t, c.want, strings.Contains(string(text), "\n"+name+"{"), "%s with %v", name, c.flags)
+			assert.Equal(t, c.want, strings.Contains(string(text), "\n# TYPE "+name+" "), "%s with %v", name, c.flags)
 		}
 	}
 }

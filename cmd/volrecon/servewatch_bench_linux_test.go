@@ -205,7 +205,7 @@ func (p *serveProc) fetch(path string) (int, string) {
 
 // metric is one series of /metrics (-1 when missing), named as
 // name{label="value",...}: the first series of that name with those labels,
-// whatever others it has (serve adds node="...").
+// whatever others it has.
 func (p *serveProc) metric(series string) float64 {
 	_, body := p.fetch("/metrics")
 	return seriesValue(body, series)

@@ -30,35 +30,54 @@ func runVersion(_ context.Context, args []string, e env) error {
 	return nil
 }
 
-// versionLine is "volrecon VERSION (GOVERSION, commit HASH[+dirty])": the
-// version stamped with -ldflags, else the module's, else "dev"; the commit
-// and whether the tree had changes from the build info's vcs.revision and
-// vcs.modified, which go build records when it builds in a git checkout
-// (a binary built elsewhere, or with -buildvcs=false, says the commit
-// stamped with -ldflags, else "commit unknown").
-func versionLine(stamped, stampedCommit string, info *debug.BuildInfo) string {
-	v := stamped
-	if v == "" && info != nil && info.Main.Version != "" && info.Main.Version != "(devel)" {
-		v = info.Main.Version
+// build is what the binary says it was built from: its version, its
+// commit (whole) and whether the tree had changes. version and
+// volrecon_build_info both read it, so they never disagree.
+type build struct {
+	version, commit string
+	dirty           bool
+}
+
+// buildOf is the version stamped with -ldflags, else the module's, else
+// "dev"; the commit and whether the tree had changes from the build
+// info's vcs.revision and vcs.modified, which go build records when it
+// builds in a git checkout, else (a binary built elsewhere, or with
+// -buildvcs=false) the commit stamped with -ldflags, else "".
+func buildOf(stamped, stampedCommit string, info *debug.BuildInfo) build {
+	b := build{version: stamped, commit: stampedCommit}
+	if b.version == "" && info != nil && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		b.version = info.Main.Version
 	}
-	if v == "" {
-		v = "dev"
-	}
-	rev := "unknown"
-	if stampedCommit != "" {
-		rev = stampedCommit[:min(len(stampedCommit), commitLength)]
+	if b.version == "" {
+		b.version = "dev"
 	}
 	if info == nil {
-		return "volrecon " + v + " (commit " + rev + ")"
+		return b
 	}
-	dirty := ""
 	for _, s := range info.Settings {
 		switch {
 		case s.Key == "vcs.revision" && s.Value != "":
-			rev = s.Value[:min(len(s.Value), commitLength)]
+			b.commit = s.Value
 		case s.Key == "vcs.modified" && s.Value == "true":
-			dirty = "+dirty"
+			b.dirty = true
 		}
 	}
-	return fmt.Sprintf("volrecon %s (%s, commit %s%s)", v, info.GoVersion, rev, dirty)
+	return b
+}
+
+// versionLine is "volrecon VERSION (GOVERSION, commit HASH[+dirty])", of
+// buildOf's answer; "commit unknown" when it has none.
+func versionLine(stamped, stampedCommit string, info *debug.BuildInfo) string {
+	b := buildOf(stamped, stampedCommit, info)
+	rev := "unknown"
+	if b.commit != "" {
+		rev = b.commit[:min(len(b.commit), commitLength)]
+	}
+	if b.dirty {
+		rev += "+dirty"
+	}
+	if info == nil {
+		return "volrecon " + b.version + " (commit " + rev + ")"
+	}
+	return fmt.Sprintf("volrecon %s (%s, commit %s)", b.version, info.GoVersion, rev)
 }

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -60,4 +64,30 @@ func TestVersionSpellings(t *testing.T) {
 		assert.Equal(t, want, out, arg)
 		assert.Contains(t, out, "commit ", arg)
 	}
+}
+
+// A binary built as make build builds it, with the version and commit
+// stamped, where go build records no VCS info (-buildvcs=false, as some
+// build environments set): version and volrecon_build_info both say the
+// stamped version and commit (issue 34: the metric said commit="").
+func TestStampedBuildInVersionAndMetric(t *testing.T) {
+	const ver, rev = "v9.8.7", "0123456789abcdef0123456789abcdef01234567"
+	bin := filepath.Join(t.TempDir(), "volrecon")
+	build := exec.Command("go", "build", "-buildvcs=false", "-trimpath",
+		"-ldflags", "-X main.version="+ver+" -X main.commit="+rev, "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	out, err = exec.Command(bin, "version").Output()
+	require.NoError(t, err)
+	assert.Regexp(t, `^volrecon `+ver+` \(go[^,]+, commit `+rev[:commitLength]+`\)\n$`, string(out))
+
+	hostRoot, mountinfo := demoNode(t)
+	textfile := filepath.Join(t.TempDir(), "volrecon.prom")
+	out, err = exec.Command(bin, "serve", "--host-root", hostRoot, "--mountinfo", mountinfo, "--textfile", textfile).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	text, err := os.ReadFile(textfile)
+	require.NoError(t, err)
+	assert.Regexp(t, regexp.MustCompile(`(?m)^volrecon_build_info\{commit="`+rev+`",goversion="go[^"]+",version="`+ver+`"\} 1$`), string(text))
 }

@@ -36,6 +36,13 @@
 // there, unless a test vouches for its PID namespace (NodePIDNamespaceEnv).
 // The listing is repeated until two consecutive listings find the same
 // namespaces, within the time bound; otherwise the result is an error.
+// Without the kernel's list, each walk of the tasks then lists the
+// processes again and walks at once those started since, until a list
+// brings no namespace more: a namespace carried by tasks that each live a
+// moment is never all gone by then (a walk of a busy /proc reaches the
+// tasks it listed only when they are). What no walk of /proc shows (a
+// namespace's descriptor in flight in a socket, a bind in a detached
+// mount tree) only the kernel's list finds.
 //
 // A namespace is read through its pin: a reader thread (one that left the
 // threads' shared fs_struct for good, and never exits nor runs anything

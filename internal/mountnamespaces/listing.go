@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/klog/v2"
 
@@ -284,18 +285,18 @@ func (l *lister) room() bool {
 	return true
 }
 
-// walkTasks walks every task in procDir.
+// walkTasks walks every task in procDir; without the kernel's complete
+// list, then the processes started since, until they bring no namespace
+// more (walkNewTasks).
 func (l *lister) walkTasks(ctx context.Context, cur map[uint64]bool) {
 	pids, err := listPIDs(ctx, l.procDir, l.opts)
 	if err != nil {
 		l.errs.add(err)
 		return
 	}
-	if err := bounded.Run(ctx, len(pids), walkers, l.opts.timeout(), func(wk *bounded.Walker, i int) {
-		seen, err := l.process(wk, pids[i])
-		l.mergeTasks(seen, err, cur)
-	}); err != nil {
-		l.errs.add(fmt.Errorf("walking %s: %w", l.procDir, err))
+	l.walkProcesses(ctx, pids, cur)
+	if !l.complete && l.errs.empty() {
+		l.walkNewTasks(ctx, pids, cur)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -305,6 +306,73 @@ func (l *lister) walkTasks(ctx context.Context, cur map[uint64]bool) {
 	if l.tasks == 0 && l.errs.empty() {
 		l.errs.add(fmt.Errorf("no task found in %s: is it the host's /proc?", l.procDir))
 	}
+}
+
+// walkProcesses walks the tasks of the processes pids. It returns false
+// when one of them showed no task that holds a namespace (it exited, or
+// its tasks left theirs, meanwhile).
+func (l *lister) walkProcesses(ctx context.Context, pids []int, cur map[uint64]bool) bool {
+	var unsettled atomic.Bool
+	if err := bounded.Run(ctx, len(pids), walkers, l.opts.timeout(), func(wk *bounded.Walker, i int) {
+		seen, err := l.process(wk, pids[i])
+		if err == nil && !slices.ContainsFunc(seen, func(t seenTask) bool { return t.holds }) {
+			unsettled.Store(true)
+		}
+		l.mergeTasks(seen, err, cur)
+	}); err != nil {
+		l.errs.add(fmt.Errorf("walking %s: %w", l.procDir, err))
+	}
+	return !unsettled.Load()
+}
+
+// maxNewTaskRounds bounds the lists of the processes started during a walk.
+const maxNewTaskRounds = 64
+
+// walkNewTasks walks the processes started since walked were listed, list
+// after list of them, until a list brings none, or brings only processes
+// that each showed a task in a namespace found already. A namespace
+// carried by tasks that each live a moment (each starts the next and
+// exits) has, at any time, a task that is newer than the list the walk
+// started from: by the time a walk of every process reaches the tasks it
+// listed, they are gone, listing after listing, and the namespace is
+// never seen. A list of only the processes started since is walked at
+// once, and reaches the task alive when it was made, or sees it gone and
+// lists again. Lists that never settle are an error.
+func (l *lister) walkNewTasks(ctx context.Context, walked []int, cur map[uint64]bool) {
+	done := make(map[int]bool, len(walked))
+	for _, pid := range walked {
+		done[pid] = true
+	}
+	for round := 1; ; round++ {
+		pids, err := listPIDs(ctx, l.procDir, l.opts)
+		if err != nil {
+			l.errs.add(err)
+			return
+		}
+		fresh := slices.DeleteFunc(pids, func(pid int) bool { return done[pid] })
+		if len(fresh) == 0 {
+			return
+		}
+		if round > maxNewTaskRounds || ctx.Err() != nil {
+			l.errs.add(fmt.Errorf("processes kept starting in %s and exiting before they could be read, %d lists in a row (%v)", l.procDir, round-1, context.Cause(ctx)))
+			return
+		}
+		for _, pid := range fresh {
+			done[pid] = true
+		}
+		before := l.found(cur)
+		settled := l.walkProcesses(ctx, fresh, cur)
+		if !l.errs.empty() || settled && l.found(cur) == before {
+			return
+		}
+	}
+}
+
+// found is how many namespaces this listing found so far.
+func (l *lister) found(cur map[uint64]bool) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(cur) + len(l.unnamed)
 }
 
 // mergeTasks adds the tasks of one process to the namespaces.

@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/volrecon/volrecon/kubelet"
 )
 
 // benchFigures holds what each benchmark's child reported, by benchmark
@@ -187,8 +189,8 @@ func BindMounts(tb testing.TB, dir string, n int) {
 func bindOntoItself(tb testing.TB, dir string, n int) {
 	tb.Helper()
 	for i := range n {
-		p := filepath.Join(dir, "pods", fmt.Sprintf("%08d-8f0c-4d3e-9b7a-5c2e1f0a6b3d", i),
-			"volumes", "kubernetes.io~csi", fmt.Sprintf("pvc-%08d-1e2d-4c5b-8a79-0f1e2d3c4b5a", i), "mount")
+		p := kubelet.Root(dir).CSIPublishTarget(fmt.Sprintf("%08d-8f0c-4d3e-9b7a-5c2e1f0a6b3d", i),
+			fmt.Sprintf("pvc-%08d-1e2d-4c5b-8a79-0f1e2d3c4b5a", i))
 		mkdir(tb, p)
 		if err := unix.Mount(p, p, "", unix.MS_BIND, ""); err != nil {
 			tb.Fatalf("bind mount %d of %d: %v", i+1, n, err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/volrecon/volrecon/kubelet"
 )
 
 // WriteBusyMountInfo writes a synthetic mountinfo of about n lines (and at
@@ -17,10 +19,9 @@ import (
 // Generate, it has no kubelet root to go with it.
 func WriteBusyMountInfo(w io.Writer, n int) error {
 	const (
-		kroot = "/var/lib/kubelet"
-		cri   = "/run/containerd/io.containerd.grpc.v1.cri/sandboxes"
-		task  = "/run/containerd/io.containerd.runtime.v2.task/k8s.io"
-		snap  = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots"
+		cri  = "/run/containerd/io.containerd.grpc.v1.cri/sandboxes"
+		task = "/run/containerd/io.containerd.runtime.v2.task/k8s.io"
+		snap = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots"
 	)
 	var err error
 	printf := func(format string, args ...any) {
@@ -35,12 +36,12 @@ func WriteBusyMountInfo(w io.Writer, n int) error {
 		lines++
 		printf("%d 1 "+format+"\n", append([]any{id}, args...)...)
 	}
+	const kroot = kubelet.Root(kubelet.DefaultRootDir)
 	for pod := 0; lines < n && err == nil; pod++ {
 		uid := fmt.Sprintf("%08x-1c2d-4e5f-8a9b-%012x", pod*7919, pod)
 		sandbox := fmt.Sprintf("%064x", sha256.Sum256([]byte(uid)))
 		pv := fmt.Sprintf("pvc-%08x-aaaa-bbbb-cccc-%012x", pod, pod*31)
-		staging := fmt.Sprintf("%x", sha256.Sum256([]byte(pv)))
-		podDir := kroot + "/pods/" + uid
+		podDir := kroot.PodDir(uid)
 		minor += 6
 		line("0:%d / %s/%s/shm rw,nosuid,nodev,noexec,relatime shared:%d - tmpfs shm rw,size=65536k,inode64", minor, cri, sandbox, id)
 		var lower strings.Builder
@@ -51,9 +52,9 @@ func WriteBusyMountInfo(w io.Writer, n int) error {
 			minor+1, task, sandbox, id, strings.TrimSuffix(lower.String(), ":"), snap, pod*40+31, snap, pod*40+31)
 		line("0:%d / %s/volumes/kubernetes.io~projected/kube-api-access-%05x rw,relatime shared:%d - tmpfs tmpfs rw,size=1048576k,inode64,noswap", minor+2, podDir, pod, id)
 		line("0:%d / %s/volumes/kubernetes.io~secret/app-secret rw,relatime shared:%d - tmpfs tmpfs rw,size=1048576k,inode64,noswap", minor+3, podDir, id)
-		line("259:%d / %s/plugins/kubernetes.io/csi/ebs.csi.aws.com/%s/globalmount rw,relatime shared:%d master:%d - ext4 /dev/nvme%dn1 rw,seclabel", pod%4096, kroot, staging, id, pod+2, pod%64)
-		line("259:%d / %s/volumes/kubernetes.io~csi/%s/mount rw,relatime shared:%d master:%d - ext4 /dev/nvme%dn1 rw,seclabel", pod%4096, podDir, pv, id-1, pod+2, pod%64)
-		line("259:%d /data/app %s/volume-subpaths/%s/app/0 rw,relatime shared:%d master:%d - ext4 /dev/nvme%dn1 rw,seclabel", pod%4096, podDir, pv, id-2, pod+2, pod%64)
+		line("259:%d / %s rw,relatime shared:%d master:%d - ext4 /dev/nvme%dn1 rw,seclabel", pod%4096, kroot.CSIDir().StagingPath("ebs.csi.aws.com", pv), id, pod+2, pod%64)
+		line("259:%d / %s rw,relatime shared:%d master:%d - ext4 /dev/nvme%dn1 rw,seclabel", pod%4096, kroot.CSIPublishTarget(uid, pv), id-1, pod+2, pod%64)
+		line("259:%d /data/app %s rw,relatime shared:%d master:%d - ext4 /dev/nvme%dn1 rw,seclabel", pod%4096, kroot.SubpathTarget(uid, pv, "app", "0"), id-2, pod+2, pod%64)
 		line(`0:%d /exports/team\040%d %s/volumes/kubernetes.io~nfs/shared\040data rw,relatime shared:%d - nfs4 nfs.example.com:/exports/team\040%d rw,vers=4.2,rsize=1048576,wsize=1048576,hard,proto=tcp,timeo=600,sec=sys,addr=10.0.0.5`,
 			minor+4, pod, podDir, id, pod)
 		line("0:%d / %s/volumes/kubernetes.io~projected/config-%d rw,relatime shared:%d - tmpfs tmpfs rw,size=65536k,inode64", minor+5, podDir, pod, id)

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/volrecon/volrecon/kubelet"
 )
 
 // Kind is the kind of one generated pod volume.
@@ -41,7 +43,6 @@ var CurrentLayoutMix = []Kind{Projected, CSI, EmptyDir, ConfigMap, Secret, CSI, 
 
 // Drivers and names used on every generated node.
 const (
-	DefaultRootDir  = "/var/lib/kubelet"
 	Driver          = "ebs.csi.aws.com"
 	EphemeralDriver = "secrets-store.csi.k8s.io"
 	NodeName        = "ip-10-0-1-23.ec2.internal"
@@ -59,7 +60,7 @@ type Config struct {
 	// container overlay, shm and cgroup entries. A node that needs more
 	// lines gets no padding.
 	MountInfoLines int
-	RootDir        string // the kubelet root as a host path ("" = DefaultRootDir)
+	RootDir        string // the kubelet root as a host path ("" = kubelet.DefaultRootDir)
 }
 
 // Volume is one generated pod volume, as a correct scan must see it.
@@ -190,7 +191,7 @@ func Generate(hostRoot string, cfg Config) (*Node, error) {
 		cfg.VolumesPerPod = len(cfg.Mix)
 	}
 	if cfg.RootDir == "" {
-		cfg.RootDir = DefaultRootDir
+		cfg.RootDir = kubelet.DefaultRootDir
 	}
 	if !filepath.IsAbs(cfg.RootDir) {
 		return nil, errors.New("nodegen: RootDir must be absolute")
@@ -242,7 +243,7 @@ func (g *gen) generate() error {
 
 	n.MountInfo = g.mi.Bytes()
 	n.MountLines = g.lines
-	n.MountInfoPath = filepath.Join(n.HostRoot, MountInfoFile)
+	n.MountInfoPath = n.host(MountInfoFile)
 	if err := writeFile(n.MountInfoPath, n.MountInfo); err != nil {
 		return err
 	}
@@ -258,13 +259,15 @@ func (g *gen) generate() error {
 func (g *gen) kind(j int) Kind { return g.cfg.Mix[j%len(g.cfg.Mix)] }
 
 // host returns the real path of host path p.
-func (n *Node) host(p string) string { return filepath.Join(n.HostRoot, p) }
+func (n *Node) host(p string) string { return kubelet.NewHost(n.HostRoot).Path(p) }
 
 // kubeletRoot writes what a kubelet root holds besides pods and volumes.
 func (g *gen) kubeletRoot() error {
 	r := g.node.RootDir
-	for _, d := range []string{"pods", "pki", "device-plugins", "pod-resources", "plugins/" + Driver, "plugins_registry"} {
-		if err := g.mkdir(filepath.Join(r, d)); err != nil {
+	layout := kubelet.Root(r)
+	for _, d := range []string{layout.PodsDir(), filepath.Join(r, "pki"), filepath.Join(r, "device-plugins"),
+		filepath.Join(r, "pod-resources"), layout.DriverDir(Driver), layout.RegistryDir()} {
+		if err := g.mkdir(d); err != nil {
 			return err
 		}
 	}
@@ -272,14 +275,17 @@ func (g *gen) kubeletRoot() error {
 		"cpu_manager_state":                          `{"policyName":"none","defaultCpuSet":"","checksum":1353318690}`,
 		"memory_manager_state":                       `{"policyName":"None","machineState":{},"checksum":1712356262}`,
 		"device-plugins/kubelet_internal_checkpoint": `{"Data":{"PodDeviceEntries":null,"RegisteredDevices":{}},"Checksum":1780653234}`,
-		"plugins_registry/" + Driver + "-reg.sock":   "",
-		"plugins/" + Driver + "/csi.sock":            "",
 	} {
 		if err := g.file(filepath.Join(r, p), content); err != nil {
 			return err
 		}
 	}
-	g.dirs[filepath.Join(r, "pods")] = true
+	for _, p := range []string{filepath.Join(layout.RegistryDir(), Driver+"-reg.sock"), layout.DriverSocket(Driver)} {
+		if err := g.file(p, ""); err != nil {
+			return err
+		}
+	}
+	g.dirs[layout.PodsDir()] = true
 	return nil
 }
 
@@ -287,12 +293,12 @@ func (g *gen) kubeletRoot() error {
 func (g *gen) pod(i int) error {
 	uid := uuid("pod", i)
 	g.node.PodUIDs = append(g.node.PodUIDs, uid)
-	dir := filepath.Join(g.node.RootDir, "pods", uid)
+	dir := kubelet.Root(g.node.RootDir).PodDir(uid)
 	g.dirs[dir] = true
 	sandbox := hexID("sandbox", i)
 	g.mount(runID, g.anon(), "/", sandboxDir+"/"+sandbox+"/shm", "rw,nosuid,nodev,noexec,relatime", g.peer(), "tmpfs", "shm", "rw,size=65536k,inode64")
 	g.overlay(sandbox, 1)
-	for _, f := range []string{"etc-hosts", "containers/app/" + hexID("restart", i)[:8]} {
+	for _, f := range []string{kubelet.EtcHostsFileName, filepath.Join(kubelet.ContainersDirName, "app", hexID("restart", i)[:8])} {
 		if err := g.file(filepath.Join(dir, f), ""); err != nil {
 			return err
 		}
@@ -315,8 +321,8 @@ func (g *gen) volume(uid, podDir string, k Kind, name string) error {
 	v := Volume{PodUID: uid, Name: name, Kind: k, Plugin: "kubernetes.io/" + string(k), Mounted: true}
 	inTree := func(plugin string) string {
 		v.Plugin = "kubernetes.io/" + plugin
-		v.CheckedPath = filepath.Join(podDir, "volumes", "kubernetes.io~"+plugin, name)
-		g.dirs[filepath.Join(podDir, "volumes")] = true
+		v.CheckedPath = kubelet.Root(g.node.RootDir).VolumeDir(uid, v.Plugin, name)
+		g.dirs[filepath.Join(podDir, kubelet.VolumesDirName)] = true
 		g.dirs[filepath.Dir(v.CheckedPath)] = true
 		return v.CheckedPath
 	}
@@ -325,7 +331,7 @@ func (g *gen) volume(uid, podDir string, k Kind, name string) error {
 	case Projected:
 		p := inTree("projected")
 		g.tmpfs(p)
-		err = errors.Join(g.mkdir(p), g.file(filepath.Join(podDir, "plugins/kubernetes.io~empty-dir/wrapped_"+name+"/ready"), ""))
+		err = errors.Join(g.mkdir(p), g.file(filepath.Join(podDir, kubelet.PodPluginsDirName, kubelet.EscapePluginName(kubelet.EmptyDirPluginName), "wrapped_"+name, kubelet.ReadyFileName), ""))
 	case Secret:
 		p := inTree("secret")
 		g.tmpfs(p)
@@ -356,7 +362,7 @@ func (g *gen) volume(uid, podDir string, k Kind, name string) error {
 // the container by subPath.
 func (g *gen) configMap(p, podDir, name string) error {
 	ts := "..2025_01_17_09_30_00.1234567890"
-	target := filepath.Join(podDir, "volume-subpaths", name, "app", "0")
+	target := filepath.Join(podDir, kubelet.VolumeSubpathsDirName, name, "app", "0")
 	g.subpathDirs(podDir, name)
 	g.mount(rootID, rootDev, filepath.Join(p, ts, "app.yaml"), target, "rw,relatime", "shared:1", "ext4", rootSource, "rw,discard,errors=remount-ro")
 	return errors.Join(
@@ -368,55 +374,55 @@ func (g *gen) configMap(p, podDir, name string) error {
 }
 
 func (g *gen) subpathDirs(podDir, volume string) {
-	g.dirs[filepath.Join(podDir, "volume-subpaths")] = true
-	g.dirs[filepath.Join(podDir, "volume-subpaths", volume)] = true
-	g.dirs[filepath.Join(podDir, "volume-subpaths", volume, "app")] = true
+	subpaths := filepath.Join(podDir, kubelet.VolumeSubpathsDirName)
+	g.dirs[subpaths] = true
+	g.dirs[filepath.Join(subpaths, volume)] = true
+	g.dirs[filepath.Join(subpaths, volume, "app")] = true
 }
 
 // csiFilesystem writes a CSI Filesystem volume: pods/<uid>/volumes/kubernetes.io~csi/<pv>/{mount,vol_data.json},
 // and for a PVC its staging dir with its own vol_data.json.
 func (g *gen) csiFilesystem(v *Volume, podDir string) error {
-	v.Plugin = "kubernetes.io/csi"
-	volDir := filepath.Join(podDir, "volumes", "kubernetes.io~csi", v.Name)
-	v.CheckedPath = filepath.Join(volDir, "mount")
-	g.dirs[filepath.Join(podDir, "volumes")] = true
+	layout := kubelet.Root(g.node.RootDir)
+	v.Plugin = kubelet.CSIPluginName
+	volDir := layout.VolumeDir(v.PodUID, v.Plugin, v.Name)
+	v.CheckedPath = layout.CSIPublishTarget(v.PodUID, v.Name)
+	g.dirs[filepath.Join(podDir, kubelet.VolumesDirName)] = true
 	g.dirs[filepath.Dir(volDir)] = true
 	g.dirs[volDir] = true
 	if v.Kind == CSIEphemeral {
 		g.tmpfs(v.CheckedPath)
-		return errors.Join(g.mkdir(v.CheckedPath), g.volData(filepath.Join(volDir, "vol_data.json"), map[string]string{
+		return errors.Join(g.mkdir(v.CheckedPath), g.volData(layout.PodVolDataPath(v.PodUID, v.Name), map[string]string{
 			"driverName": EphemeralDriver, "nodeName": NodeName, "specVolID": v.Name,
 			"volumeHandle":        "csi-" + hexID("ephemeral", v.PodUID+"/"+v.Name),
 			"volumeLifecycleMode": "Ephemeral",
 		}))
 	}
 	handle := g.handle()
-	csiDir := filepath.Join(g.node.RootDir, "plugins/kubernetes.io/csi")
-	g.dirs[csiDir] = true
-	var stagingDir string
+	csiDir := layout.CSIDir()
+	g.dirs[string(csiDir)] = true
+	staging := csiDir.StagingPath(Driver, handle)
 	if v.Kind == CSILegacy {
-		stagingDir = filepath.Join(csiDir, "pv", v.Name)
+		staging = csiDir.LegacyStagingPath(v.Name)
 		g.node.LegacyGlobalMounts++
-	} else {
-		stagingDir = filepath.Join(csiDir, Driver, stagingHash(handle))
 	}
+	stagingDir := filepath.Dir(staging)
 	g.dirs[filepath.Dir(stagingDir)] = true
 	g.dirs[stagingDir] = true
 	g.node.GlobalMounts++
-	staging := filepath.Join(stagingDir, "globalmount")
 	dev, src, peer := g.disk()
 	g.mount(rootID, dev, "/", staging, "rw,relatime", peer, "ext4", src, "rw")
 	g.mount(rootID, dev, "/", v.CheckedPath, "rw,relatime", peer, "ext4", src, "rw")
 	err := errors.Join(
 		g.mkdir(staging), g.mkdir(v.CheckedPath),
-		g.volData(filepath.Join(stagingDir, "vol_data.json"), map[string]string{"driverName": Driver, "volumeHandle": handle}),
-		g.volData(filepath.Join(volDir, "vol_data.json"), map[string]string{
+		g.volData(filepath.Join(stagingDir, kubelet.VolDataFileName), map[string]string{"driverName": Driver, "volumeHandle": handle}),
+		g.volData(layout.PodVolDataPath(v.PodUID, v.Name), map[string]string{
 			"attachmentID": "csi-" + hexID("attach", handle), "driverName": Driver, "nodeName": NodeName,
 			"specVolID": v.Name, "volumeHandle": handle, "volumeLifecycleMode": "Persistent",
 		}),
 	)
 	if v.Kind == CSISubpath {
-		target := filepath.Join(podDir, "volume-subpaths", v.Name, "app", "1")
+		target := layout.SubpathTarget(v.PodUID, v.Name, "app", "1")
 		g.subpathDirs(podDir, v.Name)
 		g.mount(rootID, dev, "/app/data", target, "rw,relatime", peer, "ext4", src, "rw")
 		err = errors.Join(err, g.mkdir(target))
@@ -428,15 +434,19 @@ func (g *gen) csiFilesystem(v *Volume, podDir string) error {
 // the publish file), the publish and global map files bound from the
 // device node, the staging dir and data/vol_data.json.
 func (g *gen) csiBlock(v *Volume, podDir string) error {
-	v.Plugin, v.Block = "kubernetes.io/csi", true
+	v.Plugin, v.Block = kubelet.CSIPluginName, true
 	handle := g.handle()
-	devices := filepath.Join(g.node.RootDir, "plugins/kubernetes.io/csi/volumeDevices")
-	publish := filepath.Join(devices, "publish", v.Name, v.PodUID)
-	mapFile := filepath.Join(devices, v.Name, "dev", v.PodUID)
+	layout := kubelet.Root(g.node.RootDir)
+	csiDir := layout.CSIDir()
+	devices := csiDir.BlockDir()
+	publish := csiDir.BlockPublishPath(v.Name, v.PodUID)
+	mapFile := csiDir.BlockMapFile(v.Name, v.PodUID)
+	podMapFile := layout.BlockVolumePath(v.PodUID, v.Plugin, v.Name)
+	staging := csiDir.BlockStagingPath(v.Name)
 	v.CheckedPath = publish
-	for _, d := range []string{filepath.Join(podDir, "volumeDevices"), filepath.Join(podDir, "volumeDevices", "kubernetes.io~csi"),
-		filepath.Dir(devices), devices, filepath.Join(devices, "staging"), filepath.Join(devices, "publish"), filepath.Dir(publish),
-		filepath.Join(devices, v.Name), filepath.Dir(mapFile)} {
+	for _, d := range []string{filepath.Dir(filepath.Dir(podMapFile)), filepath.Dir(podMapFile),
+		filepath.Dir(devices), devices, filepath.Dir(staging), filepath.Dir(filepath.Dir(publish)), filepath.Dir(publish),
+		csiDir.BlockSpecDir(v.Name), filepath.Dir(mapFile)} {
 		g.dirs[d] = true
 	}
 	g.node.GlobalMounts++
@@ -445,10 +455,10 @@ func (g *gen) csiBlock(v *Volume, podDir string) error {
 	g.mount(25, "0:5", disk, publish, "rw,nosuid", "shared:8", "devtmpfs", "devtmpfs", devtmpfsOpt)
 	g.mount(25, "0:5", disk, mapFile, "rw,nosuid", "shared:8", "devtmpfs", "devtmpfs", devtmpfsOpt)
 	return errors.Join(
-		g.symlink(filepath.Join(podDir, "volumeDevices", "kubernetes.io~csi", v.Name), publish),
+		g.symlink(podMapFile, publish),
 		g.file(publish, ""), g.file(mapFile, ""),
-		g.mkdir(filepath.Join(devices, "staging", v.Name)),
-		g.volData(filepath.Join(devices, v.Name, "data", "vol_data.json"), map[string]string{
+		g.mkdir(staging),
+		g.volData(csiDir.BlockVolDataPath(v.Name), map[string]string{
 			"attachmentID": "csi-" + hexID("attach", handle), "driverName": Driver, "nodeName": NodeName,
 			"specVolID": v.Name, "volumeHandle": handle,
 		}),
@@ -596,12 +606,6 @@ func uuid(kind string, i int) string {
 
 // hexID returns 64 hex digits, like a container ID.
 func hexID(kind string, i any) string { return digest(kind, i) }
-
-// stagingHash is the current layout's staging dir name: the hex sha256 of the handle.
-func stagingHash(handle string) string {
-	sum := sha256.Sum256([]byte(handle))
-	return hex.EncodeToString(sum[:])
-}
 
 // volumeName names volume j of pod, the nth of its kind in the pod.
 func volumeName(k Kind, pod, j, nth int) string {

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -401,4 +402,79 @@ func pinOnce(pinFile, in, script string, args []string) error {
 		return fmt.Errorf("%w: %s", err, out)
 	}
 	return nil
+}
+
+// HoldByDescriptor starts a process in the test's mount namespace that
+// holds the mount namespace of pid by an open descriptor and nothing
+// else (its task may then end: the namespace lives on); with newPID, in
+// a PID namespace of its own, so that the holder is a process of another
+// PID namespace. It returns the holder's PID as the test sees it; the
+// holder is killed at the end of the test.
+func HoldByDescriptor(t testing.TB, pid int, newPID bool) int {
+	t.Helper()
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/mnt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close() // the holder's copy is what holds it
+	cmd := exec.Command("sleep", "600")
+	cmd.ExtraFiles = []*os.File{f}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if newPID {
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWPID
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd.Process.Pid
+}
+
+// instantRelay is one task of a Relay: it appends a line to $1/rows,
+// starts the next task and exits at once, until the file $2 exists.
+const instantRelay = `[ -e "$2" ] && exit 0
+echo x >> "$1/rows"
+sh -c "$RELAY" relay "$1" "$2" &
+exit 0`
+
+// Relay makes a mount namespace carried only by tasks that each live a
+// moment (hundreds a second): the first binds source at a dir of its
+// own, and each appends a line to source/rows through the bind, starts
+// the next task and exits. It returns once the relay wrote; at the end of
+// the test the relay stops, and the test waits until the file stops
+// growing (at most 10 s). Unlike Churn, whose tasks live 50 ms, a walk of
+// a busy /proc reaches the task it listed only when it is gone.
+func Relay(t testing.TB, source string) {
+	t.Helper()
+	target, stop := t.TempDir(), filepath.Join(t.TempDir(), "stop")
+	rows := filepath.Join(source, "rows")
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
+		`mount --bind "$1" "$2" && exec sh -c "$RELAY" relay "$2" "$3"`, "first", source, target, stop)
+	cmd.Env = append(os.Environ(), "RELAY="+instantRelay)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("starting the relay: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := os.WriteFile(stop, nil, 0o600); err != nil {
+			t.Error(err)
+			return
+		}
+		prev := int64(-1)
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			fi, err := os.Stat(rows)
+			if err != nil || fi.Size() == prev {
+				return
+			}
+			prev = fi.Size()
+		}
+	})
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if fi, err := os.Stat(rows); err == nil && fi.Size() > 200 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay does not write into %s", rows)
+		}
+	}
 }
