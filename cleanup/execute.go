@@ -52,10 +52,12 @@ type ExecOptions struct {
 // Action.Inode), checked right before the call: an unmount on the next
 // mount judged, on top at the path; a removal on the inode judged, held
 // and renamed aside before the unlink; a call to a CSI driver on the mount
-// judged. A plan of another boot (ActionPlan.BootID), or an action without
-// what it judged, is kept. When an action of a pod fails
-// or is skipped, the rest of that pod's actions are skipped and Execute
-// goes on with the next pod. Each result's Err says why it is not Done,
+// judged. Before the first removal or NodeUnpublish, against the node's
+// live table, every mount namespace is read once more: a pod dir one of
+// them holds, from or on it, since the plan, is kept whole (noPodUser). A
+// plan of another boot (ActionPlan.BootID), or an action without what it
+// judged, is kept. When an action of a pod fails or is skipped, the rest
+// of that pod's actions are skipped and Execute goes on with the next pod. Each result's Err says why it is not Done,
 // as typed errors (ErrNodeChanged, ErrPodsDirChanged, *csinode.CallError,
 // an errno...: see ErrNodeChanged).
 //
@@ -120,6 +122,11 @@ type executor struct {
 	gone    map[string]bool
 	removed map[string]bool
 	would   string
+	// podUsers are the users of each pod dir the plan removes from, found
+	// in every mount namespace before the first removal (noPodUser), or
+	// podUsersErr why they could not be.
+	podUsers    map[string]string
+	podUsersErr error
 }
 
 // run carries out one action, or in a dry run checks it.
@@ -159,6 +166,12 @@ func (e *executor) runChecked(a Action) ActionResult {
 		if e.halted != nil {
 			return e.csiKeep(a, e.halted)
 		}
+		if podDir, err := e.podDir(a); err == nil && a.Action == NodeUnpublish {
+			// The driver removes the target dir once it unmounted it.
+			if err := e.noPodUser(podDir); err != nil {
+				return e.csiKeep(a, err)
+			}
+		}
 		return e.runCSI(a)
 	}
 	podDir, err := e.podDir(a)
@@ -185,7 +198,9 @@ func (e *executor) runChecked(a Action) ActionResult {
 	case Unmount:
 		err = e.unmount(a, mounts)
 	case Rmdir, Unlink, RemoveVolumeData:
-		err = e.remove(a, mounts, podDir)
+		if err = e.noPodUser(podDir); err == nil {
+			err = e.remove(a, mounts, podDir)
+		}
 	default:
 		err = ofKind(ErrRefused, fmt.Errorf("unknown action %q", a.Action))
 	}
@@ -196,6 +211,73 @@ func (e *executor) runChecked(a Action) ActionResult {
 		return e.stop(a, Failed, err)
 	}
 	return ActionResult{Action: a, Result: Done}
+}
+
+// noPodUser checks, before the first removal of the run (or NodeUnpublish,
+// whose driver removes the target dir), that no mount namespace of the
+// node, read then, holds a mount from or on the pod dir of an action that
+// removes something, but the kubelet's (podNamespaceUsers): one made since
+// the plan (a container started meanwhile, a process that mounted its own
+// tmpfs on a dir of the pod) would lose its data when the host's namespace
+// removes that dir, since the kernel then detaches the mounts of every
+// other namespace on it. The plan's evidence of life is the scan's, of
+// before. The namespaces are read once a run, for every pod: the work of
+// a run stays in proportion to the node, not to the node times its
+// orphans. Only against the node's live table (a procfs mountinfo): a
+// table from a file or a function is no node's of now.
+func (e *executor) noPodUser(podDir string) error {
+	if !e.readsLiveTable() {
+		return nil
+	}
+	if e.podUsers == nil && e.podUsersErr == nil {
+		e.podUsers, e.podUsersErr = e.readPodUsers()
+	}
+	switch user := e.podUsers[podDir]; {
+	case e.podUsersErr != nil:
+		return fmt.Errorf("%w: the mount namespaces could not all be read before anything of the pod dirs is removed: %w", ErrNodeChanged, e.podUsersErr)
+	case user != "":
+		return fmt.Errorf("%w: %s: nothing of the pod dir %s is removed", ErrNodeChanged, user, podDir)
+	}
+	return nil
+}
+
+func (e *executor) readPodUsers() (map[string]string, error) {
+	table, err := e.opts.MountTable.ReadScoped(e.ctx, e.scope)
+	if err != nil {
+		return nil, err
+	}
+	return podNamespaceUsers(e.ctx, e.procDir(), table, e.removedPodDirs())
+}
+
+// removedPodDirs are the pod dirs of the plan's actions that remove
+// something, or whose driver does (NodeUnpublish).
+func (e *executor) removedPodDirs() []string {
+	var dirs []string
+	seen := map[string]bool{}
+	for _, a := range e.plan.Actions {
+		switch dir, err := e.podDir(a); {
+		case err != nil || seen[dir]:
+		case a.Action == Rmdir || a.Action == Unlink || a.Action == RemoveVolumeData || a.Action == NodeUnpublish:
+			seen[dir] = true
+			dirs = append(dirs, dir)
+		}
+	}
+	return dirs
+}
+
+// readsLiveTable: the executor's table is the node's, read live from a
+// procfs mountinfo, and its unmounts are real.
+func (e *executor) readsLiveTable() bool {
+	return e.opts.Unmount == nil && e.opts.MountTable.Read == nil && isProcMountInfo(e.opts.MountTable.Name())
+}
+
+// procDir is where the node's processes are read, for their mount
+// namespaces (CSIExec.ProcDir).
+func (e *executor) procDir() string {
+	if e.opts.CSI.ProcDir != "" {
+		return e.opts.CSI.ProcDir
+	}
+	return e.opts.HostPath("/proc")
 }
 
 // unreadTable is the error of an action kept because the mount table could

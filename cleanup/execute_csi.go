@@ -185,11 +185,7 @@ func (e *executor) stillNoUser(a Action, view mountView, x mountscan.Mount) erro
 		return fmt.Errorf("%w: %s still mounts the staging mount's filesystem subtree (%s): %s",
 			ErrNodeChanged, users[0].m.MountPoint, entryText(users[0].m), users[0].why)
 	}
-	procDir := e.opts.CSI.ProcDir
-	if procDir == "" {
-		procDir = e.opts.HostPath("/proc")
-	}
-	user, err := namespaceUser(e.ctx, procDir, table, x, e.exempt(a, table, x))
+	user, err := namespaceUser(e.ctx, e.procDir(), table, x, e.exempt(a, table, x))
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: the mount namespaces could not all be read again before NodeUnstage: %w", ErrNodeChanged, err)

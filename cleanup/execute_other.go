@@ -30,3 +30,5 @@ func (e *executor) unmount(Action, mountView) error { return errUnsupported }
 func (e *executor) remove(Action, mountView, string) error { return errUnsupported }
 
 func isOwnMountTable(reconstruct.Node) bool { return false }
+
+func isProcMountInfo(string) bool { return false }

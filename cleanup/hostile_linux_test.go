@@ -19,7 +19,7 @@ import (
 // to host paths, and unmounts are real.
 func TestHostileRealMounts(t *testing.T) {
 	t.Parallel()
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	tmpfs := func(t *testing.T, n *hostileNode, hp string) {

@@ -19,7 +19,7 @@ import (
 // nothing of it is removed — not its emptyDir data, not its empty publish
 // target under the real root (issue 9, item 4).
 func TestRealCleanupKeepsAPodMountedUnderARootAlias(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newRealNode(t)

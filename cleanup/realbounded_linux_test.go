@@ -94,7 +94,7 @@ func TestRealPlanDriverCheckSendsNothingIntoAFUSEMount(t *testing.T) {
 		{"plugins-driver", "plugins/" + boundedDriver, cleanup.NeedsDriver},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if !mountns.Enter(t) {
+			if !mountns.EnterWithOwnProc(t) {
 				return
 			}
 			n := newRealNode(t)
@@ -118,7 +118,7 @@ func TestRealPlanDriverCheckSendsNothingIntoAFUSEMount(t *testing.T) {
 // its csi.sock is abandoned at its deadline and the file is kept for the
 // driver (cannot tell = registered).
 func TestRealPlanDriverCheckIsBounded(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newRealNode(t)
@@ -135,7 +135,7 @@ func TestRealPlanDriverCheckIsBounded(t *testing.T) {
 // READDIR follows the plan. It used to list until the deadline abandoned
 // the listing, which went on, and grew, for good.
 func TestRealPlanStopsAnEndlessPodDir(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newRealNode(t)

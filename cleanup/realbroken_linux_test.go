@@ -97,7 +97,7 @@ func realMountTable(t *testing.T) *mountscan.Table {
 // unpublished, the pod's tmpfs are unmounted and a second pass removes the
 // pod dir.
 func TestRealBrokenFUSEServerKilled(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newRealNode(t)
@@ -201,7 +201,7 @@ func TestRealBrokenFUSEServerKilled(t *testing.T) {
 // returns in time, a second scan does not wait on the same path again, and
 // nothing of the pod is planned.
 func TestRealBrokenFUSEServerStopsAnswering(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newRealNode(t)

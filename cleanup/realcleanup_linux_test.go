@@ -109,7 +109,7 @@ func exists(p string) bool {
 }
 
 func TestRealCleanupWithoutUnmountKeepsEveryMount(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newOrphanNode(t)
@@ -129,7 +129,7 @@ func TestRealCleanupWithoutUnmountKeepsEveryMount(t *testing.T) {
 // With unmounting allowed, a CSI target is still only the driver's to
 // unmount: while it is mounted, nothing of its pod is touched.
 func TestRealCleanupWithUnmountNeverUnmountsACSITarget(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newOrphanNode(t)
@@ -151,7 +151,7 @@ func TestRealCleanupWithUnmountNeverUnmountsACSITarget(t *testing.T) {
 }
 
 func TestRealCleanupWithUnmountUnmountsOnlyPodLevelMounts(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newOrphanNode(t)
@@ -175,7 +175,7 @@ func TestRealCleanupWithUnmountUnmountsOnlyPodLevelMounts(t *testing.T) {
 // After a reboot nothing is mounted: the whole pod dir goes, and so does
 // the vol_data.json, since no staging mount is live either.
 func TestRealCleanupAfterRebootRemovesThePodDir(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newOrphanNode(t)
@@ -193,7 +193,7 @@ func TestRealCleanupAfterRebootRemovesThePodDir(t *testing.T) {
 // A mount that appears while the executor runs is never deleted through:
 // the action on its path is skipped as Keep.
 func TestRealCleanupSkipsAMountAddedMeanwhile(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newOrphanNode(t)
@@ -225,7 +225,7 @@ func TestRealCleanupSkipsAMountAddedMeanwhile(t *testing.T) {
 // A directory swapped for a symlink after the plan makes the removal fail;
 // it never follows the symlink out of the pod dir.
 func TestRealCleanupNeverFollowsASymlinkSwappedIn(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newOrphanNode(t)

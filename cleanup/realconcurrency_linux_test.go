@@ -175,7 +175,7 @@ func (c *churner) check(fs *churnFS) {
 // cleanup did remove things meanwhile, and once the churn stops it removes
 // the dirs of the orphaned pods that have no mount left.
 func TestRealConcurrencyMountChurnDuringCleanup(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newRealNode(t)

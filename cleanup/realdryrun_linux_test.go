@@ -96,7 +96,7 @@ func errorText(err error) string {
 // mount table; on a node that stays as it is, the run then does exactly
 // what the dry run said, the unmounts and the removals after them too.
 func TestRealDryRunChecksEverythingAndChangesNothing(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newOrphanNode(t)
@@ -157,7 +157,7 @@ func TestRealDryRunCatchesWhatTheRunWouldRefuse(t *testing.T) {
 		}, cleanup.Skipped, cleanup.ErrPodsDirChanged},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if !mountns.Enter(t) {
+			if !mountns.EnterWithOwnProc(t) {
 				return
 			}
 			n := newOrphanNode(t)

@@ -20,7 +20,7 @@ import (
 // was; 2,000 stacked on an orphan's memory emptyDir are one StackedMount
 // with its count, one mount point, and one Unmount in the plan.
 func TestRealMountExplosion(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newRealNode(t)

@@ -63,7 +63,7 @@ func unmountsOf(plan *cleanup.ActionPlan) []cleanup.Action {
 // ramfs and its file with it. Each mount of a stack is judged now: a ramfs
 // at any depth keeps the whole stack, and no run unmounts any of it.
 func TestRealAStackIsJudgedMountByMount(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := judgedNode{newRealNode(t)}
@@ -103,7 +103,7 @@ func TestRealAStackIsJudgedMountByMount(t *testing.T) {
 // place. Today's check ("a mount the table has at the path") let the
 // ramfs go.
 func TestRealUnmountStopsAtAMountItDidNotJudge(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := judgedNode{newRealNode(t)}
@@ -138,7 +138,7 @@ func TestRealUnmountStopsAtAMountItDidNotJudge(t *testing.T) {
 // later run unmounts them and removes the pod. Today's executor failed
 // the action after 64 unmounts.
 func TestRealADeepStackIsUnmountedOverRuns(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := judgedNode{newRealNode(t)}
@@ -160,7 +160,7 @@ func TestRealADeepStackIsUnmountedOverRuns(t *testing.T) {
 // (statx STATX_MNT_ID_UNIQUE of the name, right before): a mount given the
 // judged one's mount ID and device again is not the judged one.
 func TestRealUnmountChecksTheUniqueMountID(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := judgedNode{newRealNode(t)}

@@ -22,7 +22,7 @@ import (
 // bound over it, or a tmpfs with the same pod dirs, nothing is carried out,
 // every action Keep with why, and nothing is removed on either side.
 func TestRealExecuteDoesNothingOnAPodsDirThatIsNotThePlannedOne(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	files := []string{"etc-hosts", "containers/app/1a2b3c", "volumes/kubernetes.io~empty-dir/cache/scratch.bin"}

@@ -190,7 +190,7 @@ func (tl raceTally) matching(substr string) int {
 // An unmount that resolves the path string when it is swapped unmounts the
 // outside tmpfs; one that goes through file descriptors never does.
 func TestRealRaceUnmountThroughASwappedAncestor(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	tally := raceRounds(t, raceUnmountRound)
@@ -254,7 +254,7 @@ func raceUnmountRound(t *testing.T, round int, tally raceTally) int {
 // disk's files; one that works beneath the pods dir it opened at the start
 // never does, and the executor stops once it sees the pods dir changed.
 func TestRealRaceMountAboveThePodsDirDuringApply(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	tally := raceRounds(t, raceMountAboveRound)
@@ -349,7 +349,7 @@ func raceUnmountRetrying(p string) error {
 // the mount the table has, and keep it: unmounting by path would destroy
 // the new tmpfs and its data.
 func TestRealUnmountKeepsAMountMadeAfterTheTableRead(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newRaceNode(t)

@@ -16,7 +16,7 @@ import (
 // unmount the data shows, and the file is kept, as it would be if it had
 // been found unmounted; an empty one is unlinked (issue 9, item 5).
 func TestRealCleanupKeepsAFileSubpathThatHoldsDataAfterUnmount(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newRealNode(t)

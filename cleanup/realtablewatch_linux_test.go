@@ -60,7 +60,7 @@ func writePodTree(tb testing.TB, dir string) {
 // couple of times (one consistent read), not once per action. It counts the
 // bytes this process reads (rchar), not time.
 func TestRealExecuteReadsTheTableOnlyWhenItChanges(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	fillMountTable(t, 3000)
@@ -82,7 +82,11 @@ func TestRealExecuteReadsTheTableOnlyWhenItChanges(t *testing.T) {
 		require.Equal(t, cleanup.Done, r.Result, "%s %s: %s", r.Action.Action, r.Path, r.Error)
 	}
 	t.Logf("%d actions read %d bytes; the table is %d bytes", len(results), read, len(mountinfo))
-	assert.Less(t, read, int64(4*len(mountinfo)), "the table is read once (twice, to agree), not per action")
+	// The executor's table is read once (twice, to agree); before the first
+	// removal, every mount namespace once more (listed twice, to agree, and
+	// read: here the test's own, holding the 3,000 mounts): a few reads a
+	// run, never one per action (320) or per pod (20).
+	assert.Less(t, read, int64(8*len(mountinfo)), "the table is read a few times a run, not per action or per pod")
 }
 
 // actionHook is a logger that calls after with the path of each action
@@ -110,7 +114,7 @@ func (h actionHook) Info(_ int, msg string, kv ...any) {
 // (polled, no ReadMountTable): it must see the mount and keep the action,
 // as a table read once and kept would not.
 func TestRealExecuteSeesAMountMadeBetweenTwoActions(t *testing.T) {
-	if !mountns.Enter(t) {
+	if !mountns.EnterWithOwnProc(t) {
 		return
 	}
 	n := newRaceNode(t)

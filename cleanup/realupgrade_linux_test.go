@@ -208,7 +208,7 @@ func TestRealUpgrade(t *testing.T) {
 		unmount bool
 	}{{"DriverUnpublishes", false}, {"VolreconUnmounts", true}} {
 		t.Run(c.name, func(t *testing.T) {
-			if !mountns.Enter(t) {
+			if !mountns.EnterWithOwnProc(t) {
 				return
 			}
 			testRealUpgrade(t, c.unmount)

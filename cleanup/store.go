@@ -1,15 +1,16 @@
 package cleanup
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/volrecon/volrecon/internal/atomicfile"
+	"github.com/volrecon/volrecon/internal/bounded"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -81,9 +82,17 @@ func (e storeEntry) isOf(u UnusedStaging) bool {
 	return e.UniqueName == u.UniqueName && e.Mount != nil && *e.Mount == u.Mount
 }
 
+// maxStoreSize bounds the read of the store: an entry is a few hundred
+// bytes, one per leaked staging mount. A file that is no store (a symlink
+// to /dev/zero, a FIFO, a huge file) fails within its bounds.
+const (
+	maxStoreSize     = 16 << 20
+	storeReadTimeout = 10 * time.Second
+)
+
 func (s FileStore) load() (storeFile, error) {
 	var f storeFile
-	switch b, err := os.ReadFile(s.Path()); {
+	switch b, err := bounded.ReadFile(context.Background(), s.Path(), maxStoreSize, storeReadTimeout); {
 	case errors.Is(err, fs.ErrNotExist):
 		return f, nil
 	case err != nil:

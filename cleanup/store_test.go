@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/cleanup"
+	"github.com/volrecon/volrecon/internal/bounded"
 )
 
 const (
@@ -91,4 +92,27 @@ func TestFileStoreOfAnOlderVolreconCountsNothing(t *testing.T) {
 	require.NoError(t, json.Unmarshal(data, &file))
 	assert.Equal(t, storeBoot, file.BootID)
 	assert.Equal(t, &storeMount, file.UnusedSince[storePath].Mount)
+}
+
+// A store file that is no store fails within the read's bounds, naming
+// the file, before anything is planned: a symlink to /dev/zero, a file
+// larger than any store. Before, it was read whole, however large.
+func TestFileStoreReadIsBounded(t *testing.T) {
+	for name, mk := range map[string]func(path string){
+		"a symlink to /dev/zero": func(path string) { require.NoError(t, os.Symlink("/dev/zero", path)) },
+		"a huge sparse file": func(path string) {
+			require.NoError(t, os.WriteFile(path, nil, 0o600))
+			require.NoError(t, os.Truncate(path, 32<<20))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := cleanup.FileStore{Dir: t.TempDir()}
+			mk(s.Path())
+			err := s.Check()
+			require.ErrorIs(t, err, bounded.ErrTooLarge)
+			assert.ErrorContains(t, err, s.Path())
+			_, err = s.Update(storeBoot, storeSeen(storeMount), time.Now())
+			assert.ErrorIs(t, err, bounded.ErrTooLarge)
+		})
+	}
 }

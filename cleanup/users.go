@@ -2,6 +2,7 @@ package cleanup
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -200,4 +201,71 @@ func namespaceUser(ctx context.Context, procDir string, host *mountscan.Table, x
 		}
 	}
 	return "", nil
+}
+
+// podNamespaceUsers reads every mount namespace of the node once (procDir:
+// the host's /proc) and returns, for each pod dir of podDirs that one
+// holds, a mount of it that does, with its namespace, a task of it and the
+// entry: a mount of the pod dir's filesystem subtree, or a mount on a dir
+// or file of it (its mount point a dentry of that subtree: removing the
+// dentry in the host's namespace makes the kernel detach that mount in its
+// own, lazily, data and all), that is neither the kubelet's own (an entry
+// of host at or below the pod dir) nor a copy propagation proves of one.
+// An error when a pod dir lies on no mount of host, or a namespace could
+// not be listed or read: then the use is unknown.
+func podNamespaceUsers(ctx context.Context, procDir string, host *mountscan.Table, podDirs []string) (map[string]string, error) {
+	pods := make([]mountscan.DirOnDisk, 0, len(podDirs))
+	for _, dir := range podDirs {
+		p, ok := host.DirOnDisk(dir)
+		if !ok {
+			return nil, fmt.Errorf("no mount of the table holds the pod dir %s", dir)
+		}
+		pods = append(pods, p)
+	}
+	graph := mountscan.NewPropagationGraph()
+	graph.Add(host)
+	nss, err := mountnamespaces.List(ctx, procDir, mountnamespaces.Options{})
+	defer mountnamespaces.CloseAll(nss)
+	if err != nil {
+		return nil, err
+	}
+	users := map[string]string{}
+	undecided := map[string][]pendingUse{}
+	for _, ns := range nss {
+		table, _, err := ns.ReadTable(ctx, procDir, mountnamespaces.Options{})
+		if err != nil {
+			return nil, err
+		}
+		graph.Add(table)
+		for _, p := range pods {
+			for _, m := range table.Mounts() {
+				if users[p.Path] != "" {
+					break
+				}
+				r, holds := p.Holds(host, table, m)
+				if !holds || len(r.Is) > 0 {
+					continue
+				}
+				what := ns.String() + " mounts " + entryText(m) + " from or on the pod dir: " + r.Why
+				if len(r.Pending) == 0 {
+					users[p.Path] = what
+				} else {
+					undecided[p.Path] = append(undecided[p.Path], pendingUse{what: what, reach: r})
+				}
+			}
+		}
+	}
+	for dir, pending := range undecided { // the peer groups of every table are known now
+		for _, u := range pending {
+			if users[dir] == "" && len(graph.Resolve(u.reach)) == 0 {
+				users[dir] = u.what
+			}
+		}
+	}
+	return users, nil
+}
+
+type pendingUse struct {
+	what  string
+	reach mountscan.Reach
 }

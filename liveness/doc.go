@@ -13,7 +13,10 @@
 //     mounts nowhere else: a memory emptyDir's tmpfs, a secret's), that is
 //     not the kubelet's own: the host's entries at or below the pod dir
 //     and, in any namespace, the copies of them the kernel's propagation
-//     proves (mountscan.Unmount); never by its path alone;
+//     proves (mountscan.Unmount); never by its path alone; and for a
+//     mount on a dir or file of the pod dir, of any filesystem, that is
+//     not the kubelet's nor a copy of one (removing that dentry in the
+//     host's namespace would detach it in its own, data and all);
 //   - in the tasks' cgroups, for a task in the pod's own cgroup;
 //   - in the container runtime's pod sandboxes and containers, by their
 //     label io.kubernetes.pod.uid, at the runtime sockets of the common

@@ -3,7 +3,6 @@ package liveness
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -14,21 +13,6 @@ import (
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
-// podOnDisk is where a pod dir lies on its filesystem: a mount of that
-// filesystem whose root is at or below root holds something of the pod
-// dir. own are the subtrees of the pod's own filesystems mounted at or
-// below its dir: those the host's table mounts nowhere else (a memory
-// emptyDir's tmpfs, a secret's, a volume mounted without staging), which
-// a container of the pod mounts too. kubelet are the unmounts of the
-// kubelet's own mounts of either: the entries of the host's table at or
-// below the pod dir (a subpath bind, the volumes' mounts).
-type podOnDisk struct {
-	uid     string
-	sub     mountscan.Subtree
-	own     []mountscan.Subtree
-	kubelet []mountscan.Unmount
-}
-
 // pendingLife is a mount of a pod dir that is evidence of life unless the
 // chains of peer groups prove it a copy of the kubelet's own mount.
 type pendingLife struct {
@@ -36,36 +20,20 @@ type pendingLife struct {
 	reach         mountscan.Reach
 }
 
-// holds says whether m, an entry of some namespace's table, holds something
-// of the pod dir, and is no mount of the kubelet's: neither an entry of the
-// host's table at or below the pod dir, nor a copy of one that
-// propagation proves (the kubelet's subpath bind propagated into a CSI
-// driver's container, say). Its path proves nothing: a private
-// namespace's entry at the very path of the kubelet's is a user. Where
-// reach has Pending copies, the chains of peer groups of every table
-// decide.
-func (d podOnDisk) holds(host, table *mountscan.Table, m mountscan.Mount) (bool, mountscan.Reach) {
-	if !d.sub.Contains(m) && !slices.ContainsFunc(d.own, func(s mountscan.Subtree) bool { return s.Contains(m) }) {
-		return false, mountscan.Reach{}
-	}
-	r := mountscan.Reached(host, table, m, d.kubelet)
-	return len(r.Is) == 0, r
-}
-
 // checkMountNamespaces reads each distinct mount namespace's table once and
-// reports the pods whose dir a mount in it comes from, and the pods whose
-// cgroups its tasks are in.
+// reports the pods whose dir a mount in it comes from or is mounted on, and
+// the pods whose cgroups its tasks are in.
 func (c *Checker) checkMountNamespaces(ctx context.Context, host *mountscan.Table, pods []reconstruct.PodRef,
 	add, unknown func(uid, why string)) {
 	if len(pods) == 0 {
 		return
 	}
-	var onDisk []podOnDisk
+	var onDisk []podDir
 	entries := entriesByDev(host)
 	for _, p := range pods {
-		d, err := locate(host, p, entries)
-		if err != nil {
-			unknown(p.UID, err.Error())
+		d, ok := locate(host, p, entries)
+		if !ok {
+			unknown(p.UID, "no mount in the host's table holds the pod dir "+p.Path)
 			continue
 		}
 		onDisk = append(onDisk, d)
@@ -103,13 +71,17 @@ func (c *Checker) checkMountNamespaces(ctx context.Context, host *mountscan.Tabl
 		graph.Add(table)
 		for _, m := range table.Mounts() {
 			for _, d := range onDisk {
-				holds, reach := d.holds(host, table, m)
-				if !holds {
+				// A mount on a dir or file of the pod dir holds it too:
+				// removing that dentry in the host's namespace would detach
+				// it in its own, data and all (DirOnDisk.Holds); so does a
+				// mount of the pod's own filesystems (podDir.holds).
+				reach, holds := d.holds(host, table, m)
+				if !holds || len(reach.Is) > 0 {
 					continue
 				}
 				log.V(4).Info("Mount from a pod dir in a mount namespace", "podUID", d.uid, "namespace", ns.String(), "mountPoint", m.MountPoint)
-				evidence := fmt.Sprintf("%s has %s mounted from %s (mount ID %d, %s): %s",
-					ns, m.MountPoint, m.Root, m.ID, optionalFields(m), reach.Why)
+				evidence := fmt.Sprintf("%s has %s mounted %s (mount ID %d, %s): %s",
+					ns, m.MountPoint, fromOrOn(d, m), m.ID, optionalFields(m), reach.Why)
 				if len(reach.Pending) > 0 {
 					pending = append(pending, pendingLife{uid: d.uid, evidence: evidence, reach: reach})
 				} else {
@@ -126,36 +98,67 @@ func (c *Checker) checkMountNamespaces(ctx context.Context, host *mountscan.Tabl
 	}
 }
 
-// locate finds the pod dir on its filesystem from the host's table: its
-// device and its path relative to the filesystem's root; and the pod's
-// own filesystems mounted below it: those of which every entry of the
-// host's table (entries counts them by device) is at or below the pod
-// dir. A filesystem also mounted elsewhere on the host (a CSI volume's
-// staging mount, a share another pod mounts too) is not the pod's alone:
-// its users are the CSI teardown's to judge.
-func locate(table *mountscan.Table, p reconstruct.PodRef, entries map[mountscan.DevID]int) (podOnDisk, error) {
-	m, ok := table.Containing(p.Path)
+// podDir is a pod dir on its filesystem, with the pod's own filesystems
+// mounted below it: those of which every entry of the host's table is at
+// or below the pod dir (a memory emptyDir's tmpfs, a secret's, a volume
+// mounted without staging), which a container of the pod mounts too.
+// ownKubelet are the unmounts of the host's entries of them.
+type podDir struct {
+	uid string
+	mountscan.DirOnDisk
+	own        []mountscan.Subtree
+	ownKubelet []mountscan.Unmount
+}
+
+// locate finds the pod dir on its filesystem from the host's table, and
+// the pod's own filesystems (entries counts the host's entries by
+// device). A filesystem also mounted elsewhere on the host (a CSI
+// volume's staging mount, a share another pod mounts too) is not the
+// pod's alone: its users are the CSI teardown's to judge.
+func locate(host *mountscan.Table, p reconstruct.PodRef, entries map[mountscan.DevID]int) (podDir, bool) {
+	disk, ok := host.DirOnDisk(p.Path)
 	if !ok {
-		return podOnDisk{}, fmt.Errorf("no mount in the host's table holds the pod dir %s", p.Path)
+		return podDir{}, false
 	}
-	rel, _ := filepath.Rel(m.MountPoint, p.Path)
-	d := podOnDisk{uid: p.UID, sub: mountscan.Subtree{Dev: m.Dev, Root: filepath.Join(m.Root, rel)}}
-	below := table.AtOrBelow(p.Path)
+	d := podDir{uid: p.UID, DirOnDisk: disk}
+	below := host.AtOrBelow(p.Path)
 	here := map[mountscan.DevID]int{}
 	for _, k := range below {
 		here[k.Dev]++
 	}
 	for _, k := range below {
-		switch {
-		case k.Dev == m.Dev:
-		case here[k.Dev] == entries[k.Dev]:
+		if k.Dev != disk.Subtree.Dev && here[k.Dev] == entries[k.Dev] {
 			d.own = append(d.own, mountscan.SubtreeOf(k))
-		default:
-			continue
+			d.ownKubelet = append(d.ownKubelet, host.Unmount(k))
 		}
-		d.kubelet = append(d.kubelet, table.Unmount(k))
 	}
-	return d, nil
+	return d, true
+}
+
+// holds says whether m, an entry of some namespace's table, holds
+// something of the pod dir (DirOnDisk.Holds) or of the pod's own
+// filesystems, and what it is of the host's own mounts there. Its path
+// proves nothing: only r.Is, or the chains of peer groups resolving
+// r.Pending, make it the kubelet's mount or a copy of one.
+func (d podDir) holds(host, table *mountscan.Table, m mountscan.Mount) (mountscan.Reach, bool) {
+	if r, ok := d.Holds(host, table, m); ok {
+		return r, true
+	}
+	if slices.ContainsFunc(d.own, func(s mountscan.Subtree) bool { return s.Contains(m) }) {
+		return mountscan.Reached(host, table, m, d.ownKubelet), true
+	}
+	return mountscan.Reach{}, false
+}
+
+// fromOrOn says how m, evidence of life, holds the pod dir d.
+func fromOrOn(d podDir, m mountscan.Mount) string {
+	switch {
+	case d.Subtree.Contains(m):
+		return "from " + m.Root
+	case slices.ContainsFunc(d.own, func(s mountscan.Subtree) bool { return s.Contains(m) }):
+		return "from " + m.Root + " of the pod's own " + m.FSType
+	}
+	return "on a dir of the pod dir (a " + m.FSType + " of its own: removing that dir would detach it)"
 }
 
 // entriesByDev counts the entries of table by device.

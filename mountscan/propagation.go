@@ -323,3 +323,66 @@ func (g *PropagationGraph) Resolve(r Reach) []int {
 	}
 	return is
 }
+
+// MountedIn reports whether m, an entry of t, is mounted on a dentry of s:
+// its parent in t is a mount of s's filesystem, and where m is mounted, as
+// a path of that filesystem, is at or below s's root. Whatever m mounts
+// and wherever its namespace sees it, removing that dentry in any mount
+// namespace (rmdir, unlink, a rename onto it) makes the kernel detach m
+// there lazily, and a tmpfs no one else holds goes with it.
+func (t *Table) MountedIn(m Mount, s Subtree) bool {
+	parent, ok := t.ByID(m.ParentID)
+	if !ok || m.ParentID == m.ID || parent.Dev != s.Dev || parent.Deleted {
+		return false
+	}
+	at, ok := dentryOf(parent, m)
+	return ok && isAtOrBelow(treeKey(at), treeKey(s.Root))
+}
+
+// DirOnDisk is a directory of the host's table (a pod dir) on its
+// filesystem, with the unmounts of the host's own mounts at or below it:
+// those of its filesystem, and all of them.
+type DirOnDisk struct {
+	Path     string
+	Subtree  Subtree
+	from, on []Unmount
+}
+
+// DirOnDisk locates dir, a path of t (the host's table), on the
+// filesystem of the mount holding it; false when no mount of t holds it.
+func (t *Table) DirOnDisk(dir string) (DirOnDisk, bool) {
+	holder, ok := t.Containing(dir)
+	if !ok {
+		return DirOnDisk{}, false
+	}
+	rel, err := filepath.Rel(holder.MountPoint, dir)
+	if err != nil {
+		return DirOnDisk{}, false
+	}
+	d := DirOnDisk{Path: dir, Subtree: Subtree{Dev: holder.Dev, Root: filepath.Join(holder.Root, rel)}}
+	for _, k := range t.AtOrBelow(dir) {
+		u := t.Unmount(k)
+		if k.Dev == holder.Dev {
+			d.from = append(d.from, u)
+		}
+		d.on = append(d.on, u)
+	}
+	return d, true
+}
+
+// Holds reports whether m, an entry of table (of any namespace), holds
+// something of d, and what it is of the host's own mounts there (Reached;
+// host is the table d was located in): m mounts a part of d's subtree, or
+// is mounted on a dentry of it (MountedIn). Unless r.Is names one, or the
+// chains of peer groups prove r.Pending, it is a user of d, whatever its
+// path: the host's own mounts are the entries of host at or below d, and
+// the copies of them propagation proves.
+func (d DirOnDisk) Holds(host, table *Table, m Mount) (r Reach, holds bool) {
+	switch {
+	case d.Subtree.Contains(m):
+		return Reached(host, table, m, d.from), true
+	case table.MountedIn(m, d.Subtree):
+		return Reached(host, table, m, d.on), true
+	}
+	return Reach{}, false
+}

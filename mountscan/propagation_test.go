@@ -256,3 +256,58 @@ func TestReachedAndResolve(t *testing.T) {
 	assert.Empty(t, r.Pending)
 	assert.Contains(t, r.Why, "no copy of "+stagingPath+": its table shows no propagation")
 }
+
+// MountedIn: an entry is mounted on a dentry of a subtree where its parent
+// mounts that filesystem and its mount point, as a path of it, lies at or
+// below the subtree's root, whatever path the namespace sees it at.
+func TestMountedInIsWhereTheDentryIs(t *testing.T) {
+	pod := mountscan.Subtree{Dev: mountscan.DevID{Major: 253, Minor: 1}, Root: "/var/lib/kubelet/pods/u1"}
+	table := containerTable(
+		"1001 1000 253:1 /var/lib/kubelet /k rw - ext4 /dev/vda1 rw",
+		"1002 1001 0:90 / /k/pods/u1/volumes/x rw - tmpfs other rw",
+		"1003 1001 0:91 / /k/pods/u2/volumes/x rw - tmpfs other rw",
+		"1004 1000 0:92 / /var/lib/kubelet/pods/u1 rw - tmpfs other rw",
+		"1005 1001 0:93 / /k/pods/u1 rw - tmpfs other rw",
+		"1006 1005 0:94 / /k/pods/u1/etc-hosts rw - tmpfs other rw",
+	)
+	for id, want := range map[int]bool{
+		1002: true,  // below the pod dir, through a bind of the kubelet root at another path
+		1003: false, // another pod's dir
+		1004: false, // at the pod dir's path, but on the overlay root: another filesystem
+		1005: true,  // on the pod dir itself
+		1006: false, // on the tmpfs mounted on the pod dir, not on the pod dir's filesystem
+	} {
+		m, ok := table.ByID(id)
+		require.True(t, ok)
+		assert.Equal(t, want, table.MountedIn(m, pod), "mount %d", id)
+	}
+}
+
+// DirOnDisk.Holds: a mount of the dir's subtree, or one mounted on a dentry
+// of it, holds the dir; the host's own entries at or below it are what
+// Reach names.
+func TestADirIsHeldFromOrOn(t *testing.T) {
+	host := mountscan.MustFromLines(
+		"1 0 253:1 / / rw shared:1 - ext4 /dev/vda1 rw",
+		"2 1 0:80 / /var/lib/kubelet/pods/u1/volumes/s rw shared:2 - tmpfs tmpfs rw",
+	)
+	d, ok := host.DirOnDisk("/var/lib/kubelet/pods/u1")
+	require.True(t, ok)
+	other := containerTable(
+		"1001 1000 253:1 /var/lib/kubelet/pods/u1/volumes/e /data rw - ext4 /dev/vda1 rw",
+		"1002 1000 253:1 /var/lib/kubelet /k rw - ext4 /dev/vda1 rw",
+		"1003 1002 0:91 / /k/pods/u1/volumes/x rw - tmpfs other rw",
+		"1004 1002 0:92 / /k/pods/u2/volumes/x rw - tmpfs other rw",
+	)
+	for id, holds := range map[int]bool{1001: true, 1002: false, 1003: true, 1004: false} {
+		m, ok := other.ByID(id)
+		require.True(t, ok)
+		r, got := d.Holds(host, other, m)
+		assert.Equal(t, holds, got && len(r.Is) == 0, "mount %d", id)
+	}
+	kubelet, ok := host.ByID(2)
+	require.True(t, ok)
+	r, got := d.Holds(host, host, kubelet)
+	assert.True(t, got, "mounted on the pod dir")
+	assert.NotEmpty(t, r.Is, "the host's own mount: no user")
+}
