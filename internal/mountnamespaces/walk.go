@@ -413,3 +413,35 @@ func readLimited(path string, max int64) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// TaskNamespaces returns the names of the mount namespaces the tasks of
+// procDir are in now, as their links read ("mnt:[N]"), reading no table:
+// a cheap way to tell that a namespace appeared since a List (a container
+// started). A namespace that no task holds is not among them; a task
+// whose link cannot be read is skipped (it exited, or is not ours to
+// read). Within opts' bounds of count and time.
+func TaskNamespaces(ctx context.Context, procDir string, opts Options) (map[string]bool, error) {
+	pids, err := listPIDs(ctx, procDir, opts)
+	if err != nil {
+		return nil, err
+	}
+	return bounded.Call(ctx, procDir, opts.timeout(), func() (map[string]bool, error) {
+		ids := map[string]bool{}
+		for _, pid := range pids {
+			dir := filepath.Join(procDir, strconv.Itoa(pid), "task")
+			tids, err := readDirNames(dir, opts.maxTasks())
+			if err != nil {
+				continue
+			}
+			for _, tid := range tids {
+				if id, err := os.Readlink(filepath.Join(dir, tid, "ns", "mnt")); err == nil {
+					ids[id] = true
+				}
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		return ids, nil
+	})
+}
