@@ -182,7 +182,7 @@ fuzz:
 serve-diff: STEPS ?= 10000
 serve-diff: SEED ?= 0
 serve-diff:
-	$(GO) test -count=1 -timeout 0 -v -run '^TestServeMatchesScan$$' ./cmd/volrecon -args -seed=$(SEED) -steps=$(STEPS)
+	$(GO) test -count=1 -timeout 0 -v -run '^TestServeMatchesScan$$' ./serve -args -seed=$(SEED) -steps=$(STEPS)
 
 ## e2e: the end-to-end suite against a real kubelet, API server, containerd and
 ## CSI driver on 127.0.0.1 (as root; installs Debian packages, builds Kubernetes

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/volrecon/volrecon/internal/atomicfile"
 	"github.com/volrecon/volrecon/internal/bounded"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -105,24 +105,15 @@ func (s FileStore) load() (storeFile, error) {
 	return f, nil
 }
 
-// writeAtomically writes v as JSON to a temp file beside path, syncs it and
-// renames it over path.
+// writeAtomically writes v as JSON over path (atomicfile.Write: synced,
+// then renamed, then the dir synced).
 func writeAtomically(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path))
-	if err != nil {
+	if err := atomicfile.Write(path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("unused staging store: %w", err)
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("unused staging store: %w", err)
-	}
-	if err := errors.Join(tmp.Sync(), tmp.Close()); err != nil {
-		return fmt.Errorf("unused staging store: %w", err)
-	}
-	return os.Rename(tmp.Name(), path)
+	return nil
 }

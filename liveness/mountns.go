@@ -166,11 +166,8 @@ func (d podDir) holds(host, table *mountscan.Table, m mountscan.Mount) (mountsca
 
 // fromOrOn says how m, evidence of life, holds the pod dir d.
 func fromOrOn(d podDir, m mountscan.Mount) string {
-	switch {
-	case d.Subtree.Contains(m):
+	if d.Subtree.Contains(m) || slices.ContainsFunc(d.own, func(s mountscan.Subtree) bool { return s.Contains(m) }) {
 		return "from " + m.Root
-	case slices.ContainsFunc(d.own, func(s mountscan.Subtree) bool { return s.Contains(m) }):
-		return "from " + m.Root + " of the pod's own " + m.FSType
 	}
 	return "on a dir of the pod dir (a " + m.FSType + " of its own: removing that dir would detach it)"
 }

@@ -2,6 +2,7 @@ package progress
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -70,12 +71,14 @@ type Terminal struct {
 // terminal; past it the line is left as it is.
 const stopWait = time.Second
 
-// NewTerminal returns a Terminal that draws on f, or nil when f is not a
-// terminal (a file, a pipe, /dev/null): progress is only ever drawn where
-// a person watches. Call Stop before anything else is written to the
+// NewTerminal returns a Terminal that draws on w, or nil when w is not a
+// terminal (a file, a pipe, /dev/null, a buffer: anything but an *os.File
+// whose terminal ioctl answers): progress is only ever drawn where a
+// person watches. Call Stop before anything else is written to the
 // terminal, and at the end.
-func NewTerminal(f *os.File, opts TerminalOptions) *Terminal {
-	if f == nil || !IsTerminal(f) {
+func NewTerminal(w io.Writer, opts TerminalOptions) *Terminal {
+	f, ok := w.(*os.File)
+	if !ok || f == nil || !IsTerminal(f) {
 		return nil
 	}
 	if opts.Delay == 0 {

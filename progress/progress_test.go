@@ -3,6 +3,7 @@ package progress_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,4 +66,14 @@ func TestNoTerminalNoProgress(t *testing.T) {
 	assert.Zero(t, fi.Size())
 	var none progress.Func
 	none.Send(progress.Report{Step: "x"})
+}
+
+// A writer that is no file (a buffer, a pipe's wrapper) is no terminal.
+func TestNoTerminalOnAWriterThatIsNoFile(t *testing.T) {
+	var buf strings.Builder
+	term := progress.NewTerminal(&buf, progress.TerminalOptions{Delay: -1})
+	assert.Nil(t, term)
+	term.Report(progress.Report{Step: "probing mounts"})
+	term.Stop()
+	assert.Empty(t, buf.String())
 }

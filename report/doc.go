@@ -16,4 +16,8 @@
 // that holds them) goes through safetext.Quote, so it can neither forge a
 // row nor reach the terminal; only words of volrecon's own vocabulary go
 // through Options.Paint, for colour.
+//
+// WriteJSON writes a State or a plan as volrecon's -o json does, byte for
+// byte what json.Encoder with an indent writes, without holding the whole
+// document in memory.
 package report

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/volrecon/volrecon/podlist"
 	"github.com/volrecon/volrecon/podsdir"
@@ -65,15 +64,11 @@ func (f *activePodsFile) ActivePods(ctx context.Context) ([]string, error) {
 // PodNames returns the names of the file's pods (reconstruct.PodNamer).
 func (f *activePodsFile) PodNames() map[string]reconstruct.PodName { return f.file.PodNames() }
 
-// status says how old the active pod list is, for /healthz.
-func (f *activePodsFile) status(now time.Time) string {
+// Status is the file's, its error naming the flag (serve's /healthz).
+func (f *activePodsFile) Status() podlist.FileStatus {
 	st := f.file.Status()
-	s := fmt.Sprintf("active pods: %s, %d keys, read %s ago, file modified %s ago",
-		st.Path, st.Keys, now.Sub(st.ReadAt).Round(time.Second), now.Sub(st.Modified).Round(time.Second))
-	if st.Err != nil {
-		s += "; the last read failed (every pod is Unknown): " + activePodsError(st.Err).Error()
-	}
-	return s
+	st.Err = activePodsError(st.Err)
+	return st
 }
 
 // activePodsKeys starts an --active-pods value that gives the pod keys

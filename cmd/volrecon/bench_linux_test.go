@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,44 +28,6 @@ func benchNode(b *testing.B, pods int) *nodegen.Node {
 		b.Fatal(err)
 	}
 	return node
-}
-
-// BenchmarkServeCycle is one cycle of serve in process: a scan, then
-// /report and /metrics fetched four at a time, twice each. Its B/op is
-// what a cycle allocates.
-func BenchmarkServeCycle(b *testing.B) {
-	for _, pods := range benchSizes {
-		b.Run(fmt.Sprintf("%dx10", pods), func(b *testing.B) {
-			node := benchNode(b, pods)
-			flags := nodeFlags{rootDir: node.RootDir, hostRoot: node.HostRoot, mountInfo: node.MountInfoPath}
-			n, err := flags.openNode(nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			s, err := newServer(n, time.Hour)
-			if err != nil {
-				b.Fatal(err)
-			}
-			h := s.handler()
-			b.ReportAllocs()
-			for b.Loop() {
-				s.scanOnce(b.Context())
-				var wg sync.WaitGroup
-				for i := range 4 {
-					wg.Go(func() {
-						for _, path := range []string{"/report", "/metrics"} {
-							w := httptest.NewRecorder()
-							h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
-							if w.Code != http.StatusOK {
-								b.Errorf("%s (%d): %d", path, i, w.Code)
-							}
-						}
-					})
-				}
-				wg.Wait()
-			}
-		})
-	}
 }
 
 // BenchmarkPeakRSS runs the built command as a separate process and

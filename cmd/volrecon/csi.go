@@ -9,7 +9,6 @@ import (
 
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/csinode"
-	"github.com/volrecon/volrecon/kube"
 )
 
 // csiFlags are the flags of the teardown through CSI drivers.
@@ -65,8 +64,8 @@ func (f *csiFlags) teardownOptions(n *node) (*cleanup.CSITeardown, error) {
 	}
 	// With --active-pods api the API server tells which CSI volumes the
 	// node's pods use (their PVCs → PVs).
-	if lister, ok := n.opts.ActivePods.(*kube.Lister); ok {
-		t.ActiveVolumes = lister
+	if n.lister != nil {
+		t.ActiveVolumes = n.lister
 	}
 	return t, nil
 }
@@ -78,8 +77,8 @@ func (f *csiFlags) teardownOptions(n *node) (*cleanup.CSITeardown, error) {
 // missed.
 func (f *csiFlags) exec(n *node) cleanup.CSIExec {
 	x := cleanup.CSIExec{Driver: csinode.Connector{Timeout: f.timeout}}
-	if lister, ok := n.opts.ActivePods.(*kube.Lister); ok {
-		x.ActiveVolumes = lister.CSIVolumesNow
+	if n.lister != nil {
+		x.ActiveVolumes = n.lister.CSIVolumesNow
 	}
 	return x
 }

@@ -258,13 +258,14 @@ func TestTheTeardownAsksTheAPIServerOnlyWithActivePodsAPI(t *testing.T) {
 	f := &csiFlags{teardown: true, timeout: time.Minute}
 	for name, c := range map[string]struct {
 		source reconstruct.PodSource
+		lister *kube.Lister // what openNode keeps of --active-pods api
 		asks   bool
 	}{
-		"the API server":         {lister, true},
-		"a pod list from a file": {reconstruct.PodList{cliActive}, false},
+		"the API server":         {lister, lister, true},
+		"a pod list from a file": {reconstruct.PodList{cliActive}, nil, false},
 	} {
 		t.Run(name, func(t *testing.T) {
-			n := &node{}
+			n := &node{lister: c.lister}
 			n.opts.ActivePods = c.source
 			td, err := f.teardownOptions(n)
 			require.NoError(t, err)

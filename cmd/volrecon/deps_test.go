@@ -93,12 +93,13 @@ func goList(t *testing.T, args ...string) string {
 // An importer pays for what it uses: a program that exports the volrecon_*
 // gauges (metrics), or plans and executes a cleanup without a teardown
 // through a driver (cleanup, on reconstruct), links no gRPC, nor does one
-// that reads the desired state (kube). cleanup reaches a CSI driver through
+// that reads the desired state (kube), nor one that runs the daemon
+// (serve: evidence of life comes through reconstruct.LifeChecker). cleanup reaches a CSI driver through
 // its CSIDriverClient interface, which csinode implements and cmd wires;
 // csinode and liveness (the CRI client) are the packages that link gRPC.
 func TestLibraryPackagesLinkNoGRPC(t *testing.T) {
 	deps := func(pkg string) []string { return strings.Fields(goList(t, "-deps", module+pkg)) }
-	for _, pkg := range []string{"kubelet", "mountscan", "podsdir", "reconstruct", "cleanup", "metrics", "mountutil", "kube"} {
+	for _, pkg := range []string{"kubelet", "mountscan", "podsdir", "reconstruct", "cleanup", "metrics", "mountutil", "kube", "serve"} {
 		for _, dep := range deps(pkg) {
 			assert.False(t, isGRPC(dep), "%s links %s", pkg, dep)
 		}
@@ -110,4 +111,20 @@ func TestLibraryPackagesLinkNoGRPC(t *testing.T) {
 
 func isGRPC(pkg string) bool {
 	return pkg == "google.golang.org/grpc" || strings.HasPrefix(pkg, "google.golang.org/grpc/")
+}
+
+// The daemon sits above the library and below the command: serve imports
+// no command, and no package but the command imports serve.
+func TestServeIsBelowTheCommandOnly(t *testing.T) {
+	out := goList(t, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"...")
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		pkg, imports, _ := strings.Cut(line, " ")
+		if pkg == module+"cmd/volrecon" {
+			continue
+		}
+		for _, imp := range strings.Fields(imports) {
+			assert.NotEqual(t, module+"serve", imp, "%s imports serve", pkg)
+			assert.False(t, strings.HasPrefix(imp, module+"cmd/"), "%s imports the command %s", pkg, imp)
+		}
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/volrecon/volrecon/fixture"
+	"github.com/volrecon/volrecon/kube"
 	"github.com/volrecon/volrecon/liveness"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
@@ -194,11 +195,10 @@ var progressDelay = 500 * time.Millisecond
 // is a terminal and -v is 0 (at -v 2 and more, the log shows where the run
 // is), never on stdout; nil otherwise. Stop it before printing.
 func (c *commandFlags) progress(stderr io.Writer) *progress.Terminal {
-	f, ok := stderr.(*os.File)
-	if !ok || c.verbosity.String() != "0" {
+	if c.verbosity.String() != "0" {
 		return nil
 	}
-	return progress.NewTerminal(f, progress.TerminalOptions{Delay: progressDelay})
+	return progress.NewTerminal(stderr, progress.TerminalOptions{Delay: progressDelay})
 }
 
 // parse parses args and checks the output format.
@@ -272,6 +272,8 @@ type node struct {
 	cleanup func()
 	// activePods is the --active-pods file, if one was given (not stdin).
 	activePods *activePodsFile
+	// lister is the API server's list of the node's pods (--active-pods api).
+	lister *kube.Lister
 }
 
 // openNode turns the flags into scan options. For --demo it materialises
@@ -289,33 +291,8 @@ func (f *nodeFlags) openNode(stdin io.Reader) (*node, error) {
 	// node's by its field selector, and names no pod dir here whenever
 	// every pod of the node is new (pending) while orphans remain.
 	n.opts.ActivePodsMustBeHere = f.activePods != activePodsAPI
-	switch {
-	case f.activePods == "":
-	case f.activePods == activePodsAPI:
-		src, err := f.kube.apiPodSource()
-		if err != nil {
-			return nil, err
-		}
-		n.opts.ActivePods = src
-		n.opts.AttachFreeDrivers = append(n.opts.AttachFreeDrivers, f.kube.apiAttachFreeDrivers(withLogger(context.Background()))...)
-	case strings.HasPrefix(f.activePods, activePodsKeys):
-		keys, err := parseActivePodKeys(f.activePods)
-		if err != nil {
-			return nil, &exitError{code: exitUsage, err: err}
-		}
-		n.opts.ActivePods = keys
-	case f.activePods == "-": // stdin is read once
-		list, err := readActivePods(f.activePods, stdin, activePodsLimits(f.kube.nodeName))
-		if err != nil {
-			return nil, &exitError{code: exitUsage, err: err}
-		}
-		n.opts.ActivePods = list
-	default: // a file is read again whenever it changed (serve)
-		file, err := newActivePodsFile(f.activePods, activePodsLimits(f.kube.nodeName))
-		if err != nil {
-			return nil, &exitError{code: exitUsage, err: err}
-		}
-		n.opts.ActivePods, n.activePods = file, file
+	if err := f.openActivePods(n, stdin); err != nil {
+		return nil, err
 	}
 	if f.demo {
 		if err := n.materialiseDemo(); err != nil {
@@ -323,6 +300,39 @@ func (f *nodeFlags) openNode(stdin io.Reader) (*node, error) {
 		}
 	}
 	return n, nil
+}
+
+// openActivePods sets the source of the active pods --active-pods names.
+func (f *nodeFlags) openActivePods(n *node, stdin io.Reader) error {
+	switch {
+	case f.activePods == "":
+	case f.activePods == activePodsAPI:
+		lister, err := f.kube.apiPodSource()
+		if err != nil {
+			return err
+		}
+		n.opts.ActivePods, n.lister = lister, lister
+		n.opts.AttachFreeDrivers = append(n.opts.AttachFreeDrivers, f.kube.apiAttachFreeDrivers(withLogger(context.Background()))...)
+	case strings.HasPrefix(f.activePods, activePodsKeys):
+		keys, err := parseActivePodKeys(f.activePods)
+		if err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+		n.opts.ActivePods = keys
+	case f.activePods == "-": // stdin is read once
+		list, err := readActivePods(f.activePods, stdin, activePodsLimits(f.kube.nodeName))
+		if err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+		n.opts.ActivePods = list
+	default: // a file is read again whenever it changed (serve)
+		file, err := newActivePodsFile(f.activePods, activePodsLimits(f.kube.nodeName))
+		if err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+		n.opts.ActivePods, n.activePods = file, file
+	}
+	return nil
 }
 
 // materialiseDemo writes the sample node to a temp dir and points the
@@ -358,36 +368,32 @@ func (n *node) scan(ctx context.Context) (*reconstruct.State, error) {
 	return scanError(reconstruct.Scan(ctx, n.opts))
 }
 
-// scanIncremental is scan with in, walking again what changed names.
-func (n *node) scanIncremental(ctx context.Context, in *reconstruct.Incremental, changed reconstruct.Changed) (*reconstruct.State, error) {
-	return scanError(in.Scan(ctx, n.opts, changed))
-}
-
-// activePodsFiles is the --active-pods file, to watch, if one was given.
-func (n *node) activePodsFiles() []string {
-	if n.activePods == nil {
-		return nil
-	}
-	return []string{n.activePods.file.Status().Path}
-}
-
-// scanError turns the errors of a scan into the command's.
+// scanError turns the errors of a scan into the command's. A mount table
+// that could not be read consistently still gives a State, printed, then
+// said with its exit code (scanErrors).
 func scanError(st *reconstruct.State, err error) (*reconstruct.State, error) {
 	switch {
+	case err == nil:
+		return st, nil
+	case errors.Is(err, reconstruct.ErrMountTable) && st != nil:
+		return st, nil
+	}
+	return nil, explainScanError(err)
+}
+
+// explainScanError says what a scan's error means, and which flag fixes it.
+func explainScanError(err error) error {
+	switch {
 	case errors.Is(err, podsdir.ErrRootNotFound):
-		return nil, fmt.Errorf("%w: is this a Kubernetes node? Pass --root-dir if the kubelet uses another root dir "+
+		return fmt.Errorf("%w: is this a Kubernetes node? Pass --root-dir if the kubelet uses another root dir "+
 			"(k0s: /var/lib/k0s/kubelet), --host-root in a container, or --demo to see a sample node", err)
 	case errors.Is(err, reconstruct.ErrNotHostMountTable):
-		return nil, &exitError{code: exitUsage, err: fmt.Errorf("%w; with --host-root pass --mountinfo=/proc/1/mountinfo "+
+		return &exitError{code: exitUsage, err: fmt.Errorf("%w; with --host-root pass --mountinfo=/proc/1/mountinfo "+
 			"(in a pod: hostPID: true), or run on the host without --host-root", err)}
 	case errors.Is(err, reconstruct.ErrEmptyActivePods):
-		return nil, &exitError{code: exitUsage, err: fmt.Errorf("%w; pass --empty-active-pods-ok only if no pod at all should run on this node", err)}
-	case errors.Is(err, reconstruct.ErrMountTable) && st != nil:
-		return st, nil // printed, then said with its exit code (scanErrors)
-	case err != nil:
-		return nil, err
+		return &exitError{code: exitUsage, err: fmt.Errorf("%w; pass --empty-active-pods-ok only if no pod at all should run on this node", err)}
 	}
-	return st, nil
+	return err
 }
 
 // mountTableError is the error for a State whose mount table could not be

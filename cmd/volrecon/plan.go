@@ -5,10 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/volrecon/volrecon/cleanup"
+	"github.com/volrecon/volrecon/progress"
+	"github.com/volrecon/volrecon/reconstruct"
 )
 
 const planSummary = `Prints the cleanup plan for the orphaned pod dirs: what would be removed,
@@ -71,23 +74,8 @@ func planOrCleanup(ctx context.Context, name, summary string, args []string, e e
 	c := newCommandFlags(name, summary, outputFormats, e)
 	var f planFlags
 	f.register(c.fs, name == "cleanup")
-	if err := c.parse(args, outputFormats, e.stderr); err != nil {
+	if err := f.parse(c, name, args, e.stderr); err != nil {
 		return err
-	}
-	if err := errors.Join(f.csi.check(c.fs, e.stderr), f.view.check(name, c.output, true, e.stderr)); err != nil {
-		return err
-	}
-	if c.node.activePods == "" {
-		if name == "cleanup" {
-			fmt.Fprintln(e.stderr, "volrecon cleanup: --active-pods is required: without the pods that should exist, no pod dir is known to be orphaned")
-			return errUsage
-		}
-		fmt.Fprintln(e.stderr, "volrecon plan: no --active-pods: every pod is Unknown, so nothing is planned")
-	}
-	if name == "cleanup" && f.unmount && !c.node.demo {
-		if err := unmountsHere(c.node.hostRoot, c.node.mountInfo); err != nil {
-			return &exitError{code: exitUsage, err: err}
-		}
 	}
 	reviewed, err := readReviewedPlan(ctx, f.reviewed)
 	if err != nil {
@@ -106,48 +94,101 @@ func planOrCleanup(ctx context.Context, name, summary string, args []string, e e
 	defer term.Stop()
 	n.opts.Progress = term.Func()
 	ctx = withLogger(ctx)
-	st, err := n.scan(ctx)
+	r, err := f.plan(ctx, n, teardown, reviewed, term)
 	if err != nil {
 		return err
 	}
-	uids, err := f.view.selectPods(st)
-	if err != nil {
-		return err
-	}
-	plan := cleanup.Plan(ctx, st, cleanup.Options{Node: n.opts.Node, Unmount: f.unmount,
-		RemoveVolumeDataWithoutDriver: f.noDriver, CSITeardown: teardown, Progress: term.Func()})
-	notes := notesOf("--csi-teardown", plan.Notes)
-	if uids != nil {
-		plan = cleanup.ForPods(plan, uids)
-	}
-	var otherNode error
-	if reviewed != nil {
-		if uids != nil {
-			reviewed = cleanup.ForPods(reviewed, uids)
-		}
-		otherNode = cleanup.SamePodsDir(reviewed, plan)
-		merged := cleanup.Reviewed(reviewed, plan)
-		notes = append(notes, notesOf("--plan", merged.Notes[len(plan.Notes):])...)
-		plan = merged
-	}
-	var results []cleanup.ActionResult
 	if name == "cleanup" {
-		results = cleanup.Execute(ctx, plan, cleanup.ExecOptions{Node: n.opts.Node, Apply: f.apply, CSI: f.csi.exec(n), Progress: term.Func()})
+		r.results = cleanup.Execute(ctx, r.plan, cleanup.ExecOptions{Node: n.opts.Node, Apply: f.apply, CSI: f.csi.exec(n), Progress: term.Func()})
 	}
 	term.Stop()
-	for _, note := range notes {
-		fmt.Fprintln(e.stderr, note)
-	}
-	if err := newPrinter(e.stdout, c.output, f.view).plan(plan, results, st, uids); err != nil {
+	return f.print(r, c.output, e)
+}
+
+// parse parses the flags of plan or cleanup, and refuses what they cannot
+// do together.
+func (f *planFlags) parse(c *commandFlags, name string, args []string, stderr io.Writer) error {
+	if err := c.parse(args, outputFormats, stderr); err != nil {
 		return err
 	}
-	if failed := countResults(results, cleanup.Failed); failed > 0 {
+	if err := errors.Join(f.csi.check(c.fs, stderr), f.view.check(name, c.output, true, stderr)); err != nil {
+		return err
+	}
+	if c.node.activePods == "" {
+		if name == "cleanup" {
+			fmt.Fprintln(stderr, "volrecon cleanup: --active-pods is required: without the pods that should exist, no pod dir is known to be orphaned")
+			return errUsage
+		}
+		fmt.Fprintln(stderr, "volrecon plan: no --active-pods: every pod is Unknown, so nothing is planned")
+	}
+	if name == "cleanup" && f.unmount && !c.node.demo {
+		if err := unmountsHere(c.node.hostRoot, c.node.mountInfo); err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+	}
+	return nil
+}
+
+// planRun is what plan or cleanup found, planned and did.
+type planRun struct {
+	st    *reconstruct.State
+	uids  []string // --pod, resolved; nil without
+	plan  *cleanup.ActionPlan
+	notes []string // said on stderr
+	// otherNode: the reviewed plan (--plan) is of another pods dir.
+	otherNode error
+	results   []cleanup.ActionResult // cleanup's
+}
+
+// plan scans the node and plans its cleanup, for the pods of --pod and
+// within the reviewed plan, if given.
+func (f *planFlags) plan(ctx context.Context, n *node, teardown *cleanup.CSITeardown, reviewed *cleanup.ActionPlan, term *progress.Terminal) (*planRun, error) {
+	st, err := n.scan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := &planRun{st: st}
+	if r.uids, err = f.view.selectPods(st); err != nil {
+		return nil, err
+	}
+	r.plan = cleanup.Plan(ctx, st, cleanup.Options{Node: n.opts.Node, Unmount: f.unmount,
+		RemoveVolumeDataWithoutDriver: f.noDriver, CSITeardown: teardown, Progress: term.Func()})
+	r.notes = notesOf("--csi-teardown", r.plan.Notes)
+	if r.uids != nil {
+		r.plan = cleanup.ForPods(r.plan, r.uids)
+	}
+	if reviewed != nil {
+		r.review(reviewed)
+	}
+	return r, nil
+}
+
+// review keeps of the plan only what the reviewed plan has too.
+func (r *planRun) review(reviewed *cleanup.ActionPlan) {
+	if r.uids != nil {
+		reviewed = cleanup.ForPods(reviewed, r.uids)
+	}
+	r.otherNode = cleanup.SamePodsDir(reviewed, r.plan)
+	merged := cleanup.Reviewed(reviewed, r.plan)
+	r.notes = append(r.notes, notesOf("--plan", merged.Notes[len(r.plan.Notes):])...)
+	r.plan = merged
+}
+
+// print prints the notes and the plan, and returns the command's error.
+func (f *planFlags) print(r *planRun, output string, e env) error {
+	for _, note := range r.notes {
+		fmt.Fprintln(e.stderr, note)
+	}
+	if err := newPrinter(e.stdout, output, f.view).plan(r.plan, r.results, r.st, r.uids); err != nil {
+		return err
+	}
+	if failed := countResults(r.results, cleanup.Failed); failed > 0 {
 		return &exitError{code: exitFailed, err: fmt.Errorf("%d cleanup actions failed; see their errors above", failed)}
 	}
-	if otherNode != nil {
-		return &exitError{code: exitUsage, err: fmt.Errorf("--plan %s: nothing was applied: %w", f.reviewed, otherNode)}
+	if r.otherNode != nil {
+		return &exitError{code: exitUsage, err: fmt.Errorf("--plan %s: nothing was applied: %w", f.reviewed, r.otherNode)}
 	}
-	return scanErrors(st)
+	return scanErrors(r.st)
 }
 
 // readReviewedPlan reads cleanup --plan FILE, if given.

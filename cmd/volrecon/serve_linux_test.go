@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"net"
+	"io"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -13,72 +11,50 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/volrecon/volrecon/testkit/mountns"
 )
 
-// TestRealServeStopsWhileAScanHangs: serve scans a node whose pods dir is
-// a FUSE mount that stopped answering (the pods dir itself is entered
-// whatever it is: a pod dir there would not be), with a probe timeout of
-// an hour, so the scan is stuck in a call when serve is told to stop. It
-// stops within its grace period anyway (it used to wait for the scan
-// forever).
-func TestRealServeStopsWhileAScanHangs(t *testing.T) {
-	if !mountns.Enter(t) {
-		return
-	}
-	root := filepath.Join(t.TempDir(), "kubelet")
-	srv := mountns.ServeFUSE(t, filepath.Join(root, "pods"))
-	srv.Stop()
-	flags := nodeFlags{rootDir: root, mountInfo: "/proc/self/mountinfo", probeTimeout: time.Hour}
-	n, err := flags.openNode(nil)
-	require.NoError(t, err)
-	s, err := newServer(n, time.Hour)
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+// TestServeReportIsTheScan runs the command's serve, which says where it
+// serves: its /report is what `scan -o json` prints of the same node, and
+// /metrics and /readyz answer on --listen; it stops when told, exit 0.
+func TestServeReportIsTheScan(t *testing.T) {
+	hostRoot, mountinfo := demoNode(t)
+	code, want, errOut := runCLI(t, "", "scan", "-o", "json", "--host-root", hostRoot, "--mountinfo", mountinfo)
+	require.Equal(t, exitOK, code, errOut)
 
 	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- s.serve(ctx, ln) }()
-	time.Sleep(300 * time.Millisecond) // the first scan is under way, blocked in the pod dir
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--host-root", hostRoot, "--mountinfo", mountinfo,
+			"--listen", "127.0.0.1:0", "--report-listen", "127.0.0.1:0"}, env{stdin: strings.NewReader(""), stdout: &strings.Builder{}, stderr: &stderr})
+	}()
+	served := regexp.MustCompile(`serving /report on (\S+)\n.*serving /metrics, /healthz and /readyz on (\S+), scanning when the node changes`)
+	var m []string
+	require.Eventually(t, func() bool { m = served.FindStringSubmatch(stderr.String()); return m != nil }, 60*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { code, _ := httpGet(t, "http://"+m[2]+"/readyz"); return code == http.StatusOK }, 60*time.Second, 10*time.Millisecond)
+	_, report := httpGet(t, "http://"+m[1]+"/report")
+	assert.Equal(t, want, report)
+	_, metrics := httpGet(t, "http://"+m[2]+"/metrics")
+	assert.Contains(t, metrics, "volrecon_pods{")
 	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(shutdownGrace + 5*time.Second):
-		t.Fatal("serve did not stop: it waits for a scan stuck in a hung mount")
-	}
+	assert.Equal(t, exitOK, <-done)
 }
 
-// TestRealHealthzSaysACallIsStuck: a call the scan gave up on in a FUSE
-// mount whose daemon read the request and never answers stays blocked in
-// the kernel; /healthz says so, with its age and path, while serve goes
-// on. Once the connection is aborted, the call returns and the line goes.
-func TestRealHealthzSaysACallIsStuck(t *testing.T) {
-	if !mountns.Enter(t) {
-		return
+// httpGet is the status and body of url; 0 when it cannot be had. It
+// runs in require.Eventually's goroutine too: it fails no test.
+func httpGet(t *testing.T, url string) (int, string) {
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		return 0, ""
 	}
-	root := filepath.Join(t.TempDir(), "kubelet")
-	pods := filepath.Join(root, "pods")
-	srv := mountns.ServeFUSE(t, pods)
-	srv.Stop()
-	flags := nodeFlags{rootDir: root, mountInfo: "/proc/self/mountinfo", probeTimeout: 200 * time.Millisecond}
-	n, err := flags.openNode(nil)
-	require.NoError(t, err)
-	s, err := newServer(n, time.Hour)
-	require.NoError(t, err)
-	s.scanOnce(t.Context())
-	healthz := func() (int, string) {
-		w := httptest.NewRecorder()
-		s.healthz(w, nil)
-		return w.Code, w.Body.String()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, ""
 	}
-	code, body := healthz()
-	assert.Equal(t, http.StatusOK, code, body)
-	assert.Regexp(t, `stuck: 1 filesystem call is blocked in the kernel, the oldest for \d+s on `+regexp.QuoteMeta(pods)+` `, body)
-
-	srv.Abort()
-	require.Eventually(t, func() bool { _, body := healthz(); return !strings.Contains(body, "stuck:") }, 10*time.Second, 10*time.Millisecond,
-		"the call returns once the connection is aborted")
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, ""
+	}
+	return resp.StatusCode, string(body)
 }

@@ -18,14 +18,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/volrecon/volrecon/nodewatch"
 	"github.com/volrecon/volrecon/podsdir"
+	"github.com/volrecon/volrecon/serve"
 	"github.com/volrecon/volrecon/testkit/nodegen"
 )
-
-type nodewatchChanges = nodewatch.Changes
-
-var nodewatchAll = nodewatch.Changes{All: true}
 
 // The change-detection benchmarks of issue 23 run the built command as
 // the DaemonSet does, on the 1,000-pod node of 10 volumes each with a
@@ -289,7 +285,7 @@ func BenchmarkServeIdle(b *testing.B) {
 			b.Fatalf("serve scanned %v times on a quiet node", newScans)
 		}
 		new10 = time.Duration(float64(newCPU)*float64(10*time.Minute)/float64(quiet)) +
-			time.Duration(float64(perScan)*float64(10*time.Minute)/float64(defaultInterval))
+			time.Duration(float64(perScan)*float64(10*time.Minute)/float64(serve.DefaultInterval))
 	}
 	b.ReportMetric(float64(perScan)/1e6, "full-scan-cpu-ms")
 	b.ReportMetric(float64(old10)/1e6, "old-cpu-ms/10min")
@@ -432,102 +428,8 @@ func (n *churnNode) writeActiveWith(extra []string) {
 	n.writeActive(append(append([]string(nil), n.PodUIDs...), extra...))
 }
 
-// BenchmarkServeRescan is one of serve's scans in process on the
-// 1,000×10 node: a full one ("full"); one after a pod dir changed, told so
-// by the watch ("one-pod"), and after 10 and 100 changed ("10-pods",
-// "100-pods": what a changed pod costs beyond the scan's fixed part);
-// the same as one-pod with /report fetched after it (serve
-// encodes the report at the first request after a scan, not at every
-// scan: "one-pod+report"); one after a staging dir's vol_data.json was
-// written, told so ("one-staging"), and the same told only that the CSI
-// dir changed, as the watch said before it named staging dirs
-// ("one-staging-as-csi"). cpu-ms/op is the process's CPU time (every
-// thread) per scan.
-func BenchmarkServeRescan(b *testing.B) {
-	n := newChurnNode(b)
-	flags := nodeFlags{rootDir: n.RootDir, hostRoot: n.HostRoot, mountInfo: n.MountInfoPath, activePods: n.active}
-	nd, err := flags.openNode(nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := newServer(nd, time.Hour)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := s.startWatch(b.Context(), 0, time.Hour, nil); err != nil {
-		b.Fatal(err)
-	}
-	defer s.loop.watch.Close()
-	s.scanChanged(b.Context(), nodewatchAll)
-	podsChanged := func(k int) func() nodewatchChanges { // an emptyDir volume made, or removed again, in k pods spread over the node
-		return func() nodewatchChanges {
-			changed := map[string]bool{}
-			for i := range k {
-				uid := n.PodUIDs[(i*len(n.PodUIDs)/k+len(n.PodUIDs)/2)%len(n.PodUIDs)]
-				dir := filepath.Join(n.RootDir, "pods", uid, "volumes/kubernetes.io~empty-dir/x")
-				if err := os.Remove(n.host(dir)); err != nil {
-					n.mkdir(dir)
-				}
-				changed[uid] = true
-			}
-			return nodewatchChanges{Pods: changed}
-		}
-	}
-	onePod := podsChanged(1)
-	stagingDirs, _ := filepath.Glob(n.host(filepath.Join(n.RootDir, "plugins/kubernetes.io/csi", nodegen.Driver, "*")))
-	if len(stagingDirs) < 1000 {
-		b.Fatalf("%d staging dirs", len(stagingDirs))
-	}
-	staging := stagingDirs[len(stagingDirs)/2]
-	stagingRel := nodegen.Driver + "/" + filepath.Base(staging)
-	touchStaging := func() {
-		data, err := os.ReadFile(filepath.Join(staging, "vol_data.json"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(staging, "vol_data.json"), data, 0o600); err != nil {
-			b.Fatal(err)
-		}
-	}
-	for _, bc := range []struct {
-		name    string
-		changes func() nodewatchChanges
-		report  bool
-	}{
-		{"full", func() nodewatchChanges { return nodewatchAll }, false},
-		{"one-pod", onePod, false},
-		{"one-pod+report", onePod, true},
-		{"10-pods", podsChanged(10), false},
-		{"100-pods", podsChanged(100), false},
-		{"one-staging", func() nodewatchChanges {
-			touchStaging()
-			return nodewatchChanges{Staging: map[string]bool{stagingRel: true}}
-		}, false},
-		{"one-staging-as-csi", func() nodewatchChanges { touchStaging(); return nodewatchChanges{CSI: true} }, false},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			c0 := processCPU()
-			for b.Loop() {
-				s.scanChanged(b.Context(), bc.changes())
-				if bc.report {
-					if _, err := s.latest.encoded(); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
-			b.ReportMetric(float64(processCPU()-c0)/float64(b.N)/1e6, "cpu-ms/op")
-		})
-	}
-}
-
 // tail is the last n bytes of s.
 func tail(s string, n int) string { return s[max(0, len(s)-n):] }
-
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // TestSeriesValue: the benchmarks read serve's series whatever labels it
 // adds (a node label since issue 20: without it they read nothing, and

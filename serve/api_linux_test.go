@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"context"
@@ -43,18 +43,14 @@ func TestServeConfirmsTheAPIServerWithoutScanning(t *testing.T) {
 		return false, nil, nil
 	})
 
-	flags := nodeFlags{rootDir: "/var/lib/kubelet", hostRoot: hostRoot, mountInfo: mountinfo}
-	n, err := flags.openNode(nil)
-	require.NoError(t, err)
-	s, err := newServer(n, time.Hour)
-	require.NoError(t, err)
+	s := newTestServer(t, nodeOptions("/var/lib/kubelet", hostRoot, mountinfo), time.Hour)
 	ctx, cancel := context.WithCancel(t.Context())
 	const recheck = 50 * time.Millisecond
 	require.NoError(t, s.startWatch(ctx, 20*time.Millisecond, recheck, nil))
 	w := kube.NewWatcher(kubetest.Clientset{Interface: client}, "node-a", kube.WatcherOptions{StaleAfter: time.Hour, OnChange: s.notify})
 	go w.Run(ctx)
 	s.api = &apiWatch{watcher: w}
-	n.opts.ActivePods = w
+	s.opts.ActivePods = w
 	require.Eventually(t, func() bool { return w.Status().Synced }, 30*time.Second, 10*time.Millisecond)
 	base := "http://" + serveOnLoopback(t, s, ctx, cancel)
 	scans := func() float64 { return metric(t, base, `volrecon_scans_total{result="success"}`) }

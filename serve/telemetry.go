@@ -1,17 +1,17 @@
-package main
+package serve
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/volrecon/volrecon/internal/atomicfile"
 	"github.com/volrecon/volrecon/metrics"
 )
 
@@ -27,6 +27,7 @@ type telemetry struct {
 	// process that exits describes nothing), no counter or histogram that
 	// restarts with every run.
 	textfile bool
+	build    metrics.BuildInfo
 }
 
 // register registers on reg what serve exports: volrecon's scan metrics
@@ -37,9 +38,7 @@ func (t telemetry) register(reg prometheus.Registerer) (*metrics.Metrics, error)
 	if err != nil {
 		return nil, err
 	}
-	info, _ := debug.ReadBuildInfo()
-	b := buildOf(version, commit, info)
-	if err := metrics.NewBuildInfo(reg, metrics.BuildInfo{Version: b.version, Commit: b.commit}); err != nil {
+	if err := metrics.NewBuildInfo(reg, t.build); err != nil {
 		return nil, err
 	}
 	if !t.textfile {
@@ -94,7 +93,11 @@ func writeTextfile(path string, gather prometheus.Gatherer, ok bool) error {
 	if err != nil {
 		return fmt.Errorf("write the metrics to %s: %w", path, err)
 	}
-	return writeAtomically(path, append(body, marker...))
+	// node_exporter may run as another user: 0644.
+	if err := atomicfile.Write(path, append(body, marker...), 0o644); err != nil {
+		return fmt.Errorf("write the metrics to %s: %w", path, err)
+	}
+	return nil
 }
 
 // maxTextfile bounds what a failed run reads of the last file: volrecon's
@@ -151,26 +154,15 @@ func runFailedFamily(failed bool) ([]byte, error) {
 	return encodeFamilies(mfs, func(string) bool { return true })
 }
 
-// writeAtomically replaces path with data: a reader (node_exporter) sees
-// the old file or the new one, never a part.
-func writeAtomically(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write the metrics to %s: %w", path, err)
+// writeTextfile scans once and writes the metrics to path; its error is
+// the scan's when the scan failed.
+func (s *Server) writeTextfile(ctx context.Context, path string) error {
+	s.scanOnce(ctx)
+	s.mu.Lock()
+	scanErr := s.lastErr
+	s.mu.Unlock()
+	if err := writeTextfile(path, s.registry, scanErr == nil); err != nil {
+		return err
 	}
-	defer os.Remove(tmp.Name()) // once renamed, a no-op
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Chmod(0o644) // node_exporter may run as another user
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("write the metrics to %s: %w", path, err)
-	}
-	return nil
+	return scanErr
 }

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"context"
@@ -24,13 +24,9 @@ func watchedServe(t *testing.T, recheck time.Duration, leftOut int) (base, hostR
 	all = demoPodUIDs(t, hostRoot, mountinfo)
 	list = filepath.Join(t.TempDir(), "active-pods")
 	require.NoError(t, os.WriteFile(list, []byte(strings.Join(all[leftOut:], "\n")+"\n"), 0o600))
-	flags := nodeFlags{rootDir: "/var/lib/kubelet", hostRoot: hostRoot, mountInfo: mountinfo, activePods: list}
-	n, err := flags.openNode(nil)
-	require.NoError(t, err)
-	s, err := newServer(n, time.Hour)
-	require.NoError(t, err)
+	s := newTestServerWith(t, withActivePodsFile(t, nodeOptions("/var/lib/kubelet", hostRoot, mountinfo), list, time.Hour))
 	ctx, cancel := context.WithCancel(t.Context())
-	require.NoError(t, s.startWatch(ctx, 20*time.Millisecond, recheck, n.activePodsFiles()))
+	require.NoError(t, s.startWatch(ctx, 20*time.Millisecond, recheck, s.activePodsFiles()))
 	base = "http://" + serveOnLoopback(t, s, ctx, cancel)
 	require.Eventually(t, func() bool { code, _, _ := tryGet(base + "/readyz"); return code == 200 }, 60*time.Second, 10*time.Millisecond)
 	return base, hostRoot, list, all

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"context"
@@ -13,15 +13,8 @@ import (
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
-// Defaults of serve's scan loop.
+// Timing of the scan loop.
 const (
-	// defaultInterval is the safety net's: a quiet node is scanned whole
-	// this often. At 30 minutes serve spends about 30 times less CPU on a
-	// quiet node than the old loop's scan a minute (at 10 minutes, 10
-	// times: the full scan dominates; BENCHMARKS.md).
-	defaultInterval        = 30 * time.Minute
-	defaultMinInterval     = 2 * time.Second
-	defaultRecheckInterval = time.Minute
 	// settle is how long the loop lets a burst of changes (the kubelet
 	// makes a pod's dirs, then mounts on them) go on before it scans; the
 	// second half of a burst that comes later has a follow-up scan of its
@@ -58,16 +51,16 @@ type scanLoop struct {
 }
 
 // startWatch sets the watch of the node up, for serve's loop.
-func (s *server) startWatch(ctx context.Context, minInterval, recheck time.Duration, files []string) error {
+func (s *Server) startWatch(ctx context.Context, minInterval, recheck time.Duration, files []string) error {
 	m, err := metrics.NewWatch(s.registry)
 	if err != nil {
 		return err
 	}
-	opts := s.node.opts
+	opts := s.opts
 	w, err := nodewatch.New(ctx, nodewatch.Options{RootDir: opts.RootDir, HostRoot: opts.HostRoot,
 		MountTable: opts.MountTable.Name(), Files: files, FSTimeout: opts.FSTimeout})
 	if err != nil {
-		return fmt.Errorf("watch the node for changes: %w (run with --watch=false to scan every --interval instead)", err)
+		return fmt.Errorf("%w: %w", ErrNodeWatch, err)
 	}
 	s.loop = &scanLoop{watch: w, metrics: m, minInterval: minInterval, recheckInterval: recheck,
 		pace: nodewatch.Pacer{MinInterval: minInterval, Settle: settle}}
@@ -83,10 +76,10 @@ func (s *server) startWatch(ctx context.Context, minInterval, recheck time.Durat
 // be lost, a FUSE or NFS dir reports none); what the watch cannot vouch
 // for at every minInterval; and, while the last State holds something
 // only time changes, at least every recheckInterval.
-func (s *server) runScans(ctx context.Context) {
+func (s *Server) runScans(ctx context.Context) {
 	if s.loop == nil {
 		s.scanOnce(ctx)
-		ticker := time.NewTicker(s.interval)
+		ticker := time.NewTicker(s.cfg.Interval)
 		defer ticker.Stop()
 		for {
 			select {
@@ -113,14 +106,14 @@ func (s *server) runScans(ctx context.Context) {
 // turn is one turn of the loop once its wait and pace are over: it takes
 // what changed, and scans when the node changed or a scan is due. It
 // returns what it took, and whether it scanned.
-func (s *server) turn(ctx context.Context) (nodewatch.Changes, bool) {
+func (s *Server) turn(ctx context.Context) (nodewatch.Changes, bool) {
 	l := s.loop
 	ch := l.watch.Take(ctx)
 	now := time.Now()
 	if !ch.Any() && !s.scanDue(ctx, now) {
 		return ch, false
 	}
-	if now.Sub(l.lastFull) >= s.interval {
+	if now.Sub(l.lastFull) >= s.cfg.Interval {
 		ch.All = true
 	}
 	s.scanChanged(ctx, ch)
@@ -129,7 +122,7 @@ func (s *server) turn(ctx context.Context) (nodewatch.Changes, bool) {
 
 // untilDue is how long the loop may wait for a change before it must scan
 // anyway, or confirm the API server's answer.
-func (s *server) untilDue(now time.Time) time.Duration {
+func (s *Server) untilDue(now time.Time) time.Duration {
 	due := s.scanDueAt()
 	if s.api != nil {
 		due = minTime(due, s.confirmDueAt())
@@ -145,9 +138,9 @@ func (s *server) untilDue(now time.Time) time.Duration {
 // net's full scan, a State that time alone changes, a part of the node
 // that no watch sees (the watch polls it, or the last scan found a mount
 // where the kubelet's layout has none).
-func (s *server) scanDueAt() time.Time {
+func (s *Server) scanDueAt() time.Time {
 	l := s.loop
-	due := l.lastFull.Add(s.interval)
+	due := l.lastFull.Add(s.cfg.Interval)
 	if l.recheck {
 		due = minTime(due, l.lastStart.Add(l.recheckInterval))
 	}
@@ -159,7 +152,7 @@ func (s *server) scanDueAt() time.Time {
 
 // confirmDueAt is when the API server's answer must be confirmed again
 // (in-cluster): a recheckInterval after the last scan or confirmation.
-func (s *server) confirmDueAt() time.Time {
+func (s *Server) confirmDueAt() time.Time {
 	l := s.loop
 	last := l.lastStart
 	if l.lastConfirm.After(last) {
@@ -174,7 +167,7 @@ func (s *server) confirmDueAt() time.Time {
 // its probe alone, as a scan would probe it: only a trust that changed
 // then scans. The pod set itself cannot have changed unseen: every pod
 // added or deleted in the watch's cache notifies the loop (a change).
-func (s *server) scanDue(ctx context.Context, now time.Time) bool {
+func (s *Server) scanDue(ctx context.Context, now time.Time) bool {
 	switch {
 	case !now.Before(s.scanDueAt()) || s.trustChanged():
 		return true
@@ -190,12 +183,12 @@ func (s *server) scanDue(ctx context.Context, now time.Time) bool {
 
 // trustChanged reports whether the pod watch's trust changed since the
 // last scan (a server gone or back): a scan then says so.
-func (s *server) trustChanged() bool {
+func (s *Server) trustChanged() bool {
 	return s.api != nil && s.api.watcher.Status().Trusted != s.loop.trusted
 }
 
 // scanChanged scans, walking again what ch names, and records it.
-func (s *server) scanChanged(ctx context.Context, ch nodewatch.Changes) {
+func (s *Server) scanChanged(ctx context.Context, ch nodewatch.Changes) {
 	l := s.loop
 	l.lastStart = time.Now()
 	l.pace.Started(l.lastStart, ch)
@@ -204,7 +197,7 @@ func (s *server) scanChanged(ctx context.Context, ch nodewatch.Changes) {
 	}
 	changed := reconstruct.Changed{All: ch.All, Pod: ch.PodChanged, CSI: ch.CSI, Staging: ch.Staging}
 	st, ok := s.scanWith(ctx, func(ctx context.Context) (*reconstruct.State, error) {
-		return s.node.scanIncremental(ctx, &l.inc, changed)
+		return s.scanIncremental(ctx, &l.inc, changed)
 	})
 	unwatched := l.inc.Unwatched()
 	s.mu.Lock()
@@ -221,7 +214,7 @@ func (s *server) scanChanged(ctx context.Context, ch nodewatch.Changes) {
 	l.watch.WatchData(ctx, l.inc.DataDirs())
 	// A refusal or an outage of the API server changes nothing on the
 	// node: in cluster, its answer is confirmed with time too (scanDue).
-	l.recheck = s.node.opts.Probe || timeDependent(st)
+	l.recheck = s.opts.Probe || timeDependent(st)
 	if ch.All {
 		l.lastFull = l.lastStart
 		now := time.Now()
@@ -257,7 +250,7 @@ func timeDependent(st *reconstruct.State) bool {
 
 // watchDetail says, for /healthz, when the node was last scanned whole and
 // last changed, and what the watch cannot vouch for.
-func (s *server) watchDetail() string {
+func (s *Server) watchDetail() string {
 	if s.loop == nil {
 		return ""
 	}
@@ -310,7 +303,7 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 }
 
 // notify tells the scan loop that the desired state changed.
-func (s *server) notify() {
+func (s *Server) notify() {
 	if s.loop != nil {
 		s.loop.watch.Notify()
 	}

@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"bufio"
@@ -8,12 +8,12 @@ import (
 	"strings"
 )
 
-// writeJSON writes v as json.Encoder with SetIndent("", "  ") would, byte
-// for byte, without building the whole document in memory: a struct's
+// WriteJSON writes v as json.Encoder with SetIndent("", "  ") would, byte
+// for byte (volrecon's -o json and serve's /report), without building the whole document in memory: a struct's
 // slice fields are written one element at a time, so a State of 10,000
 // volumes costs a few KiB of buffer instead of twice its 15 MB of text.
 // Anything but a struct (or pointer to one) is encoded whole.
-func writeJSON(out io.Writer, v any) error {
+func WriteJSON(out io.Writer, v any) error {
 	w := bufio.NewWriterSize(out, 64<<10)
 	if err := writeIndented(w, reflect.ValueOf(v)); err != nil {
 		return err
@@ -100,7 +100,7 @@ func hasMarshaler(v reflect.Value) bool {
 }
 
 // jsonField reads a field's json tag as encoding/json does for the tags
-// this program uses: a name, omitempty, "-". Embedded structs are not
+// volrecon's types use: a name, omitempty, "-". Embedded structs are not
 // handled (none of the encoded types has one).
 func jsonField(f reflect.StructField) (name string, omitEmpty, ok bool) {
 	if !f.IsExported() {

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"bufio"
@@ -22,19 +22,19 @@ import (
 
 // testLimits are serve's HTTP limits made small, so that each bound shows
 // within a bounded loop on loopback.
-var testLimits = httpLimits{
-	readHeader: 300 * time.Millisecond,
-	read:       time.Second,
-	write:      300 * time.Millisecond,
-	idle:       300 * time.Millisecond,
-	maxHeader:  1 << 10,
-	maxConns:   8,
+var testLimits = HTTPLimits{
+	ReadHeader: 300 * time.Millisecond,
+	Read:       time.Second,
+	Write:      300 * time.Millisecond,
+	Idle:       300 * time.Millisecond,
+	MaxHeader:  1 << 10,
+	MaxConns:   8,
 }
 
 // serveOnLoopback runs s.serve(ctx) on a new listener on loopback, and
 // returns its address; when the test ends it cancels ctx, and serve must
 // return no error.
-func serveOnLoopback(t testing.TB, s *server, ctx context.Context, cancel context.CancelFunc) string {
+func serveOnLoopback(t testing.TB, s *Server, ctx context.Context, cancel context.CancelFunc) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -46,15 +46,12 @@ func serveOnLoopback(t testing.TB, s *server, ctx context.Context, cancel contex
 
 // startServe runs serve on the demo node on loopback with limits, and
 // returns its address once /readyz answers (a scan succeeded).
-func startServe(t testing.TB, limits httpLimits) (*server, string) {
+func startServe(t testing.TB, limits HTTPLimits) (*Server, string) {
 	t.Helper()
 	hostRoot, mountinfo := demoNode(t)
-	flags := nodeFlags{rootDir: "/var/lib/kubelet", hostRoot: hostRoot, mountInfo: mountinfo}
-	n, err := flags.openNode(nil)
-	require.NoError(t, err)
-	s, err := newServer(n, time.Hour)
-	require.NoError(t, err)
+	s := newTestServer(t, nodeOptions("/var/lib/kubelet", hostRoot, mountinfo), time.Hour)
 	s.limits = limits
+	var err error
 	s.reportLn, err = net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -67,7 +64,7 @@ func startServe(t testing.TB, limits httpLimits) (*server, string) {
 }
 
 // openConns is how many connections serve holds, on both listeners.
-func (s *server) openConns() int {
+func (s *Server) openConns() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.listener.open() + s.reportListener.open()
@@ -104,7 +101,7 @@ func TestServeCapsConnections(t *testing.T) {
 	for range 200 {
 		held = append(held, dial(t, addr))
 	}
-	require.Eventually(t, func() bool { return s.openConns() == testLimits.maxConns }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return s.openConns() == testLimits.MaxConns }, 10*time.Second, time.Millisecond)
 	closed := 0
 	for _, c := range held {
 		if closedByServer(c) == nil {
@@ -209,15 +206,15 @@ func TestServeBoundsEveryConnection(t *testing.T) {
 // serve was before: every one held until a timeout).
 func BenchmarkServeHeldConnections(b *testing.B) {
 	const idle, stalled = 4000, 300
-	uncapped := defaultHTTPLimits
-	uncapped.maxConns = 1 << 20
+	uncapped := DefaultHTTPLimits
+	uncapped.MaxConns = 1 << 20
 	for _, c := range []struct {
 		name   string
-		limits httpLimits
-	}{{"serve", defaultHTTPLimits}, {"uncapped", uncapped}} {
+		limits HTTPLimits
+	}{{"serve", DefaultHTTPLimits}, {"uncapped", uncapped}} {
 		b.Run(c.name, func(b *testing.B) {
 			s, addr := startServe(b, c.limits)
-			want := min(idle+stalled, c.limits.maxConns)
+			want := min(idle+stalled, c.limits.MaxConns)
 			var held, bytesHeld float64
 			for b.Loop() {
 				base := heapAndStacks()

@@ -1,4 +1,4 @@
-package main
+package report_test
 
 import (
 	"bytes"
@@ -12,10 +12,11 @@ import (
 	"github.com/volrecon/volrecon/fixture"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
+	"github.com/volrecon/volrecon/report"
 	"github.com/volrecon/volrecon/testkit/nodegen"
 )
 
-// encoderJSON is what writeJSON must equal: json.Encoder with an indent.
+// encoderJSON is what WriteJSON must equal: json.Encoder with an indent.
 func encoderJSON(t *testing.T, v any) []byte {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
@@ -46,7 +47,7 @@ func TestWriteJSONEqualsTheEncoder(t *testing.T) {
 		"nil": (*reconstruct.State)(nil),
 	} {
 		var b bytes.Buffer
-		require.NoError(t, writeJSON(&b, v), name)
+		require.NoError(t, report.WriteJSON(&b, v), name)
 		assert.Equal(t, string(encoderJSON(t, v)), b.String(), name)
 	}
 }

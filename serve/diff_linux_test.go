@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"context"
@@ -94,7 +94,7 @@ type serveDiff struct {
 	t     *testing.T
 	seed  uint64
 	n     *nodeChanges
-	s     *server
+	s     *Server
 	ctx   context.Context
 	ops   []string // the changes made, for a failure's report
 	stats struct {
@@ -116,14 +116,11 @@ func newServeDiff(t *testing.T, seed uint64) *serveDiff {
 			d.stats.keptScans += min(kept, 1)
 		}
 	}, funcr.Options{Verbosity: 2}))
-	flags := nodeFlags{rootDir: d.n.root, mountInfo: "/proc/self/mountinfo", activePods: d.n.list}
-	n, err := flags.openNode(nil)
-	require.NoError(t, err)
-	d.s, err = newServer(n, 24*time.Hour) // the safety net never comes: every scan is serve's incremental one
-	require.NoError(t, err)
+	// The safety net never comes: every scan is serve's incremental one.
+	d.s = newTestServerWith(t, withActivePodsFile(t, nodeOptions(d.n.root, "", "/proc/self/mountinfo"), d.n.list, 24*time.Hour))
 	// A part the watch cannot vouch for is scanned at every turn, as serve
 	// scans it at every --min-interval; nothing is rechecked with time.
-	require.NoError(t, d.s.startWatch(d.ctx, time.Nanosecond, 24*time.Hour, n.activePodsFiles()))
+	require.NoError(t, d.s.startWatch(d.ctx, time.Nanosecond, 24*time.Hour, d.s.activePodsFiles()))
 	t.Cleanup(func() { d.s.loop.watch.Close() })
 	d.s.loop.watch.Take(d.ctx)
 	d.s.scanChanged(d.ctx, nodewatch.Changes{All: true})
@@ -197,7 +194,7 @@ func (d *serveDiff) serveState() string {
 
 // scanState is a fresh scan's, with serve's options.
 func (d *serveDiff) scanState() string {
-	st, err := d.s.node.scan(d.ctx)
+	st, err := d.s.scan(d.ctx)
 	if err != nil {
 		return "error: " + err.Error()
 	}
@@ -937,11 +934,7 @@ func TestServeScansAMountWhereTheLayoutHasNoneAtItsOwnPace(t *testing.T) {
 	volumes := filepath.Join(root, "pods", uid, "volumes")
 	require.NoError(t, os.MkdirAll(filepath.Join(volumes, "kubernetes.io~empty-dir/cache"), 0o750))
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "plugins/kubernetes.io/csi"), 0o750))
-	flags := nodeFlags{rootDir: root, mountInfo: "/proc/self/mountinfo"}
-	n, err := flags.openNode(nil)
-	require.NoError(t, err)
-	s, err := newServer(n, 24*time.Hour)
-	require.NoError(t, err)
+	s := newTestServer(t, nodeOptions(root, "", "/proc/self/mountinfo"), 24*time.Hour)
 	ctx := t.Context()
 	require.NoError(t, s.startWatch(ctx, time.Nanosecond, 24*time.Hour, nil))
 	defer s.loop.watch.Close()
