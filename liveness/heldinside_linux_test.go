@@ -43,8 +43,8 @@ func TestAnOrphanHeldOutOfSightOrOutOfTimeIsKept(t *testing.T) {
 		timeout time.Duration
 		message string
 	}{
-		{"a container binds it", holdInOwnNamespace, 0, "mounted from / of the pod's own tmpfs (mount ID"},
-		{"a container of a user namespace binds it", holdInUserNamespace, 0, "mounted from / of the pod's own tmpfs (mount ID"},
+		{"a container binds it", holdInOwnNamespace, 0, "mounted from / (mount ID"},
+		{"a container of a user namespace binds it", holdInUserNamespace, 0, "mounted from / (mount ID"},
 		{"bound in a namespace held by a descriptor", holdBoundInDescriptorHeld, 0, "no task: held by nsfs bind at "},
 		{"no time to gather", func(*testing.T, string) {}, 1, "could not be gathered"},
 	} {
