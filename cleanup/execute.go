@@ -230,8 +230,9 @@ func (e *executor) runChecked(a Action) ActionResult {
 // only when a namespace appeared since (listing them is cheap, reading
 // every table is not): the work of a run stays in proportion to the node,
 // not to the node times its orphans. A mount made since in a namespace
-// already read is the next run's to see. Only against the node's live table (a procfs mountinfo): a
-// table from a file or a function is no node's of now.
+// already read is the next run's to see. Only against the node's live
+// table (a procfs mountinfo): a table from a file or a function is no
+// node's of now.
 func (e *executor) noPodUser(podDir string) error {
 	if !e.readsLiveTable() {
 		return nil
