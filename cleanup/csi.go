@@ -285,6 +285,10 @@ func (t *CSITeardown) unstage(st *reconstruct.State, ev *evidence, g reconstruct
 		evidence = append(evidence, "which volumes the active pods use is unknown ("+ev.whyVolumesUnknown()+")",
 			"assumed: no new pod starts on this node (--assume-no-new-pods)")
 	}
+	if leaked && ev.noLeakAge != "" {
+		// Never "not yet": a broken record would never become two scans.
+		return no("since when it is unused is unknown, so it is not unstaged: " + ev.noLeakAge)
+	}
 	if leaked {
 		since, ok := ev.unusedSince[g.Path]
 		age := ev.storedAt.Sub(since)

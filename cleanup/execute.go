@@ -53,8 +53,9 @@ type ExecOptions struct {
 // mount judged, on top at the path; a removal on the inode judged, held
 // and renamed aside before the unlink; a call to a CSI driver on the mount
 // judged. Before the first removal or NodeUnpublish, against the node's
-// live table, every mount namespace is read once more: a pod dir one of
-// them holds, from or on it, since the plan, is kept whole (noPodUser). A
+// live table, every mount namespace is read once more, and again before
+// another pod dir's first removal when one appeared since: a pod dir one
+// of them holds, from or on it, since the plan, is kept whole (noPodUser). A
 // plan of another boot (ActionPlan.BootID), or an action without what it
 // judged, is kept. When an action of a pod fails or is skipped, the rest
 // of that pod's actions are skipped and Execute goes on with the next pod. Each result's Err says why it is not Done,
@@ -127,6 +128,10 @@ type executor struct {
 	// podUsersErr why they could not be.
 	podUsers    map[string]string
 	podUsersErr error
+	// podUsersRead are the namespaces read for podUsers; podUsersFor the
+	// pod dir whose removal last checked them.
+	podUsersRead map[string]bool
+	podUsersFor  string
 }
 
 // run carries out one action, or in a dry run checks it.
@@ -221,17 +226,25 @@ func (e *executor) runChecked(a Action) ActionResult {
 // tmpfs on a dir of the pod) would lose its data when the host's namespace
 // removes that dir, since the kernel then detaches the mounts of every
 // other namespace on it. The plan's evidence of life is the scan's, of
-// before. The namespaces are read once a run, for every pod: the work of
-// a run stays in proportion to the node, not to the node times its
-// orphans. Only against the node's live table (a procfs mountinfo): a
-// table from a file or a function is no node's of now.
+// before. The namespaces are read once a run, for every pod, and again
+// only when a namespace appeared since (listing them is cheap, reading
+// every table is not): the work of a run stays in proportion to the node,
+// not to the node times its orphans. A mount made since in a namespace
+// already read is the next run's to see. Only against the node's live
+// table (a procfs mountinfo): a table from a file or a function is no
+// node's of now.
 func (e *executor) noPodUser(podDir string) error {
 	if !e.readsLiveTable() {
 		return nil
 	}
-	if e.podUsers == nil && e.podUsersErr == nil {
-		e.podUsers, e.podUsersErr = e.readPodUsers()
+	// Read again before another pod dir's first removal when a namespace
+	// appeared since (a container started meanwhile): listing them is the
+	// cheap part, reading every table is not.
+	if e.podUsers == nil && e.podUsersErr == nil ||
+		e.podUsersErr == nil && podDir != e.podUsersFor && newNamespaces(e.ctx, e.procDir(), e.podUsersRead) {
+		e.podUsers, e.podUsersRead, e.podUsersErr = e.readPodUsers()
 	}
+	e.podUsersFor = podDir
 	switch user := e.podUsers[podDir]; {
 	case e.podUsersErr != nil:
 		return fmt.Errorf("%w: the mount namespaces could not all be read before anything of the pod dirs is removed: %w", ErrNodeChanged, e.podUsersErr)
@@ -241,10 +254,10 @@ func (e *executor) noPodUser(podDir string) error {
 	return nil
 }
 
-func (e *executor) readPodUsers() (map[string]string, error) {
+func (e *executor) readPodUsers() (map[string]string, map[string]bool, error) {
 	table, err := e.opts.MountTable.ReadScoped(e.ctx, e.scope)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return podNamespaceUsers(e.ctx, e.procDir(), table, e.removedPodDirs())
 }

@@ -102,6 +102,9 @@ type evidence struct {
 	// the run takes.
 	unusedSince map[string]time.Time
 	storedAt    time.Time
+	// noLeakAge says why no leaked staging mount has an age this run (the
+	// Store failed, the boot cannot be told), for each action kept.
+	noLeakAge string
 	// activeVolumes: see CSITeardown.ActiveVolumes; nil when unknown, and
 	// then activeVolumesErr says why when ActiveVolumes was asked.
 	activeVolumes    []string
@@ -170,7 +173,8 @@ func (t *CSITeardown) trackLeaks(st *reconstruct.State, ev *evidence) {
 	}
 	boot, err := mountid.BootID()
 	if err != nil {
-		ev.notes = append(ev.notes, "no leaked staging mount is unstaged: the boot its mounts were seen in cannot be told: "+err.Error())
+		ev.noLeakAge = "the boot its mounts were seen in cannot be told: " + err.Error()
+		ev.notes = append(ev.notes, "no leaked staging mount is unstaged: "+ev.noLeakAge)
 		return
 	}
 	unused := map[string]UnusedStaging{}
@@ -183,7 +187,8 @@ func (t *CSITeardown) trackLeaks(st *reconstruct.State, ev *evidence) {
 	now := t.now()
 	since, err := t.Store.Update(boot, unused, now)
 	if err != nil {
-		ev.notes = append(ev.notes, "no leaked staging mount is unstaged: the record of unused staging mounts could not be updated: "+err.Error())
+		ev.noLeakAge = "the record of unused staging mounts could not be updated: " + err.Error()
+		ev.notes = append(ev.notes, "no leaked staging mount is unstaged: "+ev.noLeakAge)
 		return
 	}
 	ev.unusedSince, ev.storedAt = since, now

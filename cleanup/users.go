@@ -213,12 +213,12 @@ func namespaceUser(ctx context.Context, procDir string, host *mountscan.Table, x
 // of host at or below the pod dir) nor a copy propagation proves of one.
 // An error when a pod dir lies on no mount of host, or a namespace could
 // not be listed or read: then the use is unknown.
-func podNamespaceUsers(ctx context.Context, procDir string, host *mountscan.Table, podDirs []string) (map[string]string, error) {
+func podNamespaceUsers(ctx context.Context, procDir string, host *mountscan.Table, podDirs []string) (map[string]string, map[string]bool, error) {
 	pods := make([]mountscan.DirOnDisk, 0, len(podDirs))
 	for _, dir := range podDirs {
 		p, ok := host.DirOnDisk(dir)
 		if !ok {
-			return nil, fmt.Errorf("no mount of the table holds the pod dir %s", dir)
+			return nil, nil, fmt.Errorf("no mount of the table holds the pod dir %s", dir)
 		}
 		pods = append(pods, p)
 	}
@@ -227,15 +227,16 @@ func podNamespaceUsers(ctx context.Context, procDir string, host *mountscan.Tabl
 	nss, err := mountnamespaces.List(ctx, procDir, mountnamespaces.Options{})
 	defer mountnamespaces.CloseAll(nss)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	users := map[string]string{}
+	users, read := map[string]string{}, map[string]bool{}
 	undecided := map[string][]pendingUse{}
 	for _, ns := range nss {
 		table, _, err := ns.ReadTable(ctx, procDir, mountnamespaces.Options{})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		read[ns.ID] = true
 		graph.Add(table)
 		for _, p := range pods {
 			for _, m := range table.Mounts() {
@@ -262,7 +263,23 @@ func podNamespaceUsers(ctx context.Context, procDir string, host *mountscan.Tabl
 			}
 		}
 	}
-	return users, nil
+	return users, read, nil
+}
+
+// newNamespaces says whether a task of the node is in a mount namespace
+// now that is not one of read (or that cannot be told: then it is). It
+// reads the tasks' links only, no table.
+func newNamespaces(ctx context.Context, procDir string, read map[string]bool) bool {
+	ids, err := mountnamespaces.TaskNamespaces(ctx, procDir, mountnamespaces.Options{})
+	if err != nil {
+		return true
+	}
+	for id := range ids {
+		if !read[id] {
+			return true
+		}
+	}
+	return false
 }
 
 type pendingUse struct {

@@ -100,9 +100,10 @@ func (c *Checker) checkMountNamespaces(ctx context.Context, host *mountscan.Tabl
 
 // podDir is a pod dir on its filesystem, with the pod's own filesystems
 // mounted below it: those of which every entry of the host's table is at
-// or below the pod dir (a memory emptyDir's tmpfs, a secret's, a volume
-// mounted without staging), which a container of the pod mounts too.
-// ownKubelet are the unmounts of the host's entries of them.
+// or below the pod dir, or a copy of one there that propagation proves (a
+// memory emptyDir's tmpfs, a secret's, a volume mounted without staging,
+// seen at an alias of the kubelet root too), which a container of the pod
+// mounts too. ownKubelet are the unmounts of the host's entries of them.
 type podDir struct {
 	uid string
 	mountscan.DirOnDisk
@@ -111,28 +112,41 @@ type podDir struct {
 }
 
 // locate finds the pod dir on its filesystem from the host's table, and
-// the pod's own filesystems (entries counts the host's entries by
-// device). A filesystem also mounted elsewhere on the host (a CSI
-// volume's staging mount, a share another pod mounts too) is not the
-// pod's alone: its users are the CSI teardown's to judge.
-func locate(host *mountscan.Table, p reconstruct.PodRef, entries map[mountscan.DevID]int) (podDir, bool) {
+// the pod's own filesystems (entries are the host's entries by device). A
+// filesystem also mounted elsewhere on the host (a CSI volume's staging
+// mount, a share another pod mounts too) is not the pod's alone: its users
+// are the CSI teardown's to judge.
+func locate(host *mountscan.Table, p reconstruct.PodRef, entries map[mountscan.DevID][]mountscan.Mount) (podDir, bool) {
 	disk, ok := host.DirOnDisk(p.Path)
 	if !ok {
 		return podDir{}, false
 	}
 	d := podDir{uid: p.UID, DirOnDisk: disk}
 	below := host.AtOrBelow(p.Path)
-	here := map[mountscan.DevID]int{}
 	for _, k := range below {
-		here[k.Dev]++
-	}
-	for _, k := range below {
-		if k.Dev != disk.Subtree.Dev && here[k.Dev] == entries[k.Dev] {
+		if k.Dev != disk.Subtree.Dev && onlyHere(host, below, entries[k.Dev]) {
 			d.own = append(d.own, mountscan.SubtreeOf(k))
 			d.ownKubelet = append(d.ownKubelet, host.Unmount(k))
 		}
 	}
 	return d, true
+}
+
+// onlyHere says whether each of entries (the host's entries of one
+// filesystem) is one of below or a copy of one of them that the host's
+// own peer groups prove: an alias of the kubelet root by a shared bind
+// shows the pod's own tmpfs at its path too, and that entry goes with the
+// kubelet's unmount, so the filesystem is still the pod's alone.
+func onlyHere(host *mountscan.Table, below, entries []mountscan.Mount) bool {
+	return !slices.ContainsFunc(entries, func(e mountscan.Mount) bool {
+		return !slices.ContainsFunc(below, func(k mountscan.Mount) bool {
+			if mountscan.SameEntry(e, k) {
+				return true
+			}
+			copied, _ := (*mountscan.PropagationGraph)(nil).IsCopy(host.Unmount(k), host, e)
+			return copied
+		})
+	})
 }
 
 // holds says whether m, an entry of some namespace's table, holds
@@ -158,11 +172,11 @@ func fromOrOn(d podDir, m mountscan.Mount) string {
 	return "on a dir of the pod dir (a " + m.FSType + " of its own: removing that dir would detach it)"
 }
 
-// entriesByDev counts the entries of table by device.
-func entriesByDev(table *mountscan.Table) map[mountscan.DevID]int {
-	n := map[mountscan.DevID]int{}
+// entriesByDev returns the entries of table by device.
+func entriesByDev(table *mountscan.Table) map[mountscan.DevID][]mountscan.Mount {
+	n := map[mountscan.DevID][]mountscan.Mount{}
 	for _, m := range table.Mounts() {
-		n[m.Dev]++
+		n[m.Dev] = append(n[m.Dev], m)
 	}
 	return n
 }

@@ -413,3 +413,40 @@ func readLimited(path string, max int64) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// TaskNamespaces returns the names of the mount namespaces the tasks of
+// procDir are in now, as their links read ("mnt:[N]"), reading no table:
+// a cheap way to tell that a namespace appeared since a List (a container
+// started). A namespace that no task holds is not among them. A process
+// or task that is gone is skipped; any other failure to read one is an
+// error: the caller cannot tell. Within opts' bounds of count and time.
+func TaskNamespaces(ctx context.Context, procDir string, opts Options) (map[string]bool, error) {
+	pids, err := listPIDs(ctx, procDir, opts)
+	if err != nil {
+		return nil, err
+	}
+	return bounded.Call(ctx, procDir, opts.timeout(), func() (map[string]bool, error) {
+		ids := map[string]bool{}
+		for _, pid := range pids {
+			dir := filepath.Join(procDir, strconv.Itoa(pid), "task")
+			tids, err := readDirNames(dir, opts.maxTasks())
+			if gone(err) {
+				continue
+			} else if err != nil {
+				return nil, err
+			}
+			for _, tid := range tids {
+				switch id, err := os.Readlink(filepath.Join(dir, tid, "ns", "mnt")); {
+				case err == nil:
+					ids[id] = true
+				case !gone(err):
+					return nil, err
+				}
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		return ids, nil
+	})
+}
