@@ -141,7 +141,7 @@ build:
 ## image: the container image, from the static binary, with no registry and
 ## no daemon (module image/): IMAGE_TAR, a tarball for `ctr -n k8s.io images
 ## import` or `docker load`, naming IMAGE. The same commit gives the same
-## digest. See README.md, "Fleet".
+## digest. See docs/fleet.md, "Fleet".
 image: build
 	cd image && $(GO) run . -binary $(abspath volrecon) -out $(abspath $(IMAGE_TAR)) -tag $(IMAGE) \
 		-version $(VERSION) -revision "$(REVISION)" -created "$(COMMIT_TIME)" \

@@ -2,7 +2,6 @@ package volrecon_test
 
 import (
 	"go/version"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,31 +14,20 @@ import (
 
 var goLine = regexp.MustCompile(`(?m)^go (\S+)$`)
 
-// The Go versions the README states are the go.mod files' own: the
-// library's go line is what an importer is held to (Library), and the
-// Quick start names the highest go line of the repository's modules, the
-// Go that `make test` needs. Each is spelled whole (1.26.0, not 1.26).
+// The Go versions the documentation states are the go.mod files' own: the
+// library's go line is what an importer is held to (docs/library.md,
+// Library), and the README's Quick start names the highest go line of the
+// repository's modules, the Go that `make test` needs. Each is spelled
+// whole (1.26.0, not 1.26).
 func TestTheREADMEStatesTheGoMinimumOfTheModules(t *testing.T) {
 	lines := map[string]string{}
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		switch {
-		case err != nil:
-			return err
-		case d.IsDir() && path != "." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")):
-			return filepath.SkipDir
-		case d.Name() != "go.mod":
-			return nil
-		}
+	for _, path := range repoFiles(t, regexp.MustCompile(`(^|/)go\.mod$`)) {
 		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
+		require.NoError(t, err)
 		m := goLine.FindSubmatch(data)
 		require.NotNil(t, m, "%s has no go line", path)
 		lines[path] = string(m[1])
-		return nil
-	})
-	require.NoError(t, err)
+	}
 	require.Contains(t, lines, "go.mod")
 	highest := lines["go.mod"]
 	for path, v := range lines {
@@ -51,6 +39,9 @@ func TestTheREADMEStatesTheGoMinimumOfTheModules(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	require.NoError(t, err)
 	text := strings.Join(strings.Fields(string(readme)), " ")
-	assert.Contains(t, text, "With Go "+highest+" or later", "Quick start: the Go make test needs (%v)", lines)
-	assert.Contains(t, text, "`go "+lines["go.mod"]+"`", "Library: the Go an importer is held to")
+	assert.Contains(t, text, "With Go "+highest+" or later", "README, Quick start: the Go make test needs (%v)", lines)
+	library, err := os.ReadFile(filepath.Join("docs", "library.md"))
+	require.NoError(t, err)
+	text = strings.Join(strings.Fields(string(library)), " ")
+	assert.Contains(t, text, "`go "+lines["go.mod"]+"`", "docs/library.md, Library: the Go an importer is held to")
 }

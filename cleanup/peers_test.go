@@ -16,7 +16,7 @@ import (
 )
 
 // TestPeerPatternsAreNeverPlanned holds, on the fixture of each peer tool
-// that loses data (README, "Peers that lose data"; testdata/peer-*), that
+// that loses data (docs/cleanup.md, "Peers that lose data"; testdata/peer-*), that
 // the plan, with pod-level unmounts allowed, never does what that tool does:
 // unmount a staging mount or a CSI publish target (kubectl-csi-scan,
 // acs-kubelet-recover), remove a vol_data.json that a live staging mount

@@ -479,8 +479,9 @@ var recordingRules = []string{
 // there to name it.
 var unlabelled = []string{"VolreconAbsent"}
 
-// runbookBase is where every alert's runbook_url points, before the anchor.
-const runbookBase = "https://github.com/volrecon/volrecon/blob/main/README.md#"
+// runbookBase is where every alert's runbook_url points, before the anchor:
+// the runbook and the alerts of docs/metrics.md.
+const runbookBase = "https://github.com/volrecon/volrecon/blob/main/docs/metrics.md#"
 
 // runbook is what the description of an alert must tell the reader to do
 // (or not to do).
@@ -709,7 +710,7 @@ func checkSelectors(groups *rulefmt.RuleGroups, known exported, kinds map[string
 
 func TestAlertsParse(t *testing.T) {
 	groups := loadRules(t)
-	readme := readFile(t, filepath.Join("..", "README.md"))
+	runbookDoc := readFile(t, filepath.Join("..", "docs", "metrics.md"))
 	got := make(map[string]string)
 	var records []string
 	for _, g := range groups.Groups {
@@ -732,8 +733,8 @@ func TestAlertsParse(t *testing.T) {
 				assert.Contains(t, r.Annotations["description"], s, r.Alert)
 			}
 			anchor, ok := strings.CutPrefix(r.Annotations["runbook_url"], runbookBase)
-			if assert.True(t, ok, "%s: runbook_url %q is not an anchor of the README", r.Alert, r.Annotations["runbook_url"]) {
-				assert.True(t, strings.Contains(readme, `<a id="`+anchor+`"></a>`), "%s: the README has no entry %s", r.Alert, anchor)
+			if assert.True(t, ok, "%s: runbook_url %q is not an anchor of docs/metrics.md", r.Alert, r.Annotations["runbook_url"]) {
+				assert.True(t, strings.Contains(runbookDoc, `<a id="`+anchor+`"></a>`), "%s: docs/metrics.md has no entry %s", r.Alert, anchor)
 			}
 		}
 	}

@@ -186,7 +186,7 @@ func TestNPDConfig(t *testing.T) {
 	r := m.config.Rules[0]
 	assert.Equal(t, "permanent", r.Type, "a condition on the Node, not only Events")
 	assert.Equal(t, "check", r.Args[0])
-	assert.Equal(t, "/opt/volrecon/volrecon", r.Path, "where the README mounts the binary")
+	assert.Equal(t, "/opt/volrecon/volrecon", r.Path, "where docs/fleet.md mounts the binary")
 	assert.Equal(t, hostRootMount, checkFlag(t, r.Args, "host-root"))
 	assert.Equal(t, "/proc/1/mountinfo", checkFlag(t, r.Args, "mountinfo"), "the host's table: NPD's pod needs hostPID")
 	assert.Equal(t, "api", checkFlag(t, r.Args, "active-pods"), "the node's pods, from the API server: without them no orphan is judged")

@@ -262,7 +262,7 @@ func dsOverlay(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, image str
 	}
 }
 
-// applyDeploy creates the namespace as the README says (labelled
+// applyDeploy creates the namespace as docs/fleet.md says (labelled
 // privileged), then every object of deploy/daemonset.yaml and
 // deploy/events-rbac.yaml, decoded strictly, the DaemonSet through
 // dsOverlay.
@@ -591,8 +591,8 @@ func makeBothLeaks(t *testing.T) dsLeaks {
 	return l
 }
 
-// releaseLeaks ends both leaks through the driver, as the README's
-// runbook says (volrecon cleanup --csi-teardown does the same; scenario
+// releaseLeaks ends both leaks through the driver, as the runbook
+// (docs/metrics.md) says (volrecon cleanup --csi-teardown does the same; scenario
 // 7 tests it), so that the next test starts from a clean node.
 func releaseLeaks(t *testing.T, l dsLeaks) {
 	t.Helper()

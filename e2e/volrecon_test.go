@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// The parts of volrecon's JSON (schema volrecon.v1, README.md) the suite
+// The parts of volrecon's JSON (schema volrecon.v1, docs/commands.md) the suite
 // reads. Decoded here, not imported: the suite tests the CLI as a user
 // runs it, and the library is free to move.
 type vrState struct {

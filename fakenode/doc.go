@@ -14,7 +14,7 @@
 //	st := n.Scan(reconstruct.Options{})
 //
 // LoadFixture and FixtureNode load a node scenario in volrecon's fixture
-// format (README.md, "Adding a fixture") with every option the format
+// format (docs/library.md, "Adding a fixture") with every option the format
 // knows (Fixture.ScanOptions: the active pods, failing and hanging probes,
 // torn reads of the mount table…): the repository's own (Fixtures, embedded,
 // so from any module), or your own from an fs.FS. CheckGolden and

@@ -25,7 +25,7 @@ const (
 var ErrFormat = fixture.ErrFormat
 
 // fixtures are the repository's node fixtures: one scenario each, most of
-// them a case from the field, in the format of README.md "Adding a
+// them a case from the field, in the format of docs/library.md "Adding a
 // fixture".
 //
 //go:embed testdata/*.txtar
@@ -43,8 +43,8 @@ func Fixtures() fs.FS {
 }
 
 // Fixture is one node scenario in the fixture format: a comment, then
-// sections that each start with a line "-- name --" (README.md, "Adding a
-// fixture").
+// sections that each start with a line "-- name --" (docs/library.md,
+// "Adding a fixture").
 type Fixture struct {
 	f *fixture.Fixture
 }

@@ -5,7 +5,7 @@
 // as a docker-archive tarball that `ctr images import` and `docker load`
 // accept. The same binary, commit and tag give the same bytes: every time
 // in the image is the commit's, every header fixed, and the tarball holds
-// no other time. `make image` runs it; see README.md, "Fleet".
+// no other time. `make image` runs it; see docs/fleet.md, "Fleet".
 //
 // It is a module of its own, so that go-containerregistry never reaches
 // the build of a program that imports volrecon.

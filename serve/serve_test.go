@@ -293,7 +293,7 @@ func TestStuckDetail(t *testing.T) {
 		stuckDetail(bounded.StuckCalls{Calls: 2, Since: now.Add(-90 * time.Second), Path: "/var/lib/kubelet/pods/x", HungPaths: 1}, now))
 }
 
-// Series per node, as the README's Fleet section states them: serve's
+// Series per node, as docs/metrics.md states them: serve's
 // registry after a scan of the demo node. Every volrecon_* family but
 // volrecon_volumes is of a fixed size; volrecon_volumes has one series per
 // (plugin, state) the node has, at most (11 known plugins + "other") x 3
@@ -330,14 +330,14 @@ func TestSeriesPerNode(t *testing.T) {
 	assert.Equal(t, demoVolumeSeries, volumes)
 	assert.LessOrEqual(t, volumes, maxVolumeSeries)
 	assert.Positive(t, runtime)
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "metrics.md"))
 	require.NoError(t, err)
-	text := strings.Join(strings.Fields(string(readme)), " ")
+	text := strings.Join(strings.Fields(string(doc)), " ")
 	for _, says := range []string{
 		fmt.Sprintf("**%d** `volrecon_*` series whatever the node", constantSeries),
 		fmt.Sprintf("%d on the demo node, at most %d", demoVolumeSeries, maxVolumeSeries),
 	} {
-		assert.Contains(t, text, says, "README, Metrics: series per node")
+		assert.Contains(t, text, says, "docs/metrics.md, Metrics: series per node")
 	}
 }
 
