@@ -158,15 +158,20 @@ func (d podDir) holds(host, table *mountscan.Table, m mountscan.Mount) (mountsca
 	if r, ok := d.Holds(host, table, m); ok {
 		return r, true
 	}
-	if slices.ContainsFunc(d.own, func(s mountscan.Subtree) bool { return s.Contains(m) }) {
+	if d.ofOwn(m) {
 		return mountscan.Reached(host, table, m, d.ownKubelet), true
 	}
 	return mountscan.Reach{}, false
 }
 
+// ofOwn says whether m mounts a part of one of the pod's own filesystems.
+func (d podDir) ofOwn(m mountscan.Mount) bool {
+	return slices.ContainsFunc(d.own, func(s mountscan.Subtree) bool { return s.Contains(m) })
+}
+
 // fromOrOn says how m, evidence of life, holds the pod dir d.
 func fromOrOn(d podDir, m mountscan.Mount) string {
-	if d.Subtree.Contains(m) || slices.ContainsFunc(d.own, func(s mountscan.Subtree) bool { return s.Contains(m) }) {
+	if d.Subtree.Contains(m) || d.ofOwn(m) {
 		return "from " + m.Root
 	}
 	return "on a dir of the pod dir (a " + m.FSType + " of its own: removing that dir would detach it)"

@@ -21,7 +21,7 @@ import (
 var benchSizes = []int{100, 1000}
 
 func benchNode(b *testing.B, pods int) *nodegen.Node {
-	node, err := nodegen.Generate(b.TempDir(), nodegen.Config{Pods: pods, VolumesPerPod: 10, MountInfoLines: 30_000})
+	node, err := nodegen.Generate(b.TempDir(), nodegen.BenchConfig(pods))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -635,3 +635,9 @@ func volumeName(k Kind, pod, j, nth int) string {
 	}
 	return "pvc-" + uuid("pv", pod<<16|j)
 }
+
+// BenchConfig is the synthetic node of the memory benchmarks: pods × 10
+// volumes and a 30,000-line mount table, as in reconstruct's BenchmarkScan.
+func BenchConfig(pods int) Config {
+	return Config{Pods: pods, VolumesPerPod: 10, MountInfoLines: 30_000}
+}
