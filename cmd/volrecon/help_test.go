@@ -52,6 +52,15 @@ func TestHelpTextsNameRealFlags(t *testing.T) {
 	}
 }
 
+// The commands without flags say how they are run too.
+func TestHelpOfCommandsWithoutFlags(t *testing.T) {
+	for _, cmd := range []string{"version", "install-to"} {
+		code, out, _ := runCLI(t, "", cmd, "--help")
+		assert.Equal(t, exitOK, code, cmd)
+		assert.Contains(t, out, "Usage: volrecon "+cmd, cmd)
+	}
+}
+
 // Every command's help names its flags as the README and kubectl write
 // them (--flag; -o and -v as kubectl's), and shows two or three examples,
 // each of flags the command has.
