@@ -147,15 +147,20 @@ image: build
 		-version $(VERSION) -revision "$(REVISION)" -created "$(COMMIT_TIME)" \
 		-source $(IMAGE_SOURCE) -arch $$($(GO) env GOARCH)
 
-## demo: scan the embedded sample node.
+## demo: scan the embedded sample nodes: a healthy one, then one with an
+## orphan still mounted (--demo=orphan).
 demo:
 	$(GO) run ./cmd/volrecon scan --demo
+	$(GO) run ./cmd/volrecon scan --demo=orphan
 
 ## update-fixtures: rewrite the golden State of every fixture (review the diff!).
 update-fixtures:
 	$(GO) test ./reconstruct -run TestFixtures -update
 	$(GO) test ./cleanup -run TestFixturePlans -update
 	cp fakenode/testdata/ebs-current.txtar fixture/demo.txtar
+	cp fakenode/testdata/a1-orphan-still-mounted.txtar fixture/demo-orphan.txtar
+	cp fakenode/testdata/a7-leaked-staging.txtar fixture/demo-leaked-staging.txtar
+	cp fakenode/testdata/c26-hung-nfs.txtar fixture/demo-hung.txtar
 	$(GO) test ./cmd/volrecon -run 'Golden' -update
 	cd deploy && $(GO) test . -run TestPrometheusRuleIsAlertsYAML -update
 

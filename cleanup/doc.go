@@ -11,8 +11,8 @@
 // reads afresh, so a State decoded from JSON plans the same as one from
 // reconstruct.Scan. Execute applies a plan (a dry run unless
 // ExecOptions.Apply is set: it then makes every check it would make before
-// acting, acts on nothing, and each result's *DryRunError says what the run
-// would give). Each result's Err says why it is not Done as typed errors
+// acting, acts on nothing, and each result's DryRun says what the run
+// would give, its Err the error that run would meet). Each result's Err says why it is not Done as typed errors
 // (ErrNodeChanged, ErrPodsDirChanged, ErrNotRun, ErrRefused, an errno, the
 // driver's *csinode.CallError), its text in Error.
 //

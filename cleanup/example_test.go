@@ -82,7 +82,7 @@ func ExamplePlan_fromJSON() {
 // A dry run makes every check the run would make, changes nothing, and
 // says what the run would give: here a file written since the plan into
 // a dir the plan removes.
-func ExampleDryRunError() {
+func ExampleDryRun() {
 	hostRoot, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(hostRoot)
 	pod := "/var/lib/kubelet/pods/0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91"
@@ -96,11 +96,8 @@ func ExampleDryRunError() {
 	_ = os.WriteFile(filepath.Join(hostRoot, pod, "containers/app/new.log"), []byte("written since"), 0o600)
 
 	for _, r := range cleanup.Execute(context.Background(), plan, cleanup.ExecOptions{Node: node}) {
-		var dry *cleanup.DryRunError
-		if errors.As(r.Err, &dry) {
-			rel, _ := filepath.Rel(pod, r.Path)
-			fmt.Println(r.Action.Action, rel, "- the run would give:", dry.Result, errors.Is(r.Err, unix.ENOTEMPTY))
-		}
+		rel, _ := filepath.Rel(pod, r.Path)
+		fmt.Println(r.Action.Action, rel, "- the run would give:", r.DryRun.Result, errors.Is(r.Err, unix.ENOTEMPTY))
 	}
 	// Output:
 	// Rmdir containers/app - the run would give: Failed true

@@ -23,8 +23,8 @@ type ExecOptions struct {
 	reconstruct.Node
 	// Apply makes Execute act. Without it Execute is a dry run: it makes
 	// every check it would make before acting, acts on nothing, and each
-	// result is Skipped, its Err a *DryRunError saying what the run with
-	// Apply would give.
+	// result is Skipped, its DryRun saying what the run with Apply would
+	// give.
 	Apply bool
 	// Unmount replaces the unmount syscall (tests with a made-up mount
 	// table); it gets a host path under HostRoot. The path is still reached
@@ -73,9 +73,12 @@ type ExecOptions struct {
 // would unmount a path is checked as the run would check it once that
 // path is unmounted; what lies under that mount (the entry's type, a
 // mustBeEmpty file's size) cannot be seen before and is checked by the run
-// itself. Every result is Skipped, and its Err a *DryRunError: Done where
-// every check passed, or the Keep or Failed the run would give (the Action
-// Keep where it would keep it).
+// itself. Every result is Skipped, and its DryRun says what the run would
+// give: Done where every check passed, or the Keep or Failed the run would
+// give (the Action Keep where it would keep it), with the error it would
+// meet in Err and Error, as the run's own result would carry it. A dry run
+// is not an error: an action it finds would go as planned, and a report,
+// have no Err.
 func Execute(ctx context.Context, plan *ActionPlan, opts ExecOptions) []ActionResult {
 	ctx = reconstruct.WithHungPaths(ctx, opts.HungPaths)
 	e := &executor{ctx: ctx, log: klog.FromContext(ctx), plan: plan, opts: opts, dry: !opts.Apply,
@@ -117,7 +120,7 @@ type executor struct {
 
 	// dry: a dry run (no Apply). gone holds the mount points that the
 	// actions before would have unmounted, removed the paths they would
-	// have removed, and would the action's Would (DryRunError), when there
+	// have removed, and would the action's Would (DryRun), when there
 	// is more to say than its kind.
 	dry     bool
 	gone    map[string]bool
@@ -141,14 +144,17 @@ func (e *executor) run(a Action) ActionResult {
 	if !e.dry {
 		return r
 	}
-	d := &DryRunError{Result: r.Result, Err: r.Err, Would: string(a.Action)}
-	if e.would != "" {
-		d.Would += " " + e.would
+	r.DryRun = &DryRun{Result: r.Result}
+	if r.Result == Done {
+		r.DryRun.Would = string(a.Action)
+		if e.would != "" {
+			r.DryRun.Would += " " + e.would
+		}
 	}
 	if r.Result == Done && (a.Action == Rmdir || a.Action == Unlink || a.Action == RemoveVolumeData) {
 		e.removed[a.Path] = true
 	}
-	r.Result, r.Err, r.Error = Skipped, d, d.Error()
+	r.Result = Skipped
 	return r
 }
 

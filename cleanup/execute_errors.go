@@ -12,8 +12,9 @@ import (
 // code and message (status.FromError of Err gives the driver's code, and
 // the whole error's text as its message), a
 // *csinode.EndpointError (csinode.ErrNoEndpoint, ErrNotRunning,
-// ErrWrongDriver), csinode.ErrTimeout, csinode.ErrNotStaging, the
-// context's error, and in a dry run a *DryRunError.
+// ErrWrongDriver), csinode.ErrTimeout, csinode.ErrNotStaging and the
+// context's error. A dry run is not an error: its results carry the error
+// the run with Apply would meet, and ActionResult.DryRun.
 var (
 	// ErrNodeChanged: the node is not as the plan saw it (something is
 	// mounted at, below or above the path now, the entry is not of the
@@ -49,9 +50,6 @@ var (
 	// ErrStillMounted: the driver answered a NodeUnpublish or NodeUnstage
 	// without error, yet the path is still mounted.
 	ErrStillMounted = errors.New("still mounted after the driver's answer")
-	// ErrDryRun is wrapped by every *DryRunError: the result of Execute
-	// without Apply.
-	ErrDryRun = errors.New("dry run")
 )
 
 // kindError is err, which says what happened, as one of the kinds above
@@ -63,41 +61,3 @@ func (e *kindError) Unwrap() []error { return []error{e.kind, e.err} }
 
 // ofKind makes err one of kind, keeping its text.
 func ofKind(kind, err error) error { return &kindError{kind: kind, err: err} }
-
-// DryRunError is the Err of every result of a dry run (Execute without
-// Apply): what the run with Apply would give, on the node as it is now.
-// The dry run makes every check that run makes before it acts, and acts
-// on nothing (see Execute).
-type DryRunError struct {
-	// Result is the result the run with Apply would give: Done when every
-	// check passed, Failed, or Skipped (a report, an action it would keep,
-	// which the result shows as Keep, or one it would not run).
-	Result Result
-	// Would says what it would do, when Result is Done: the action's kind,
-	// and what it rests on where there is more to say ("Unmount (2
-	// stacked mounts)", the driver's endpoint of a CSI call).
-	Would string
-	// Err is why it would not be done: the error the result of the run
-	// with Apply would carry (nil for a report).
-	Err error
-}
-
-func (e *DryRunError) Error() string {
-	switch {
-	case e.Result == Done:
-		return "dry run: would " + e.Would
-	case e.Err == nil:
-		return "dry run"
-	case e.Result == Failed:
-		return "dry run: would fail: " + e.Err.Error()
-	}
-	return "dry run: would skip: " + e.Err.Error()
-}
-
-// Unwrap makes errors.Is(err, ErrDryRun) true, and reaches Err.
-func (e *DryRunError) Unwrap() []error {
-	if e.Err == nil {
-		return []error{ErrDryRun}
-	}
-	return []error{ErrDryRun, e.Err}
-}

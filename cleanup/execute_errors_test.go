@@ -32,7 +32,7 @@ func kitAct(n *fakenode.Node, kind cleanup.ActionKind, uid, rel string) cleanup.
 // Issue 19 item 13: a result said why only as a string. Its Err says it
 // as Execute met it, for errors.Is and errors.As: what changed, what was
 // refused, what was not run, the errno; and the same in a dry run, inside
-// a *DryRunError.
+// its DryRun saying what the run would give.
 func TestResultsCarryTypedErrors(t *testing.T) {
 	n := fakenode.New(t)
 	n.Write(n.Path("pods", fakenode.UID1, "containers/app/log"), "x")
@@ -70,15 +70,14 @@ func TestResultsCarryTypedErrors(t *testing.T) {
 			for _, not := range w.isNot {
 				assert.NotErrorIs(t, r.Err, not, "apply %v, %s: %s", apply, r.Path, r.Error)
 			}
-			var dry *cleanup.DryRunError
 			if apply {
 				assert.Equal(t, w.result, r.Result, r.Path)
-				assert.False(t, errors.As(r.Err, &dry))
+				assert.Nil(t, r.DryRun)
 				continue
 			}
 			assert.Equal(t, cleanup.Skipped, r.Result, r.Path)
-			require.ErrorAs(t, r.Err, &dry)
-			assert.Equal(t, w.result, dry.Result, "the dry run says what the run gave: %s", r.Path)
+			require.NotNil(t, r.DryRun)
+			assert.Equal(t, w.result, r.DryRun.Result, "the dry run says what the run gave: %s", r.Path)
 		}
 	}
 }

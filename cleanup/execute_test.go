@@ -2,6 +2,7 @@ package cleanup_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -104,11 +105,18 @@ func TestExecuteIsADryRunByDefault(t *testing.T) {
 	n := newExecNode(t, execUIDA+"/etc-hosts.txt")
 	rs := n.exec(planOf(act(cleanup.Unlink, execUIDA, "etc-hosts.txt"), act(cleanup.Keep, execUIDA, "")), cleanup.ExecOptions{})
 	assert.Equal(t, []cleanup.Result{cleanup.Skipped, cleanup.Skipped}, resultsOf(rs))
-	assert.Equal(t, "dry run: would Unlink", rs[0].Error)
-	assert.Equal(t, "dry run", rs[1].Error)
+	assert.Equal(t, &cleanup.DryRun{Result: cleanup.Done, Would: "Unlink"}, rs[0].DryRun)
+	assert.Equal(t, &cleanup.DryRun{Result: cleanup.Skipped}, rs[1].DryRun, "a report")
 	for _, r := range rs {
-		assert.ErrorIs(t, r.Err, cleanup.ErrDryRun)
+		assert.NoError(t, r.Err, "%s: a dry run is not an error", r.Action.Action)
+		assert.Empty(t, r.Error)
 	}
+	// A report's reason is in one place, its Reason; JSON says the dry
+	// run in dryRun, and no error.
+	data, err := json.Marshal(rs[1])
+	require.NoError(t, err)
+	assert.NotContains(t, string(data), `"error"`)
+	assert.Contains(t, string(data), `"dryRun":{"result":"Skipped"}`)
 	assert.True(t, n.exists(execPods+"/"+execUIDA+"/etc-hosts.txt"))
 }
 

@@ -59,9 +59,9 @@ func ExampleExecuted() {
 	executed := cleanup.Executed(plan, cleanup.Execute(context.Background(), plan, cleanup.ExecOptions{Node: node}))
 	for _, r := range executed.Actions {
 		rel, _ := filepath.Rel(pod, r.Path) // paths are host paths
-		fmt.Println(r.Action.Action, rel, r.Result, r.Error)
+		fmt.Println(r.Action.Action, rel, r.Result, "- the run would give:", r.DryRun.Result, r.Error == "")
 	}
 	// Output:
-	// Rmdir containers Skipped dry run: would Rmdir
-	// Rmdir . Skipped dry run: would Rmdir
+	// Rmdir containers Skipped - the run would give: Done true
+	// Rmdir . Skipped - the run would give: Done true
 }

@@ -52,19 +52,22 @@ func dryRun(t *testing.T, n *orphanNode, plan *cleanup.ActionPlan) []cleanup.Act
 	require.Len(t, results, len(plan.Actions))
 	for _, r := range results {
 		assert.Equal(t, cleanup.Skipped, r.Result, r.Path)
-		assert.ErrorIs(t, r.Err, cleanup.ErrDryRun, r.Path)
+		require.NotNil(t, r.DryRun, r.Path)
+		if r.DryRun.Result == cleanup.Done {
+			assert.NoError(t, r.Err, "%s: a dry run is not an error", r.Path)
+		}
 	}
 	return results
 }
 
-// wouldGive is what each result of a dry run says the run with Apply would give.
-func wouldGive(t *testing.T, results []cleanup.ActionResult) map[string]*cleanup.DryRunError {
+// wouldGive is each result of a dry run by path: its DryRun says what the
+// run with Apply would give, its Err the error that run would meet.
+func wouldGive(t *testing.T, results []cleanup.ActionResult) map[string]cleanup.ActionResult {
 	t.Helper()
-	out := map[string]*cleanup.DryRunError{}
+	out := map[string]cleanup.ActionResult{}
 	for _, r := range results {
-		var d *cleanup.DryRunError
-		require.ErrorAs(t, r.Err, &d, r.Path)
-		out[r.Path] = d
+		require.NotNil(t, r.DryRun, r.Path)
+		out[r.Path] = r
 	}
 	return out
 }
@@ -75,19 +78,12 @@ func assertPredicted(t *testing.T, dry, applied []cleanup.ActionResult) {
 	t.Helper()
 	require.Len(t, applied, len(dry))
 	for i, r := range applied {
-		var d *cleanup.DryRunError
-		require.ErrorAs(t, dry[i].Err, &d, r.Path)
+		d := dry[i].DryRun
+		require.NotNil(t, d, r.Path)
 		assert.Equal(t, r.Result, d.Result, "%s %s: the dry run said %q", r.Action.Action, r.Path, dry[i].Error)
 		assert.Equal(t, r.Action.Action, dry[i].Action.Action, r.Path)
-		assert.Equal(t, r.Error, errorText(d.Err), r.Path)
+		assert.Equal(t, r.Error, dry[i].Error, r.Path)
 	}
-}
-
-func errorText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }
 
 // Issue 19 item 13: without Apply every action came back "Skipped: dry
@@ -108,16 +104,16 @@ func TestRealDryRunChecksEverythingAndChangesNothing(t *testing.T) {
 	var unmounts int
 	for _, a := range plan.Actions {
 		if a.Action == cleanup.Keep || a.Action == cleanup.NeedsDriver {
-			assert.Equal(t, cleanup.Skipped, would[a.Path].Result, a.Path)
+			assert.Equal(t, cleanup.Skipped, would[a.Path].DryRun.Result, a.Path)
 			continue
 		}
-		assert.Equal(t, cleanup.Done, would[a.Path].Result, "%s %s: %v", a.Action, a.Path, would[a.Path])
+		assert.Equal(t, cleanup.Done, would[a.Path].DryRun.Result, "%s %s: %v", a.Action, a.Path, would[a.Path].Error)
 		if a.Action == cleanup.Unmount {
 			unmounts++
 		}
 	}
 	require.Equal(t, 2, unmounts, "the token's tmpfs and the subpath bind: %+v", plan.Actions)
-	assert.Contains(t, would[n.token].Error(), "dry run: would Rmdir (once "+n.token+" is unmounted")
+	assert.Contains(t, would[n.token].DryRun.Would, "Rmdir (once "+n.token+" is unmounted")
 
 	assertPredicted(t, results, cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Apply: true}))
 	n.assertNoDataLost(t)
@@ -167,15 +163,13 @@ func TestRealDryRunCatchesWhatTheRunWouldRefuse(t *testing.T) {
 			path := c.change(t, n)
 
 			results := dryRun(t, n, plan)
-			d := wouldGive(t, results)[path]
-			require.NotNil(t, d, "an action on %s: %+v", path, plan.Actions)
-			assert.Equal(t, c.want, d.Result, d.Error())
-			assert.ErrorIs(t, d, c.is)
+			d, ok := wouldGive(t, results)[path]
+			require.True(t, ok, "an action on %s: %+v", path, plan.Actions)
+			assert.Equal(t, c.want, d.DryRun.Result, d.Error)
+			assert.ErrorIs(t, d.Err, c.is)
 			refused := false
 			for _, r := range results {
-				var dry *cleanup.DryRunError
-				require.ErrorAs(t, r.Err, &dry)
-				if refused && r.PodUID == realUID1 && dry.Result == cleanup.Done {
+				if refused && r.PodUID == realUID1 && r.DryRun.Result == cleanup.Done {
 					t.Errorf("%s %s: the dry run says the run would do it, after %s was refused", r.Action.Action, r.Path, path)
 				}
 				refused = refused || r.Path == path

@@ -172,11 +172,24 @@ const (
 	Done Result = "Done"
 	// Skipped: the action was not carried out (a dry run, a report, or the
 	// node changed since the plan). Every result of a dry run is Skipped:
-	// its Err, a *DryRunError, says what the run with Apply would give.
+	// its DryRun says what the run with Apply would give.
 	Skipped Result = "Skipped"
 	// Failed: the action was tried and failed; the rest of its pod is skipped.
 	Failed Result = "Failed"
 )
+
+// DryRun is what a dry run found the run with Apply would give, on the
+// node as it is now; why it would not be Done is the result's Err.
+type DryRun struct {
+	// Result is the result the run with Apply would give: Done when every
+	// check passed, Failed, or Skipped (a report, an action it would keep,
+	// which the result shows as Keep, or one it would not run).
+	Result Result `json:"result"`
+	// Would says what it would do, when Result is Done: the action's kind,
+	// and what it rests on where there is more to say ("Unmount (2
+	// stacked mounts)", the driver's endpoint of a CSI call).
+	Would string `json:"would,omitempty"`
+}
 
 // ActionKinds returns every ActionKind, in a fixed order.
 func ActionKinds() []ActionKind {
@@ -197,10 +210,14 @@ type ActionResult struct {
 	// Err is why the action is not Done, as Execute met it, for errors.Is
 	// and errors.As: ErrNodeChanged, ErrPodsDirChanged, ErrNotRun,
 	// ErrRefused, a *csinode.CallError with the driver's gRPC status, an
-	// errno, and in a dry run a *DryRunError (see ErrNodeChanged). nil for
-	// an action Done, and for a report (Keep, NeedsDriver) of a run with
-	// Apply. Not in JSON: a result decoded from it has Error only.
+	// errno (see ErrNodeChanged); in a dry run the error the run with Apply
+	// would meet. nil for an action Done, for a report (Keep, NeedsDriver),
+	// and in a dry run for an action that would be Done. Not in JSON: a
+	// result decoded from it has Error only.
 	Err error `json:"-"`
+	// DryRun is what the run with Apply would give, for a result of a dry
+	// run (Execute without Apply); nil for a run with Apply.
+	DryRun *DryRun `json:"dryRun,omitempty"`
 	// CSICalls are the calls made to the CSI driver, in order.
 	CSICalls []CSICallResult `json:"csiCalls,omitempty"`
 	// Changed says what the mount table showed changed after a CSI call.

@@ -142,7 +142,7 @@ func (b *builder) noteStackedMounts() {
 func (b *builder) collectVolumesInUse() {
 	var names []string
 	for _, v := range b.st.Volumes {
-		if v.Attachable && (held(v.State) || held(v.DeviceMountState)) {
+		if holdsAttachment(v) {
 			names = append(names, v.UniqueName)
 		}
 	}

@@ -46,13 +46,22 @@ func TestFixtures(t *testing.T) {
 	}
 }
 
-// TestDemoIsTheEBSFixture keeps the embedded demo node identical to the
-// reviewed fixture, so the demo always prints a tested State.
+// TestDemoIsTheEBSFixture keeps each embedded demo node identical to the
+// reviewed fixture it is a copy of, so a demo always prints a tested
+// State; the default one is the healthy EBS node.
 func TestDemoIsTheEBSFixture(t *testing.T) {
+	nodes := fixture.DemoNodes()
+	require.Equal(t, "ebs-current", nodes[0].Fixture)
 	want, err := os.ReadFile("../fakenode/testdata/ebs-current.txtar")
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(want, fixture.Demo().Format()),
 		"fixture/demo.txtar differs from fakenode/testdata/ebs-current.txtar: run make update-fixtures")
+	for _, d := range nodes {
+		want, err := os.ReadFile("../fakenode/testdata/" + d.Fixture + ".txtar")
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(want, d.Load().Format()),
+			"the demo node %s differs from fakenode/testdata/%s.txtar: run make update-fixtures", d.Name, d.Fixture)
+	}
 }
 
 func scanFixture(t *testing.T, f *fakenode.Fixture) (*reconstruct.State, []byte) {

@@ -1,6 +1,10 @@
 package reconstruct
 
-import "github.com/volrecon/volrecon/podsdir"
+import (
+	"slices"
+
+	"github.com/volrecon/volrecon/podsdir"
+)
 
 // Index answers the lookups an agent makes of a State, each in constant
 // time: a pod dir by UID, the volumes of a pod, and the volumes the kubelet
@@ -100,4 +104,65 @@ func (v Volume) FailsKubeletReconstruction() bool {
 		return v.UniqueName == "" // no global mount named the volume
 	}
 	return false
+}
+
+// LeakedGlobalMounts returns the staging mounts that no pod mount uses
+// (those a LeakedGlobalMount finding names), in the State's order: each
+// needs its CSI driver's NodeUnstageVolume, which the kubelet will never
+// call. Its State says whether it is proven (Mounted) or only may be
+// (Uncertain: check before unstaging).
+func (st *State) LeakedGlobalMounts() []GlobalMount {
+	leaked := map[string]bool{}
+	for _, f := range st.Findings {
+		if f.Kind == LeakedGlobalMount {
+			leaked[f.Path] = true
+		}
+	}
+	var out []GlobalMount
+	for _, g := range st.GlobalMounts {
+		if leaked[g.Path] {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// MountedVolumes returns the volumes of the pod dir named uid that the
+// mount table proves mounted (State Mounted), in the State's order. A
+// volume that may be mounted but is not proven (Uncertain: a hung mount, a
+// table not read) is not among them, and is not unmounted either: ask its
+// State.
+func (st *State) MountedVolumes(uid string) []Volume {
+	var out []Volume
+	for _, v := range st.Volumes {
+		if v.PodUID == uid && v.State == Mounted {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// VolumesInUseByPod returns, for each pod dir that holds one, the unique
+// names of VolumesInUse its volumes hold (the pod mount or the staging
+// mount Mounted or Uncertain), sorted: what must not be detached while the
+// pod's volumes are there. A leaked staging mount is in VolumesInUse but
+// held by no pod (LeakedGlobalMounts).
+func (st *State) VolumesInUseByPod() map[string][]string {
+	byPod := map[string][]string{}
+	for _, v := range st.Volumes {
+		if holdsAttachment(v) && v.UniqueName != "" {
+			byPod[v.PodUID] = append(byPod[v.PodUID], v.UniqueName)
+		}
+	}
+	for uid, names := range byPod {
+		slices.Sort(names)
+		byPod[uid] = slices.Compact(names)
+	}
+	return byPod
+}
+
+// holdsAttachment: v is attachable and its pod mount or staging mount may
+// still be there, so that its volume must not be detached (VolumesInUse).
+func holdsAttachment(v Volume) bool {
+	return v.Attachable && (held(v.State) || held(v.DeviceMountState))
 }

@@ -2,11 +2,14 @@ package reconstruct_test
 
 import (
 	"encoding/json"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/volrecon/volrecon/fakenode"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -110,6 +113,94 @@ func TestFailsKubeletReconstruction(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want, tt.v.FailsKubeletReconstruction())
+		})
+	}
+}
+
+// fixtureState scans the fixture name of ../fakenode/testdata.
+func fixtureState(t *testing.T, name string) *reconstruct.State {
+	t.Helper()
+	f, err := fakenode.LoadFixture(fakenode.Fixtures(), name+".txtar")
+	require.NoError(t, err)
+	st, _ := scanFixture(t, f)
+	require.NotNil(t, st)
+	return st
+}
+
+func globalPaths(gs []reconstruct.GlobalMount) (out []string) {
+	for _, g := range gs {
+		out = append(out, g.Path)
+	}
+	return out
+}
+
+// The queries an agent asks of a State, answered on the fixtures from the
+// field: what it would otherwise filter out of Findings and Volumes itself.
+func TestStateQueries(t *testing.T) {
+	const ebs = "/var/lib/kubelet/plugins/kubernetes.io/csi/ebs.csi.aws.com/"
+	t.Run("leaked staging mounts", func(t *testing.T) {
+		st := fixtureState(t, "a7-leaked-staging")
+		assert.Equal(t, []string{
+			ebs + "27ebcc3b3ebdcbcf96d9d4f83e3954d8b4badd75b0c3201fd08a950cb8bb7b28/globalmount",
+			ebs + "7da770a6afccf5eaf69bf44b08c55e11caf80b97396c78919c27616d93a57d46/globalmount",
+			ebs + "fe8a9a9fea463f9162caf38001eb73010a4b6c7a93530a3dd1835e3717dcddde/globalmount",
+		}, globalPaths(st.LeakedGlobalMounts()))
+		assert.Empty(t, st.VolumesInUseByPod(), "no pod holds them")
+
+		used := fixtureState(t, "a1-orphan-still-mounted")
+		require.Len(t, used.GlobalMounts, 1)
+		assert.Empty(t, used.LeakedGlobalMounts(), "a staging mount a pod mount uses is no leak")
+	})
+	t.Run("mounted volumes of a pod", func(t *testing.T) {
+		const pod = "36f675cc-81e7-4ef5-a8e2-5d940ed90475"
+		st := fixtureState(t, "a1-orphan-still-mounted")
+		var names []string
+		for _, v := range st.MountedVolumes(pod) {
+			names = append(names, v.Name)
+		}
+		assert.ElementsMatch(t, []string{"pvc-6b0d549b-6f03-475a-9600-a35a099950d8", "db-credentials"}, names,
+			"the configMap is a plain dir, not mounted")
+		assert.Empty(t, st.MountedVolumes("no-such-pod"))
+
+		hung := fixtureState(t, "c26-hung-nfs")
+		names = nil
+		for _, v := range hung.MountedVolumes("b1d3f5a7-c9e1-4b3d-95f7-a9c1e3b5d7f9") {
+			names = append(names, v.Name)
+		}
+		assert.Equal(t, []string{"shared-logs"}, names, "the hung one is Uncertain, not proven mounted")
+	})
+	t.Run("volumes in use by pod", func(t *testing.T) {
+		st := fixtureState(t, "a1-orphan-still-mounted")
+		assert.Equal(t, map[string][]string{
+			"36f675cc-81e7-4ef5-a8e2-5d940ed90475": {"kubernetes.io/csi/ebs.csi.aws.com^vol-04b2c6d8e0f1a3579"},
+		}, st.VolumesInUseByPod(), "the secret tmpfs is not attachable")
+	})
+}
+
+// On every fixture, what VolumesInUseByPod names is in VolumesInUse, and
+// what LeakedGlobalMounts returns is named by a LeakedGlobalMount finding.
+func TestStateQueriesAgreeWithTheState(t *testing.T) {
+	files, err := filepath.Glob("../fakenode/testdata/*.txtar")
+	require.NoError(t, err)
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".txtar")
+		t.Run(name, func(t *testing.T) {
+			f, err := fakenode.LoadFixture(fakenode.Fixtures(), name+".txtar")
+			require.NoError(t, err)
+			st, _ := scanFixture(t, f)
+			if st == nil {
+				t.Skip("a refused scan")
+			}
+			for uid, names := range st.VolumesInUseByPod() {
+				assert.Subset(t, st.VolumesInUse, names, uid)
+			}
+			var leaked []string
+			for _, g := range st.Findings {
+				if g.Kind == reconstruct.LeakedGlobalMount {
+					leaked = append(leaked, g.Path)
+				}
+			}
+			assert.ElementsMatch(t, leaked, globalPaths(st.LeakedGlobalMounts()))
 		})
 	}
 }

@@ -2,7 +2,6 @@ package report
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -14,7 +13,8 @@ import (
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
-// dryRun is the error Execute gives each action of a dry run.
+// dryRun is how a table names a dry run's result, and how a result of an
+// older volrecon (JSON from before ActionResult.DryRun) began its error.
 const dryRun = "dry run"
 
 // ActionBlock is the part of a plan that concerns one pod dir, or, with
@@ -76,18 +76,37 @@ func needsAttention(r cleanup.ActionResult) bool {
 }
 
 // dryRunAsPlanned: a result of a dry run whose run would go as planned, or
-// a report (cleanup.DryRunError).
+// a report.
 func dryRunAsPlanned(r cleanup.ActionResult) bool {
-	var dry *cleanup.DryRunError
-	if errors.As(r.Err, &dry) {
-		return dry.Result == cleanup.Done || dry.Err == nil
+	if r.DryRun != nil {
+		return r.DryRun.Result == cleanup.Done || r.Error == ""
 	}
-	return r.Error == dryRun
+	// An older volrecon's text: "dry run" (a report), "dry run: would
+	// <action>", or what would not go as planned.
+	would, ok := strings.CutPrefix(r.Error, dryRun+": would ")
+	return r.Error == dryRun || ok && !strings.HasPrefix(would, "fail: ") && !strings.HasPrefix(would, "skip: ")
 }
 
 // isDryRun: a result of Execute without Apply.
 func isDryRun(r cleanup.ActionResult) bool {
-	return errors.Is(r.Err, cleanup.ErrDryRun) || strings.HasPrefix(r.Error, dryRun)
+	return r.DryRun != nil || strings.HasPrefix(r.Error, dryRun)
+}
+
+// dryRunText says what the run with Apply would give, for a result of a
+// dry run: "dry run: would Rmdir", "dry run: would fail: <error>", "dry
+// run: would skip: <error>", or "dry run" for a report.
+func dryRunText(r cleanup.ActionResult) string {
+	switch {
+	case r.DryRun == nil:
+		return r.Error // an older volrecon's: the text itself
+	case r.DryRun.Result == cleanup.Done:
+		return dryRun + ": would " + r.DryRun.Would
+	case r.Error == "":
+		return dryRun
+	case r.DryRun.Result == cleanup.Failed:
+		return dryRun + ": would fail: " + r.Error
+	}
+	return dryRun + ": would skip: " + r.Error
 }
 
 // routine: a removal of an empty dir or a file that ran, or would run, as
@@ -168,7 +187,9 @@ func writeAction(t *table, podsDir, root string, r cleanup.ActionResult, execute
 		t.row("  "+q(string(r.Action.Action)), path, q(r.Reason))
 	} else {
 		reason := r.Reason
-		if r.Error != "" && !dryRunAsPlanned(r) {
+		if isDryRun(r) && !dryRunAsPlanned(r) {
+			reason += " [" + dryRunText(r) + "]"
+		} else if r.Error != "" && !isDryRun(r) {
 			reason += " [" + r.Error + "]"
 		}
 		if len(r.Changed) > 0 {
@@ -282,8 +303,8 @@ func removalResult(r cleanup.ActionResult, executed bool) string {
 	switch {
 	case !executed:
 		return ""
-	case isDryRun(r) && r.Error != "":
-		return r.Error
+	case isDryRun(r):
+		return dryRunText(r)
 	}
 	return string(r.Result)
 }

@@ -236,3 +236,33 @@ func TestWritePlanResults(t *testing.T) {
 	assert.Contains(t, out, ": the pod dir is removed\n")
 	assert.True(t, strings.HasSuffix(out, ": 2 done, 3 skipped, 1 failed\n"), out)
 }
+
+// A dry run's results: the table says what the run would give, from
+// DryRun and the error that run would meet; a report's reason is its
+// Reason alone; an action that would go as planned is counted with the
+// removals. Results of an older volrecon (the text in Error) read the same.
+func TestWritePlanDryRun(t *testing.T) {
+	p := plan()
+	results := make([]cleanup.ActionResult, len(p.Actions))
+	for i, a := range p.Actions {
+		results[i] = cleanup.ActionResult{Action: a, Result: cleanup.Skipped, DryRun: &cleanup.DryRun{Result: cleanup.Skipped}}
+	}
+	results[0].DryRun = &cleanup.DryRun{Result: cleanup.Done, Would: "Unlink"}
+	results[1].DryRun = &cleanup.DryRun{Result: cleanup.Done, Would: "Rmdir"}
+	results[2].DryRun, results[2].Error = &cleanup.DryRun{Result: cleanup.Failed}, "permission denied"
+	var b bytes.Buffer
+	require.NoError(t, report.WritePlan(&b, p, results, node(), report.Options{}))
+	out := b.String()
+	assert.Regexp(t, `\n  Unlink +Skipped +etc-hosts +hosts file \[dry run: would fail: permission denied\]\n`, out)
+	assert.Regexp(t, `\n  Keep +Skipped +\. +the pod dir stays\n`, out, "a report: its reason alone")
+	assert.Regexp(t, `\nUnlink +dry run: would Unlink +1 +1 +hosts file\n`, out)
+	assert.True(t, strings.HasSuffix(out, "; dry run, nothing was changed: add --apply to apply\n"), out)
+
+	for i := range results { // as an older volrecon wrote them
+		results[i].DryRun, results[i].Error = nil, "dry run"
+	}
+	results[0].Error, results[1].Error, results[2].Error = "dry run: would Unlink", "dry run: would Rmdir", "dry run: would fail: permission denied"
+	b.Reset()
+	require.NoError(t, report.WritePlan(&b, p, results, node(), report.Options{}))
+	assert.Equal(t, out, b.String())
+}

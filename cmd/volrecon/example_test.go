@@ -17,7 +17,7 @@ func Example() {
 	fmt.Println(lines[len(lines)-1])
 	// Output:
 	// exit code 0
-	// 3 pods, 12 volumes, 3 global mounts, 3 volumes in use, 0 findings; mount table consistent (/proc/self/mountinfo, 14 entries)
+	// 3 pods, 12 volumes, 3 global mounts, 3 volumes in use, 0 findings; mount table consistent (embedded table of --demo=healthy, 14 entries)
 }
 
 // Planning the cleanup of the sample node when one of its pods is gone,
@@ -34,4 +34,18 @@ func Example_plan() {
 	// Output:
 	// exit code 0
 	// 3 actions (1 NeedsDriver, 2 Keep); nothing was changed
+}
+
+// A demo node that shows what volrecon finds: a pod deleted while its
+// volumes are still mounted. The node names the pods that should run on
+// it, so the orphan is found without --active-pods.
+func Example_demoOrphan() {
+	var out bytes.Buffer
+	code := run(context.Background(), []string{"scan", "--demo=orphan"}, env{stdout: &out, stderr: os.Stderr})
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	fmt.Println("exit code", code)
+	fmt.Println(lines[len(lines)-1])
+	// Output:
+	// exit code 0
+	// 1 pod (1 orphaned), 3 volumes, 1 global mount, 1 volume in use, 1 finding; mount table consistent (embedded table of --demo=orphan, 9 entries)
 }

@@ -28,8 +28,10 @@ type nodeFlags struct {
 	rootDir, hostRoot, mountInfo string
 	rootDirAliases               stringList
 	attachFreeDrivers            commaList
-	probe, demo                  bool
+	probe                        bool
+	demo                         demoFlag
 	probeTimeout                 time.Duration
+	probeTimeoutSet              bool // --probe-timeout was given: a demo node keeps its own otherwise
 	activePods                   string
 	emptyActivePodsOK            bool
 	kube                         kubeFlags
@@ -90,7 +92,8 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mountInfo, "mountinfo", mountscan.DefaultPath, "mount table to read (/proc/1/mountinfo in a container with hostPID)")
 	fs.BoolVar(&f.probe, "probe", false, "stat every mounted path, with a timeout, to find broken and hung mounts")
 	fs.DurationVar(&f.probeTimeout, "probe-timeout", reconstruct.DefaultProbeTimeout, "how long one probe, or one filesystem call of the scan, may take before the mount counts as hung")
-	fs.BoolVar(&f.demo, "demo", false, "use an embedded sample node (an EBS-like node of three pods) instead of this machine")
+	fs.Var(&f.demo, "demo", "scan an embedded sample node instead of this machine: --demo alone is a healthy one; --demo=NAME one that\n"+
+		"shows what volrecon finds:"+demoList())
 	fs.StringVar(&f.activePods, "active-pods", "", "the pods that should exist on this node: \"api\" to ask the API server (see --kubeconfig, --node-name),\n"+
 		"or a file (or - for stdin): one UID (or static pod config hash) per line, or the JSON of\n"+
 		"kubectl get pods -A --field-selector spec.nodeName=NODE -o json; read within 2m, at most 256 MiB,\n"+
@@ -108,10 +111,69 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 		"(default "+strings.Join(liveness.DefaultCRIEndpoints(), ", ")+")")
 }
 
+// demoFlag is --demo: alone (a boolean flag) the default demo node,
+// --demo=NAME another (checkDemo looks the name up, once parsed).
+type demoFlag struct {
+	name string
+	node fixture.DemoNode
+	set  bool
+}
+
+func (d *demoFlag) on() bool         { return d.set }
+func (d *demoFlag) IsBoolFlag() bool { return true }
+func (d *demoFlag) String() string {
+	if d == nil || !d.set {
+		return ""
+	}
+	return d.name
+}
+
+func (d *demoFlag) Set(v string) error {
+	switch v {
+	case "false":
+		*d = demoFlag{}
+	case "true":
+		*d = demoFlag{set: true}
+	default:
+		*d = demoFlag{name: v, set: true}
+	}
+	return nil
+}
+
+// demoHint says how to name a demo node when arg, given after --demo,
+// is the name of one.
+func demoHint(d demoFlag, arg string) string {
+	if _, err := fixture.LookupDemo(arg); !d.on() || d.name != "" || arg == "" || err != nil {
+		return ""
+	}
+	return ": to scan the demo node " + arg + ", write --demo=" + arg
+}
+
+// hasActivePods: the demo node names the pods that should run on it.
+func (d *demoFlag) hasActivePods() bool {
+	return d.set && d.node.Load().Options()["active-pods"] != nil
+}
+
+// noActivePods says why every pod is Unknown without --active-pods, and
+// what that means for the command.
+func noActivePods(command, meaning string) string {
+	return "volrecon " + command + ": no --active-pods: every pod is Unknown (nothing says which pods should run here), so " + meaning +
+		"; pass --active-pods api, or a file of the pods that should run"
+}
+
+// demoList lists the demo nodes for --demo's help.
+func demoList() string {
+	var b strings.Builder
+	for _, d := range fixture.DemoNodes() {
+		fmt.Fprintf(&b, "\n  %s: %s", d.Name, d.About)
+	}
+	return b.String()
+}
+
 // lifeChecker is the evidence-of-life check the flags ask for (none for the
 // demo, whose pods are not this machine's).
 func (f *nodeFlags) lifeChecker() reconstruct.LifeChecker {
-	if !f.evidenceOfLife || f.demo {
+	if !f.evidenceOfLife || f.demo.on() {
 		return nil
 	}
 	return liveness.New(liveness.Options{HostRoot: f.hostRoot, CRIEndpoints: f.criEndpoints.endpoints()})
@@ -136,10 +198,7 @@ func newCommandFlags(name, summary string, outputs []string, e env) *commandFlag
 	klog.InitFlags(klogFlags)
 	c.verbosity = klogFlags.Lookup("v").Value
 	c.fs.Var(c.verbosity, "v", "log verbosity to stderr (2: a summary, 4: every decision)")
-	c.fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "Usage: volrecon %s [flags]\n\n%s\nFlags:\n", name, summary)
-		c.fs.PrintDefaults()
-	}
+	c.fs.Usage = usageFunc(c.fs, name, summary, e.stderr)
 	return c
 }
 
@@ -210,7 +269,7 @@ func (c *commandFlags) parse(args []string, outputs []string, stderr io.Writer) 
 		return errUsage
 	}
 	if c.fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", c.fs.Name(), c.fs.Arg(0))
+		fmt.Fprintf(stderr, "%s: unexpected argument %q%s\n", c.fs.Name(), c.fs.Arg(0), demoHint(c.node.demo, c.fs.Arg(0)))
 		return errUsage
 	}
 	if len(outputs) > 0 && !slices.Contains(outputs, c.output) {
@@ -249,9 +308,16 @@ var notForDemo = []string{"root-dir", "root-dir-alias", "host-root", "mountinfo"
 
 // checkDemo refuses --demo with the flags that point at this machine.
 func (f *nodeFlags) checkDemo(fs *flag.FlagSet, stderr io.Writer) error {
-	if !f.demo {
+	fs.Visit(func(fl *flag.Flag) { f.probeTimeoutSet = f.probeTimeoutSet || fl.Name == "probe-timeout" })
+	if !f.demo.on() {
 		return nil
 	}
+	node, err := fixture.LookupDemo(f.demo.name)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: --demo=%s: %v\n", fs.Name(), f.demo.name, err)
+		return errUsage
+	}
+	f.demo.node = node
 	var bad []string
 	fs.Visit(func(fl *flag.Flag) {
 		if slices.Contains(notForDemo, fl.Name) {
@@ -294,8 +360,8 @@ func (f *nodeFlags) openNode(stdin io.Reader) (*node, error) {
 	if err := f.openActivePods(n, stdin); err != nil {
 		return nil, err
 	}
-	if f.demo {
-		if err := n.materialiseDemo(); err != nil {
+	if f.demo.on() {
+		if err := n.materialiseDemo(f.demo.node, f.probeTimeoutSet); err != nil {
 			return nil, err
 		}
 	}
@@ -336,14 +402,16 @@ func (f *nodeFlags) openActivePods(n *node, stdin io.Reader) error {
 }
 
 // materialiseDemo writes the sample node to a temp dir and points the
-// options at it, as a fixture test does.
-func (n *node) materialiseDemo() error {
+// options at it, as a fixture test does. The node's own active pods,
+// probing and probe timeout hold unless the flags say otherwise: the
+// orphan is one by its list, the hung mount is found by its probe.
+func (n *node) materialiseDemo(d fixture.DemoNode, probeTimeoutSet bool) error {
 	dir, err := os.MkdirTemp("", "volrecon-demo-")
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
 	n.cleanup = func() { _ = os.RemoveAll(dir) }
-	demo := fixture.Demo()
+	demo := d.Load()
 	if err := demo.Materialize(dir); err != nil {
 		n.cleanup()
 		return fmt.Errorf("demo: %w", err)
@@ -353,10 +421,18 @@ func (n *node) materialiseDemo() error {
 		n.cleanup()
 		return fmt.Errorf("demo: %w", err)
 	}
-	demoOpts.Probe, demoOpts.ProbeTimeout, demoOpts.FSTimeout = n.opts.Probe, n.opts.ProbeTimeout, n.opts.FSTimeout
+	demoOpts.Probe = demoOpts.Probe || n.opts.Probe
+	if probeTimeoutSet {
+		demoOpts.ProbeTimeout, demoOpts.FSTimeout = n.opts.ProbeTimeout, n.opts.FSTimeout
+	}
 	demoOpts.AttachFreeDrivers = append(demoOpts.AttachFreeDrivers, n.opts.AttachFreeDrivers...)
-	demoOpts.ActivePods, demoOpts.EmptyActivePodsAuthoritative = n.opts.ActivePods, n.opts.EmptyActivePodsAuthoritative
-	demoOpts.ActivePodsMustBeHere = n.opts.ActivePodsMustBeHere
+	// The node's own list is its pods' as the API server's would be (it
+	// may name none of its pod dirs); one from the flags is held to what
+	// a list from a file is.
+	if n.opts.ActivePods != nil || demoOpts.ActivePods == nil {
+		demoOpts.ActivePods, demoOpts.EmptyActivePodsAuthoritative = n.opts.ActivePods, n.opts.EmptyActivePodsAuthoritative
+		demoOpts.ActivePodsMustBeHere = n.opts.ActivePodsMustBeHere
+	}
 	demoOpts.AssumeOrphansDead = true // the demo's pods are files: no process runs in them
 	n.opts = demoOpts
 	return nil

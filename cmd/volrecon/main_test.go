@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,15 +26,60 @@ func runCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
 	return code, stdout.String(), stderr.String()
 }
 
+// Each demo node prints its reviewed State, its mount table named as the
+// embedded one it is (not this machine's /proc/self/mountinfo), with its
+// own active pods and probing: the orphan, the leaked staging mounts and
+// the hung mount are found out of the box.
 func TestScanDemoJSONIsTheReviewedState(t *testing.T) {
-	code, out, errOut := runCLI(t, "", "scan", "--demo", "-o", "json")
-	require.Equal(t, exitOK, code, errOut)
-	var st reconstruct.State
-	require.NoError(t, json.Unmarshal([]byte(out), &st))
-	assert.Equal(t, reconstruct.SchemaVersion, st.SchemaVersion)
-	want, ok := fixture.Demo().Section(fixture.SectionGolden)
-	require.True(t, ok)
-	assert.JSONEq(t, string(want), out)
+	finds := map[string]reconstruct.FindingKind{"orphan": reconstruct.OrphanedPodMounted,
+		"leaked-staging": reconstruct.LeakedGlobalMount, "hung": reconstruct.HungMount}
+	for _, d := range fixture.DemoNodes() {
+		t.Run(d.Name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, "", "scan", "--demo="+d.Name, "-o", "json")
+			require.Equal(t, exitOK, code, errOut)
+			var st reconstruct.State
+			require.NoError(t, json.Unmarshal([]byte(out), &st))
+			assert.Equal(t, reconstruct.SchemaVersion, st.SchemaVersion)
+			assert.Equal(t, "embedded table of --demo="+d.Name, st.MountTable.Path)
+			want, ok := d.Load().Section(fixture.SectionGolden)
+			require.True(t, ok)
+			assert.JSONEq(t, string(want), withMountTablePath(t, out, fixture.DemoPath))
+			if kind, ok := finds[d.Name]; ok {
+				assert.True(t, slices.ContainsFunc(st.Findings, func(f reconstruct.Finding) bool { return f.Kind == kind }), "%s finds no %s", d.Name, kind)
+			}
+		})
+	}
+	_, out, _ := runCLI(t, "", "scan", "--demo")
+	assert.Contains(t, out, "mount table consistent (embedded table of --demo=healthy, 14 entries)")
+}
+
+// scan without --active-pods says on stderr why every pod is Unknown, as
+// plan does; not where the pods are known (a demo node with its own list).
+func TestScanSaysWhyEveryPodIsUnknown(t *testing.T) {
+	for _, cmd := range []string{"scan", "plan"} {
+		_, out, errOut := runCLI(t, "", cmd, "--demo")
+		assert.Contains(t, errOut, "volrecon "+cmd+": no --active-pods: every pod is Unknown")
+		if cmd == "scan" {
+			assert.Contains(t, out, "Unknown")
+		}
+		_, _, errOut = runCLI(t, "", cmd, "--demo=orphan")
+		assert.NotContains(t, errOut, "no --active-pods", "the demo node names its own active pods")
+		_, _, errOut = runCLI(t, "0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91\n", cmd, "--demo", "--active-pods", "-")
+		assert.NotContains(t, errOut, "no --active-pods")
+	}
+}
+
+// --demo NAME (with a space) is a stray argument: it says how to write it;
+// an unknown name is refused, naming the demo nodes.
+func TestDemoNames(t *testing.T) {
+	code, _, errOut := runCLI(t, "", "scan", "--demo", "orphan")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, "write --demo=orphan")
+	code, _, errOut = runCLI(t, "", "scan", "--demo=nope")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, `--demo=nope: no such demo node "nope" (want one of healthy, orphan, leaked-staging, hung)`)
+	code, _, errOut = runCLI(t, "", "cleanup", "--demo=orphan", "--unmount")
+	assert.Equal(t, exitOK, code, "a demo node with its own active pods can be cleaned up (a dry run): %s", errOut)
 }
 
 func TestExitCodes(t *testing.T) {

@@ -114,14 +114,14 @@ func (f *planFlags) parse(c *commandFlags, name string, args []string, stderr io
 	if err := errors.Join(f.csi.check(c.fs, stderr), f.view.check(name, c.output, true, stderr)); err != nil {
 		return err
 	}
-	if c.node.activePods == "" {
+	if c.node.activePods == "" && !c.node.demo.hasActivePods() {
 		if name == "cleanup" {
 			fmt.Fprintln(stderr, "volrecon cleanup: --active-pods is required: without the pods that should exist, no pod dir is known to be orphaned")
 			return errUsage
 		}
-		fmt.Fprintln(stderr, "volrecon plan: no --active-pods: every pod is Unknown, so nothing is planned")
+		fmt.Fprintln(stderr, noActivePods("plan", "nothing is planned"))
 	}
-	if name == "cleanup" && f.unmount && !c.node.demo {
+	if name == "cleanup" && f.unmount && !c.node.demo.on() {
 		if err := unmountsHere(c.node.hostRoot, c.node.mountInfo); err != nil {
 			return &exitError{code: exitUsage, err: err}
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 )
 
 var outputFormats = []string{"table", "wide", "json"}
@@ -30,6 +31,9 @@ func runScan(ctx context.Context, args []string, e env) error {
 	}
 	if err := view.check("scan", c.output, false, e.stderr); err != nil {
 		return err
+	}
+	if c.node.activePods == "" && !c.node.demo.hasActivePods() {
+		fmt.Fprintln(e.stderr, noActivePods("scan", "no pod dir is found orphaned"))
 	}
 	n, err := c.node.openNode(e.stdin)
 	if err != nil {

@@ -20,7 +20,21 @@ var commit = ""
 // hashes of a large repository.
 const commitLength = 12
 
+const versionUsage = `Usage: volrecon version
+
+Prints the version and the commit this binary was built from, as
+volrecon_build_info says them.
+
+Examples:
+  volrecon version
+  volrecon --version
+`
+
 func runVersion(_ context.Context, args []string, e env) error {
+	if len(args) == 1 && (args[0] == "--help" || args[0] == "-h" || args[0] == "-help") {
+		fmt.Fprint(e.stdout, versionUsage)
+		return nil
+	}
 	if len(args) > 0 {
 		fmt.Fprintln(e.stderr, "volrecon version takes no arguments")
 		return errUsage

@@ -32,6 +32,9 @@ type ActualState struct {
 	// InUse must not be detached from the node: what the agent reports in
 	// node.status.volumesInUse.
 	InUse []string
+	// InUseByPod are the names of InUse each pod's volumes hold: a volume
+	// may be detached once no pod holds it and no staging mount is left.
+	InUseByPod map[string][]string
 	// LeakedStaging are staging mounts that no pod uses: only the CSI
 	// driver may unstage them (NodeUnstageVolume).
 	LeakedStaging []string
@@ -66,27 +69,29 @@ func Rebuild(ctx context.Context, opts reconstruct.Options) (*ActualState, error
 
 // sortState sorts a State into what the agent does with each part.
 func sortState(st *reconstruct.State) *ActualState {
-	as := &ActualState{InUse: st.VolumesInUse}
-	for _, v := range st.Volumes {
-		vol := Volume{PodUID: v.PodUID, Name: v.Name, UniqueName: v.UniqueName, DeviceMountPath: v.DeviceMountPath, Why: v.Reason}
-		switch v.State {
-		case reconstruct.Mounted:
-			as.Mounted = append(as.Mounted, vol)
-		case reconstruct.Uncertain:
-			as.Uncertain = append(as.Uncertain, vol)
-		}
-	}
-	for _, f := range st.Findings {
-		switch f.Kind {
-		case reconstruct.LeakedGlobalMount:
-			as.LeakedStaging = append(as.LeakedStaging, f.Path)
-		case reconstruct.OrphanedPodRunning:
-			as.RunningOrphans = append(as.RunningOrphans, f.PodUID)
-		}
+	as := &ActualState{InUse: st.VolumesInUse, InUseByPod: st.VolumesInUseByPod()}
+	track := func(v reconstruct.Volume) Volume {
+		return Volume{PodUID: v.PodUID, Name: v.Name, UniqueName: v.UniqueName, DeviceMountPath: v.DeviceMountPath, Why: v.Reason}
 	}
 	for _, p := range st.Pods {
+		for _, v := range st.MountedVolumes(p.UID) {
+			as.Mounted = append(as.Mounted, track(v))
+		}
 		if p.Status == reconstruct.PodOrphaned {
 			as.Orphans = append(as.Orphans, p.UID)
+		}
+	}
+	for _, v := range st.Volumes {
+		if v.State == reconstruct.Uncertain {
+			as.Uncertain = append(as.Uncertain, track(v))
+		}
+	}
+	for _, g := range st.LeakedGlobalMounts() {
+		as.LeakedStaging = append(as.LeakedStaging, g.Path)
+	}
+	for _, f := range st.Findings {
+		if f.Kind == reconstruct.OrphanedPodRunning {
+			as.RunningOrphans = append(as.RunningOrphans, f.PodUID)
 		}
 	}
 	return as

@@ -35,6 +35,7 @@ func TestRebuildAdoptsWhatIsMounted(t *testing.T) {
 	assert.Equal(t, agent.Volume{PodUID: fakenode.UID1, Name: "pvc-1", UniqueName: "kubernetes.io/csi/" + driver + "^vol-0abc",
 		DeviceMountPath: vol.Staging, Why: as.Mounted[0].Why}, as.Mounted[0])
 	assert.Equal(t, []string{"kubernetes.io/csi/" + driver + "^vol-0abc"}, as.InUse)
+	assert.Equal(t, map[string][]string{fakenode.UID1: as.InUse}, as.InUseByPod, "the pod holds it")
 	assert.Empty(t, as.Uncertain)
 	assert.Empty(t, as.LeakedStaging)
 	assert.Empty(t, as.Orphans)
@@ -57,6 +58,8 @@ func TestRebuildFindsAStagingMountNobodyUses(t *testing.T) {
 	assert.Equal(t, []string{fakenode.UID1}, as.Orphans)
 	assert.Empty(t, as.RunningOrphans)
 	assert.Contains(t, as.InUse, "kubernetes.io/csi/"+driver+"^vol-0abc", "staged: not to be detached")
+	assert.Equal(t, map[string][]string{fakenode.UID1: {"kubernetes.io/csi/" + driver + "^vol-0abc"}}, as.InUseByPod,
+		"the orphan's vol_data.json names the staging mount that is still there")
 }
 
 // An orphan may still run: its containers were started after the pod list
