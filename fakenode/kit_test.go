@@ -2,6 +2,7 @@ package fakenode_test
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"syscall"
 	"testing"
@@ -271,6 +272,11 @@ func TestCSIBlockVolume(t *testing.T) {
 				Link:    fakenode.DefaultRootDir + "/pods/" + fakenode.UID1 + "/volumeDevices/kubernetes.io~csi/pvc-2",
 				Publish: csiDir + "/publish/pvc-2/" + fakenode.UID1, Map: csiDir + "/pvc-2/dev/" + fakenode.UID1,
 				VolData: csiDir + "/pvc-2/data/vol_data.json", Staging: csiDir + "/staging/pvc-2"}, blk)
+			link, err := os.Readlink(n.OnDisk(blk.Link))
+			require.NoError(t, err, "the pod's map file is a symlink")
+			assert.Equal(t, blk.Publish, link, "to the publish file, a host path, as the kubelet links it")
+			assert.FileExists(t, n.OnDisk(blk.Publish))
+			assert.FileExists(t, n.OnDisk(blk.Map))
 			if tc.mapped {
 				n.BindDeviceNode("nvme2n1", blk.Publish, blk.Map)
 			}
