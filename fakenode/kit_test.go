@@ -115,15 +115,19 @@ func TestRemoveMount(t *testing.T) {
 
 // cleanup.Execute, given the kit's ExecOptions, unmounts an orphan's
 // volume from the kit's table and then removes the dirs; when the unmount
-// fails (UnmountFunc), the volume and its pod dir are kept.
+// fails (UnmountFunc), or the table cannot be read since the plan
+// (MountTableError), the volume and its pod dir are kept.
 func TestExecuteUnmountsThroughTheKit(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		hook      fakenode.UnmountFunc
+		tableErr  error
+		wantErr   error
 		unmounted bool
 	}{
 		{name: "unmounted", unmounted: true},
-		{name: "the unmount fails", hook: func(string) error { return syscall.EBUSY }},
+		{name: "the unmount fails", hook: func(string) error { return syscall.EBUSY }, wantErr: syscall.EBUSY},
+		{name: "the table cannot be read", tableErr: syscall.EIO, wantErr: syscall.EIO},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := fakenode.New(t)
@@ -137,9 +141,11 @@ func TestExecuteUnmountsThroughTheKit(t *testing.T) {
 			require.True(t, slices.ContainsFunc(plan.Actions, func(a cleanup.Action) bool { return a.Action == cleanup.Unmount }),
 				"plan: %+v", plan.Actions)
 
+			n.MountTableError = tc.tableErr
 			exec := n.ExecOptions()
 			exec.Apply = true
 			results := cleanup.Execute(n.Context(), plan, exec)
+			n.MountTableError = nil
 			pod := n.OnDisk(n.Path("pods", fakenode.UID2))
 			if tc.unmounted {
 				assert.Equal(t, []string{vol}, n.Unmounted())
@@ -151,7 +157,7 @@ func TestExecuteUnmountsThroughTheKit(t *testing.T) {
 			assert.Equal(t, []string{"/", vol}, mountPoints(t, n))
 			assert.DirExists(t, n.OnDisk(vol), "results: %+v", results)
 			require.NotEmpty(t, results)
-			assert.ErrorIs(t, results[0].Err, syscall.EBUSY)
+			assert.ErrorIs(t, results[0].Err, tc.wantErr)
 		})
 	}
 }
