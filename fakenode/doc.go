@@ -22,9 +22,9 @@
 // The rest is what a user of mount-utils' FakeMounter expects, under the
 // same names where it has one. Unmount unmounts a path from the table as
 // umount(2) would (the topmost entry; EINVAL where nothing is mounted,
-// EBUSY under a mount on top), after UnmountFunc, whose error stops it;
-// Unmounted lists what it unmounted, and ExecOptions gives it to
-// cleanup.Execute. RemoveMount takes an entry out as the test says (a mount
+// EBUSY while a mount made on it lies below the path), after UnmountFunc,
+// whose error stops it; Unmounted lists what it unmounted, and ExecOptions
+// gives it to cleanup.Execute. RemoveMount takes an entry out as the test says (a mount
 // gone behind the agent's back). MountCheckErrors fail the checks of
 // mounted paths by path (the scan's probes, turned on while it has an
 // entry; ErrHung hangs one until its deadline), and MountTableError fails

@@ -32,8 +32,8 @@ var errNoLines = errors.New("fakenode: the node's mount table is not made of lin
 // Unmount unmounts the host path p from the node's table as the kernel's
 // umount(2) does, and as an agent's unmount would: it removes the topmost
 // entry at p. It fails with EINVAL when nothing is mounted at p, and with
-// EBUSY when a mount lies on top of the entry below p (an agent must
-// unmount those first). UnmountFunc, when set, is called before, and its
+// EBUSY while a mount made on that entry lies below p (an agent must
+// unmount that one first). UnmountFunc, when set, is called before, and its
 // error stops the unmount. The entry of p in MountCheckErrors goes with
 // it. Unmounted lists what it unmounted. It is safe to call from any
 // goroutine (and never fails the test): ExecOptions gives it to
