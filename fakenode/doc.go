@@ -13,6 +13,30 @@
 //	n.MountDevice("259:3", "ext4", "/dev/nvme1n1", vol.Staging, vol.Target)
 //	st := n.Scan(reconstruct.Options{})
 //
+// Pod.CSIVolume lays a CSI volume out as the kubelet does since 1.24,
+// Pod.LegacyCSIVolume as it did before (staged at pv/<name>/globalmount),
+// and Pod.CSIBlockVolume a raw block volume under volumeDevices/, whose
+// device node BindDeviceNode binds on its publish and map files; every path
+// comes from package kubelet's builders.
+//
+// The rest is what a user of mount-utils' FakeMounter expects, under the
+// same names where it has one. Unmount unmounts a path from the table as
+// umount(2) would (the topmost entry; EINVAL where nothing is mounted,
+// EBUSY while a mount made on it lies below the path), after UnmountFunc,
+// whose error stops it; Unmounted lists what it unmounted, and ExecOptions
+// gives it to cleanup.Execute. RemoveMount takes an entry out as the test says (a mount
+// gone behind the agent's back). MountCheckErrors fail the checks of
+// mounted paths by path (the scan's probes, turned on while it has an
+// entry; ErrHung hangs one until its deadline), and MountTableError fails
+// every read of the table (reconstruct.Scan: ErrMountTable, every volume
+// Uncertain):
+//
+//	n.MountCheckErrors = map[string]error{vol.Target: syscall.ENOTCONN}
+//	st := n.Scan(reconstruct.Options{})     // a CorruptedMount at vol.Target
+//	n.MountTableError = syscall.EIO         // reconstruct.Scan(ctx, n.ScanOptions()) fails
+//	exec := n.ExecOptions(); exec.Apply = true
+//	cleanup.Execute(ctx, plan, exec)        // n.Unmounted() says what went
+//
 // LoadFixture and FixtureNode load a node scenario in volrecon's fixture
 // format (docs/library.md, "Adding a fixture") with every option the format
 // knows (Fixture.ScanOptions: the active pods, failing and hanging probes,

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -49,14 +50,33 @@ const (
 // paths are host paths, as the State names them; OnDisk says where a host
 // path lies on this machine. Every helper fails the test on error.
 type Node struct {
+	// MountCheckErrors are the errors the checks of paths give, by host
+	// path, as in mount-utils' FakeMounter: the probe of a mounted path
+	// (reconstruct.Options.Prober, which ScanOptions and Scan give, turning
+	// Options.Probe on while the map has an entry) fails with the error of
+	// its path, naming the path; ErrHung makes it hang until its deadline
+	// (a HungMount). A path without an entry is stat'ed where it lies.
+	// Unmount deletes the entry of the path it unmounts. Set it before the
+	// node is scanned.
+	MountCheckErrors map[string]error
+	// UnmountFunc, when set, is called by Unmount with the host path, as
+	// FakeMounter's: its error is Unmount's, and the entry stays.
+	UnmountFunc UnmountFunc
+	// MountTableError, while set, is the error of every read of the mount
+	// table of a node made by New or from a fixture, as a kernel's failed
+	// read: reconstruct.Scan returns ErrMountTable with a State whose every
+	// volume is Uncertain, and cleanup.Execute refuses to act.
+	MountTableError error
+
 	tb       testing.TB
 	hostRoot string // "" on real mounts
 	rootDir  string
 	fixture  *Fixture // the fixture the node was made from, if any
 
-	mu     sync.Mutex
-	lines  []string // the mount table of a node made by New
-	nextID int
+	mu        sync.Mutex
+	lines     []string // the mount table of a node made by New
+	nextID    int
+	unmounted []string // what Unmount unmounted
 }
 
 // New makes a fake node in a temp dir of tb, without root: the dir is the
@@ -153,7 +173,7 @@ func (n *Node) Mount(line string) *Node {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.lines == nil {
-		n.tb.Fatalf("fakenode: the node's mount table is not made of lines (a fixture's, or the real one)")
+		n.tb.Fatal(errNoLines)
 	}
 	n.lines = append(n.lines, line)
 	return n
@@ -170,20 +190,27 @@ func (n *Node) MountDevice(dev, fstype, source string, paths ...string) *Node {
 		n.tb.Fatalf("fakenode: device %q: %v", dev, err)
 	}
 	for _, p := range paths {
-		n.mu.Lock()
-		id := n.nextID
-		n.nextID++
-		n.mu.Unlock()
-		n.Mount(mountscan.FormatLine(mountscan.Mount{ID: id, ParentID: 1, Dev: d, Root: "/", MountPoint: p,
+		n.Mount(mountscan.FormatLine(mountscan.Mount{ID: n.newID(), ParentID: 1, Dev: d, Root: "/", MountPoint: p,
 			Options: "rw,relatime", FSType: fstype, Source: source, SuperOptions: "rw"}))
 	}
 	return n
 }
 
+// newID returns the next mount ID of an entry the kit makes.
+func (n *Node) newID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.nextID++
+	return n.nextID - 1
+}
+
 func (n *Node) readTable(context.Context) (*mountscan.Table, error) {
 	n.mu.Lock()
-	lines := slices.Clone(n.lines)
+	lines, err := slices.Clone(n.lines), n.MountTableError
 	n.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", MountTablePath, err)
+	}
 	return mountscan.FromLines(lines...)
 }
 
@@ -192,7 +219,7 @@ func (n *Node) readTable(context.Context) (*mountscan.Table, error) {
 func (n *Node) Node() reconstruct.Node {
 	switch {
 	case n.fixture != nil:
-		return n.fixture.f.Node(n.hostRoot)
+		return n.failingReads(n.fixture.f.Node(n.hostRoot))
 	case n.lines == nil:
 		return reconstruct.Node{RootDir: n.rootDir}
 	}
@@ -200,19 +227,36 @@ func (n *Node) Node() reconstruct.Node {
 		MountTable: mountscan.Source{Path: MountTablePath, Read: n.readTable}}
 }
 
+// failingReads makes the reads of a fixture's table fail with
+// MountTableError while it is set.
+func (n *Node) failingReads(node reconstruct.Node) reconstruct.Node {
+	read := node.MountTable.Read
+	node.MountTable.Read = func(ctx context.Context) (*mountscan.Table, error) {
+		n.mu.Lock()
+		err := n.MountTableError
+		n.mu.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", node.MountTable.Path, err)
+		}
+		return read(ctx)
+	}
+	return node
+}
+
 // ScanOptions returns the options that scan the node: for a node made from
 // a fixture, everything its options section says (see Fixture.ScanOptions);
-// else only the Node.
+// else the Node; and the probe of MountCheckErrors.
 func (n *Node) ScanOptions() reconstruct.Options {
 	n.tb.Helper()
-	if n.fixture == nil {
-		return reconstruct.Options{Node: n.Node()}
+	opts := reconstruct.Options{Node: n.Node()}
+	if n.fixture != nil {
+		var err error
+		if opts, err = n.fixture.ScanOptions(n.hostRoot); err != nil {
+			n.tb.Fatal(err)
+		}
+		opts.Node = n.Node()
 	}
-	opts, err := n.fixture.ScanOptions(n.hostRoot)
-	if err != nil {
-		n.tb.Fatal(err)
-	}
-	return opts
+	return n.withChecks(opts)
 }
 
 // PlanOptions returns the cleanup options of the node: for a node made from
@@ -223,6 +267,19 @@ func (n *Node) PlanOptions() cleanup.Options {
 		return cleanup.Options{Node: n.Node()}
 	}
 	opts, _ := n.fixture.PlanOptions(n.hostRoot)
+	opts.Node = n.Node()
+	return opts
+}
+
+// ExecOptions returns the options that execute a plan on the node, a dry
+// run until Apply is set: the Node and, for a node made by New, Unmount as
+// the unmount, so that what cleanup.Execute unmounts leaves the node's
+// table (Unmounted lists it).
+func (n *Node) ExecOptions() cleanup.ExecOptions {
+	opts := cleanup.ExecOptions{Node: n.Node()}
+	if n.fixture == nil && n.lines != nil {
+		opts.Unmount = n.unmountOnDisk
+	}
 	return opts
 }
 
@@ -234,7 +291,8 @@ func (n *Node) Context() context.Context {
 }
 
 // Scan scans the node with opts, taking the node's root dir, host root,
-// root dir aliases and mount table wherever opts.Node leaves them empty. It
+// root dir aliases and mount table wherever opts.Node leaves them empty,
+// and the checks of MountCheckErrors before opts.Prober's. It
 // fails the test when the scan fails or its mount table is not consistent:
 // a test of those calls reconstruct.Scan itself, with ScanOptions.
 func (n *Node) Scan(opts reconstruct.Options) *reconstruct.State {
@@ -252,7 +310,7 @@ func (n *Node) Scan(opts reconstruct.Options) *reconstruct.State {
 	if opts.MountTable.Path == "" && opts.MountTable.Read == nil {
 		opts.MountTable = own.MountTable
 	}
-	st, err := reconstruct.Scan(n.Context(), opts)
+	st, err := reconstruct.Scan(n.Context(), n.withChecks(opts))
 	if err != nil {
 		n.tb.Fatalf("fakenode: scan: %v", err)
 	}
@@ -292,12 +350,16 @@ func (p *Pod) Volume(plugin, name string) string {
 }
 
 // CSIVolume is a CSI filesystem volume of a pod, laid out as the kubelet
-// lays it out since Kubernetes 1.24. Its paths are host paths.
+// lays it out since Kubernetes 1.24 (or before: LegacyCSIVolume). Its
+// paths are host paths.
 type CSIVolume struct {
 	Dir     string // pods/<uid>/volumes/kubernetes.io~csi/<name>
 	Target  string // Dir/mount: the publish target, where NodePublishVolume mounts
 	VolData string // Dir/vol_data.json: the pod's record of the volume
-	Staging string // plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount: where NodeStageVolume mounts
+	// Staging is where NodeStageVolume mounts, with the staging's
+	// vol_data.json beside it: plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount
+	// (legacy: plugins/kubernetes.io/csi/pv/<name>/globalmount).
+	Staging string
 }
 
 // CSIVolume makes the dirs and files the kubelet makes for a CSI volume of
@@ -307,20 +369,42 @@ type CSIVolume struct {
 // mount table (MountDevice), or remove VolData to see the identity
 // recovered from the staging mount.
 func (p *Pod) CSIVolume(name, driver, handle string) CSIVolume {
+	p.n.tb.Helper()
+	csiDir := kubelet.Root(p.n.Path()).CSIDir()
+	return p.csiVolume(name, driver, handle, csiDir.StagingPath(driver, handle))
+}
+
+// LegacyCSIVolume is CSIVolume in the layout of Kubernetes <= 1.23, still
+// found on nodes upgraded in place: the staging dir is keyed by the PV's
+// name, pv/<name>/globalmount, with the vol_data.json in pv/<name>. A
+// State names it a LegacyLayout.
+func (p *Pod) LegacyCSIVolume(name, driver, handle string) CSIVolume {
+	p.n.tb.Helper()
+	csiDir := kubelet.Root(p.n.Path()).CSIDir()
+	return p.csiVolume(name, driver, handle, csiDir.LegacyStagingPath(name))
+}
+
+// csiVolume makes a CSI volume of the pod staged at staging.
+func (p *Pod) csiVolume(name, driver, handle, staging string) CSIVolume {
 	n := p.n
 	n.tb.Helper()
 	layout := kubelet.Root(n.Path())
 	dir := p.Volume(kubelet.CSIPluginName, name)
-	v := CSIVolume{Dir: dir, Target: layout.CSIPublishTarget(p.uid, name), VolData: layout.PodVolDataPath(p.uid, name),
-		Staging: layout.CSIDir().StagingPath(driver, handle)}
+	v := CSIVolume{Dir: dir, Target: layout.CSIPublishTarget(p.uid, name), VolData: layout.PodVolDataPath(p.uid, name), Staging: staging}
 	n.Dir(v.Target)
 	n.Dir(v.Staging)
-	attachment := sha256.Sum256([]byte(handle + driver + NodeName))
 	n.Write(v.VolData, jsonObject(n.tb, map[string]string{"specVolID": name, "volumeHandle": handle, "driverName": driver,
-		"nodeName": NodeName, "attachmentID": "csi-" + hex.EncodeToString(attachment[:]), "volumeLifecycleMode": "Persistent"}))
-	n.Write(filepath.Join(layout.CSIDir().StagingDir(driver, handle), kubelet.VolDataFileName),
+		"nodeName": NodeName, "attachmentID": attachmentID(driver, handle), "volumeLifecycleMode": "Persistent"}))
+	n.Write(filepath.Join(filepath.Dir(staging), kubelet.VolDataFileName),
 		jsonObject(n.tb, map[string]string{"driverName": driver, "volumeHandle": handle}))
 	return v
+}
+
+// attachmentID is the name of the VolumeAttachment of a volume on the
+// node, as the kubelet records it in a vol_data.json.
+func attachmentID(driver, handle string) string {
+	sum := sha256.Sum256([]byte(handle + driver + NodeName))
+	return "csi-" + hex.EncodeToString(sum[:])
 }
 
 func jsonObject(tb testing.TB, kv map[string]string) string {

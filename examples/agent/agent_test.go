@@ -1,7 +1,10 @@
 package agent_test
 
 import (
+	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -116,19 +119,48 @@ func TestRebuildOnTheAgentsFakeMounter(t *testing.T) {
 	assert.Len(t, as.Uncertain, 1)
 }
 
-// A case from the field, from volrecon's fixtures with its options: one NFS
-// server of a force-deleted pod hangs. The agent leaves that volume alone
-// (Uncertain), adopts the other, and still finishes.
+// One NFS server hangs: the agent leaves that volume alone (Uncertain),
+// adopts the other, and still finishes. A case from the field, from
+// volrecon's fixtures with its options (a force-deleted pod's server), and
+// the same on the kit's node, whose MountCheckErrors hang a check.
 func TestRebuildOnAHungNFSServer(t *testing.T) {
-	n := fakenode.FixtureNode(t, fakenode.Fixtures(), "c26-hung-nfs.txtar")
-	as, err := agent.Rebuild(n.Context(), n.ScanOptions())
-	require.NoError(t, err)
-	require.Len(t, as.Uncertain, 1)
-	assert.Equal(t, "opennebula-control-volume", as.Uncertain[0].Name)
-	assert.Contains(t, as.Uncertain[0].Why, "hung")
-	require.Len(t, as.Mounted, 1)
-	assert.Equal(t, "shared-logs", as.Mounted[0].Name)
-	assert.Len(t, as.Orphans, 1)
+	for _, tc := range []struct {
+		name          string
+		node          func(t *testing.T) (*fakenode.Node, reconstruct.Options)
+		hung, adopted string
+		orphans       int
+	}{
+		{name: "fixture", hung: "opennebula-control-volume", adopted: "shared-logs", orphans: 1,
+			node: func(t *testing.T) (*fakenode.Node, reconstruct.Options) {
+				n := fakenode.FixtureNode(t, fakenode.Fixtures(), "c26-hung-nfs.txtar")
+				return n, n.ScanOptions()
+			}},
+		{name: "MountCheckErrors", hung: "shared", adopted: "pvc-1",
+			node: func(t *testing.T) (*fakenode.Node, reconstruct.Options) {
+				n := fakenode.New(t)
+				pod := n.Pod(fakenode.UID1)
+				nfs := pod.Volume("kubernetes.io/nfs", "shared")
+				n.Mount("71 1 0:71 / " + nfs + " rw - nfs4 server:/export rw")
+				vol := pod.CSIVolume("pvc-1", driver, "vol-0abc")
+				n.MountDevice("259:3", "ext4", "/dev/nvme1n1", vol.Staging, vol.Target)
+				n.MountCheckErrors = map[string]error{nfs: fakenode.ErrHung}
+				opts := n.ScanOptions() // probes, as MountCheckErrors is set
+				opts.ProbeTimeout = time.Second
+				return n, opts
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, opts := tc.node(t)
+			as, err := agent.Rebuild(n.Context(), opts)
+			require.NoError(t, err)
+			require.Len(t, as.Uncertain, 1)
+			assert.Equal(t, tc.hung, as.Uncertain[0].Name)
+			assert.Contains(t, as.Uncertain[0].Why, "hung")
+			require.Len(t, as.Mounted, 1)
+			assert.Equal(t, tc.adopted, as.Mounted[0].Name)
+			assert.Len(t, as.Orphans, tc.orphans)
+		})
+	}
 }
 
 // A torn read of the mount table that never settles: every volume is
@@ -141,4 +173,79 @@ func TestRebuildOnATableThatNeverSettles(t *testing.T) {
 	require.NotNil(t, as, "the State comes with the error")
 	assert.Empty(t, as.Mounted)
 	assert.NotEmpty(t, as.Uncertain)
+}
+
+// The node's other shapes, from the kit: a raw block volume mapped from its
+// device node, and a volume staged in the layout of Kubernetes <= 1.23.
+// The agent adopts both, each with the path its driver staged it at.
+func TestRebuildAdoptsRawBlockAndLegacyVolumes(t *testing.T) {
+	n := fakenode.New(t)
+	pod := n.Pod(fakenode.UID1)
+	blk := pod.CSIBlockVolume("pvc-2", driver, "vol-0def")
+	n.BindDeviceNode("nvme2n1", blk.Publish, blk.Map)
+	old := pod.LegacyCSIVolume("pvc-3", driver, "vol-0ghi")
+	n.MountDevice("259:5", "ext4", "/dev/nvme3n1", old.Staging, old.Target)
+
+	opts := n.ScanOptions()
+	opts.ActivePods = reconstruct.PodList{fakenode.UID1}
+	as, err := agent.Rebuild(n.Context(), opts)
+	require.NoError(t, err)
+	require.Len(t, as.Mounted, 2, "uncertain: %+v", as.Uncertain)
+	assert.Equal(t, "pvc-2", as.Mounted[0].Name)
+	assert.Equal(t, filepath.Dir(blk.Map), as.Mounted[0].DeviceMountPath, "a block volume's device is mapped in its map dir")
+	assert.Equal(t, "pvc-3", as.Mounted[1].Name)
+	assert.Equal(t, old.Staging, as.Mounted[1].DeviceMountPath)
+	assert.ElementsMatch(t, []string{"kubernetes.io/csi/" + driver + "^vol-0def", "kubernetes.io/csi/" + driver + "^vol-0ghi"}, as.InUse)
+	assert.Empty(t, as.LeakedStaging)
+}
+
+// A mount table that cannot be read (the kit's MountTableError) is no
+// empty node: every volume is Uncertain and none adopted, the error says
+// why; once it reads again, the volume is adopted.
+func TestRebuildWhenTheTableCannotBeRead(t *testing.T) {
+	n := fakenode.New(t)
+	vol := n.Pod(fakenode.UID1).CSIVolume("pvc-1", driver, "vol-0abc")
+	n.MountDevice("259:3", "ext4", "/dev/nvme1n1", vol.Staging, vol.Target)
+	n.MountTableError = syscall.EIO
+
+	as, err := agent.Rebuild(n.Context(), n.ScanOptions())
+	require.ErrorIs(t, err, reconstruct.ErrMountTable)
+	require.ErrorIs(t, err, syscall.EIO)
+	assert.Empty(t, as.Mounted)
+	require.Len(t, as.Uncertain, 1)
+	assert.Contains(t, as.InUse, "kubernetes.io/csi/"+driver+"^vol-0abc", "not known unmounted: not to be detached")
+
+	n.MountTableError = nil
+	as, err = agent.Rebuild(n.Context(), n.ScanOptions())
+	require.NoError(t, err)
+	assert.Len(t, as.Mounted, 1)
+}
+
+// The agent tore a deleted pod's volume down as far as the node let it:
+// its unmount of the publish target failed first (the kit's UnmountFunc:
+// the device is busy), so the volume is still mounted; then it succeeded
+// (the kit's Unmount), and what is left is a staging mount nobody uses,
+// for the driver to unstage.
+func TestRebuildAfterTheAgentsTeardown(t *testing.T) {
+	n := fakenode.New(t)
+	vol := n.Pod(fakenode.UID1).CSIVolume("pvc-1", driver, "vol-0abc")
+	n.MountDevice("259:3", "ext4", "/dev/nvme1n1", vol.Staging, vol.Target)
+	opts := n.ScanOptions()
+	opts.ActivePods, opts.LifeChecker = reconstruct.PodList{fakenode.UID2}, fakenode.Life{}
+
+	n.UnmountFunc = func(string) error { return syscall.EBUSY }
+	require.ErrorIs(t, n.Unmount(vol.Target), syscall.EBUSY)
+	as, err := agent.Rebuild(n.Context(), opts)
+	require.NoError(t, err)
+	require.Len(t, as.Mounted, 1, "the unmount failed: still mounted")
+	assert.Empty(t, as.LeakedStaging)
+
+	n.UnmountFunc = nil
+	require.NoError(t, n.Unmount(vol.Target))
+	assert.Equal(t, []string{vol.Target}, n.Unmounted())
+	as, err = agent.Rebuild(n.Context(), opts)
+	require.NoError(t, err)
+	assert.Empty(t, as.Mounted)
+	assert.Equal(t, []string{vol.Staging}, as.LeakedStaging)
+	assert.Equal(t, []string{fakenode.UID1}, as.Orphans)
 }

@@ -5,7 +5,8 @@
 // certain, what must not be detached, and what needs its CSI driver.
 //
 // Its tests (agent_test.go) run on fake nodes of volrecon's test kit
-// (fakenode), on an agent's usual mount-utils FakeMounter
-// (mountutil.ForFakeMounter) and on the repository's fixtures, without
-// root.
+// (fakenode: CSI volumes of both layouts and raw block, its unmount and
+// its injected errors of the table's read and of a mount's check), on an
+// agent's usual mount-utils FakeMounter (mountutil.ForFakeMounter) and on
+// the repository's fixtures, without root.
 package agent
