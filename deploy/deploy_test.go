@@ -218,7 +218,7 @@ func TestDaemonSetRBACIsReadOnly(t *testing.T) {
 // With --events, the ServiceAccount may also create and patch Events, and
 // nothing more.
 func TestEventsRBAC(t *testing.T) {
-	events, err := decodeManifests(readFile(t, "events-rbac.yaml"))
+	events, err := decodeManifests(readFile(t, "components/events/events-rbac.yaml"))
 	require.NoError(t, err)
 	require.Nil(t, events.daemonSet)
 	require.Len(t, events.roles, 1)
@@ -232,7 +232,7 @@ func TestEventsRBAC(t *testing.T) {
 // With --node-condition, the ServiceAccount may also get and patch the
 // status of Nodes, and nothing more: not the Node itself, not other verbs.
 func TestNodeConditionRBAC(t *testing.T) {
-	text := readFile(t, "node-condition-rbac.yaml")
+	text := readFile(t, "components/node-condition/node-condition-rbac.yaml")
 	nc, err := decodeManifests(text)
 	require.NoError(t, err)
 	require.Nil(t, nc.daemonSet)

@@ -26,10 +26,10 @@ var update = flag.Bool("update", false, "rewrite prometheusrule.yaml from alerts
 const (
 	namespaceFile      = "namespace.yaml"
 	kustomizationFile  = "kustomization.yaml"
-	podMonitorFile     = "podmonitor.yaml"
-	prometheusRuleFile = "prometheusrule.yaml"
-	teardownRBACFile   = "teardown-rbac.yaml"
-	dashboardFile      = "grafana-dashboard.json"
+	podMonitorFile     = "components/podmonitor/podmonitor.yaml"
+	prometheusRuleFile = "components/prometheusrule/prometheusrule.yaml"
+	teardownRBACFile   = "components/teardown/teardown-rbac.yaml"
+	dashboardFile      = "components/dashboard/grafana-dashboard.json"
 )
 
 func TestNamespace(t *testing.T) {
@@ -42,7 +42,7 @@ func TestNamespace(t *testing.T) {
 }
 
 // kustomization.yaml installs the namespace and the DaemonSet, and names
-// the optional files, which exist.
+// the optional components, which exist (kustomize_test.go renders them).
 func TestKustomization(t *testing.T) {
 	text := readFile(t, kustomizationFile)
 	var k struct {
@@ -54,9 +54,10 @@ func TestKustomization(t *testing.T) {
 	assert.Equal(t, "kustomize.config.k8s.io/v1beta1", k.APIVersion)
 	assert.Equal(t, "Kustomization", k.Kind)
 	assert.Equal(t, []string{namespaceFile, daemonSetFile}, k.Resources)
-	for _, optional := range []string{"events-rbac.yaml", teardownRBACFile, podMonitorFile, prometheusRuleFile} {
-		assert.Contains(t, text, "#   - "+optional, "the kustomization names %s", optional)
-		assert.FileExists(t, optional)
+	for name := range components {
+		optional := "components/" + name
+		assert.Contains(t, text, "#   - "+optional+" ", "the kustomization names %s", optional)
+		assert.FileExists(t, optional+"/kustomization.yaml")
 	}
 }
 

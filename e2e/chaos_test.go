@@ -160,7 +160,7 @@ func (r *chaosRun) run() {
 	// while pod dirs exist).
 	runPod(r.t, keeperPod())
 	if r.arm == armVolrecon {
-		r.kubeconfig = volreconKubeconfig(r.t, r.c, "../deploy/teardown-rbac.yaml")
+		r.kubeconfig = volreconKubeconfig(r.t, r.c, "../deploy/components/teardown/teardown-rbac.yaml")
 		r.stateDir = r.t.TempDir()
 		r.serve = &chaosServe{log: filepath.Join(r.c.Layout.LogDir, "chaos-serve.log")}
 		r.t.Cleanup(r.serve.stop)

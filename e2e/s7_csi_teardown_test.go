@@ -169,7 +169,7 @@ func TestCSITeardownOfALeakedStagingMount(t *testing.T) {
 func TestCSITeardownAsksTheAPIServerWhichVolumesPodsUse(t *testing.T) {
 	c := needCluster(t)
 	cleanupPods(t)
-	kubeconfig := volreconKubeconfig(t, c, "../deploy/teardown-rbac.yaml")
+	kubeconfig := volreconKubeconfig(t, c, "../deploy/components/teardown/teardown-rbac.yaml")
 	runPod(t, keeperPod())
 	staging := leakStaging(t, "teardown-api-leak")
 	args := []string{"cleanup", "-o", "json", "--apply", "--csi-teardown", "--state-dir", t.TempDir(), "--min-leak-age", "1s",

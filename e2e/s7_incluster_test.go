@@ -189,7 +189,7 @@ func volreconKubeconfig(t *testing.T, c *cluster.Cluster, optional ...string) st
 		require.NoError(t, err)
 	}
 	var sa *corev1.ServiceAccount
-	for _, file := range append([]string{"../deploy/daemonset.yaml", "../deploy/events-rbac.yaml"}, optional...) {
+	for _, file := range append([]string{"../deploy/daemonset.yaml", "../deploy/components/events/events-rbac.yaml"}, optional...) {
 		for _, doc := range yamlDocs(t, file) {
 			var tm metav1.TypeMeta
 			require.NoError(t, yaml.Unmarshal(doc, &tm))

@@ -254,7 +254,7 @@ func dsOverlay(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, image str
 	}
 	// The suite's containerd listens on a socket of its own, not at a
 	// distribution's usual path; and the manifest's opt-in Events
-	// (deploy/events-rbac.yaml).
+	// (deploy/components/events/events-rbac.yaml).
 	ctr.Args = append(ctr.Args, "--cri-endpoint="+c.Layout.ContainerdSocket(), "--events")
 	// No kube-proxy and no service network here: the API server on the
 	// host's loopback, as its certificate names it.
@@ -272,7 +272,7 @@ func dsOverlay(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, image str
 
 // applyDeploy creates the namespace as docs/fleet.md says (labelled
 // privileged), then every object of deploy/daemonset.yaml and
-// deploy/events-rbac.yaml, decoded strictly, the DaemonSet through
+// deploy/components/events/events-rbac.yaml, decoded strictly, the DaemonSet through
 // dsOverlay.
 func applyDeploy(t *testing.T, c *cluster.Cluster, image string) {
 	t.Helper()
@@ -292,7 +292,7 @@ func applyDeploy(t *testing.T, c *cluster.Cluster, image string) {
 		require.NoError(t, err)
 	}
 	var sawDS bool
-	for _, file := range []string{"../deploy/daemonset.yaml", "../deploy/events-rbac.yaml"} {
+	for _, file := range []string{"../deploy/daemonset.yaml", "../deploy/components/events/events-rbac.yaml"} {
 		for _, doc := range yamlDocs(t, file) {
 			var tm metav1.TypeMeta
 			require.NoError(t, yaml.Unmarshal(doc, &tm))

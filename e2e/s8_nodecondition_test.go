@@ -35,7 +35,7 @@ func TestNodeCondition(t *testing.T) {
 	c := needCluster(t)
 	cleanupPods(t)
 	ensureKubelet(t)
-	kubeconfig := volreconKubeconfig(t, c, "../deploy/node-condition-rbac.yaml")
+	kubeconfig := volreconKubeconfig(t, c, "../deploy/components/node-condition/node-condition-rbac.yaml")
 	runPod(t, keeperPod()) // the API's pod list is never empty
 	before := nodeConditions(t)
 	require.NotContains(t, before, conditionType, "no condition before serve runs")

@@ -10,7 +10,7 @@ import (
 
 // Every series serve registers (the scan's, the build's, the runtime's,
 // the watch's and the kubelet-compatible ones) names no node: the scrape
-// adds node (deploy/podmonitor.yaml relabels __meta_kubernetes_pod_node_name;
+// adds node (deploy/components/podmonitor/podmonitor.yaml relabels __meta_kubernetes_pod_node_name;
 // node_exporter's scrape for the textfile), so that Prometheus stores one
 // node label, never node and exported_node, and every series has it.
 func TestServeSeriesHaveNoTargetLabels(t *testing.T) {

@@ -21,7 +21,7 @@ desired state; at most once per --min-interval, everything at least every
 succeeded) on --listen, and /report (the latest State as JSON: every volume handle and
 path of the node) on --report-listen, loopback only by default. The series
 have no node label: the scrape adds it, as for node_exporter's
-(deploy/podmonitor.yaml). It is read-only: it never cleans up. With
+(deploy/components/podmonitor/podmonitor.yaml). It is read-only: it never cleans up. With
 --textfile it instead scans once and writes the metrics to a file in
 node_exporter's textfile format (atomically), for nodes that already run
 node_exporter; a failed run keeps the last good run's series and sets
