@@ -34,7 +34,7 @@ NEWEST := k8s.io/api@v0.37.2 k8s.io/apimachinery@v0.37.2 k8s.io/client-go@v0.37.
 	google.golang.org/protobuf@v1.36.12 github.com/container-storage-interface/spec@v1.13.0 \
 	github.com/stretchr/testify@v1.12.1 golang.org/x/sys@v0.49.0 github.com/go-logr/logr@v1.4.4
 
-.PHONY: test test-rules test-busy test-schema test-examples test-newest bench lint demo build image update-fixtures fuzz e2e chaos serve-diff
+.PHONY: helm test-packaging release test test-rules test-busy test-schema test-examples test-newest bench lint demo build image update-fixtures fuzz e2e chaos serve-diff
 
 ## test: gofmt check, go vet, and every test with the race detector, of the
 ## library at the oldest versions it requires (go.mod), of TEST_MODULES,
@@ -46,8 +46,10 @@ test:
 		echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race ./...
-	for m in $(TEST_MODULES); do (cd $$m && $(GO) vet ./... && $(GO) test -race ./...) || exit 1; done
+	$(MAKE) helm
+	for m in $(TEST_MODULES); do (cd $$m && $(GO) vet ./... && VOLRECON_HELM=$(HELM) $(GO) test -race ./...) || exit 1; done
 	$(MAKE) test-rules
+	$(MAKE) test-packaging
 	$(MAKE) test-schema
 	$(MAKE) test-examples
 
@@ -73,6 +75,18 @@ test-rules:
 	*) echo "prometheus $$version is installed; make test-rules runs Debian 12's $(PROMETHEUS_VERSION)" >&2; exit 1;; esac; \
 	promtool --version 2>&1 | head -1; \
 	cd deploy && promtool check rules alerts.yaml && promtool test rules alerts_test.yaml
+
+## helm: the real helm, built from its Go module at HELM_VERSION (as the
+## e2e suite builds the kubelet) into the e2e suite's cache, once: deploy/'s
+## tests lint and render deploy/helm/volrecon with it (VOLRECON_HELM), and
+## the e2e suite installs the chart with it (TestHelm).
+HELM_VERSION := v3.21.4
+HELM_DIR := /var/cache/volrecon-e2e/bin/helm-$(HELM_VERSION)-$(shell $(GO) env GOVERSION)
+HELM := $(HELM_DIR)/helm
+helm: $(HELM)
+$(HELM):
+	mkdir -p $(HELM_DIR)
+	GOBIN=$(HELM_DIR) GOFLAGS=-buildvcs=false $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 ## test-busy: the tests of BUSY_PACKAGES (those that read every process's
 ## mount namespaces, and the mount churn test) with the race detector,

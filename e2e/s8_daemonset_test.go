@@ -277,20 +277,7 @@ func dsOverlay(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, image str
 func applyDeploy(t *testing.T, c *cluster.Cluster, image string) {
 	t.Helper()
 	cs := client(t)
-	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: dsNamespace,
-		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "privileged"}}}
-	if _, err := cs.CoreV1().Namespaces().Create(ctxT(t), nsObj, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-		existing, err := cs.CoreV1().Namespaces().Get(ctxT(t), dsNamespace, metav1.GetOptions{})
-		require.NoError(t, err)
-		if existing.Labels == nil {
-			existing.Labels = map[string]string{}
-		}
-		existing.Labels["pod-security.kubernetes.io/enforce"] = "privileged"
-		_, err = cs.CoreV1().Namespaces().Update(ctxT(t), existing, metav1.UpdateOptions{})
-		require.NoError(t, err)
-	} else {
-		require.NoError(t, err)
-	}
+	ensureDSNamespace(t)
 	var sawDS bool
 	for _, file := range []string{"../deploy/daemonset.yaml", "../deploy/components/events/events-rbac.yaml"} {
 		for _, doc := range yamlDocs(t, file) {
@@ -747,4 +734,25 @@ func (p *promServer) alertFiring(name string) error {
 		}
 	}
 	return fmt.Errorf("%s not firing: %+v", name, data.Alerts)
+}
+
+// ensureDSNamespace creates the namespace as docs/fleet.md says (labelled
+// privileged), or labels the one that exists.
+func ensureDSNamespace(t *testing.T) {
+	t.Helper()
+	cs := client(t)
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: dsNamespace,
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "privileged"}}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctxT(t), nsObj, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		existing, err := cs.CoreV1().Namespaces().Get(ctxT(t), dsNamespace, metav1.GetOptions{})
+		require.NoError(t, err)
+		if existing.Labels == nil {
+			existing.Labels = map[string]string{}
+		}
+		existing.Labels["pod-security.kubernetes.io/enforce"] = "privileged"
+		_, err = cs.CoreV1().Namespaces().Update(ctxT(t), existing, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	} else {
+		require.NoError(t, err)
+	}
 }
