@@ -12,6 +12,7 @@ IMAGE_SOURCE ?= https://github.com/volrecon/volrecon
 # make image: the reference the tarball names, and the tarball.
 IMAGE ?= volrecon:$(VERSION)
 IMAGE_TAR ?= volrecon-image.tar
+comma := ,
 
 # Modules of their own that use the library as an importer does, through a
 # replace of it: examples/agent (a kubelet-like agent and its unit tests on
@@ -34,7 +35,7 @@ NEWEST := k8s.io/api@v0.37.2 k8s.io/apimachinery@v0.37.2 k8s.io/client-go@v0.37.
 	google.golang.org/protobuf@v1.36.12 github.com/container-storage-interface/spec@v1.13.0 \
 	github.com/stretchr/testify@v1.12.1 golang.org/x/sys@v0.49.0 github.com/go-logr/logr@v1.4.4
 
-.PHONY: helm test-packaging release test test-rules test-busy test-schema test-examples test-newest bench lint demo build image update-fixtures fuzz e2e chaos serve-diff
+.PHONY: helm packaging-tools image-multiarch release test test-rules test-busy test-schema test-examples test-newest bench lint demo build image update-fixtures fuzz e2e chaos serve-diff
 
 ## test: gofmt check, go vet, and every test with the race detector, of the
 ## library at the oldest versions it requires (go.mod), of TEST_MODULES,
@@ -46,10 +47,9 @@ test:
 		echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race ./...
-	$(MAKE) helm
+	$(MAKE) packaging-tools
 	for m in $(TEST_MODULES); do (cd $$m && $(GO) vet ./... && VOLRECON_HELM=$(HELM) $(GO) test -race ./...) || exit 1; done
 	$(MAKE) test-rules
-	$(MAKE) test-packaging
 	$(MAKE) test-schema
 	$(MAKE) test-examples
 
@@ -160,6 +160,72 @@ image: build
 	cd image && $(GO) run . -binary $(abspath volrecon) -out $(abspath $(IMAGE_TAR)) -tag $(IMAGE) \
 		-version $(VERSION) -revision "$(REVISION)" -created "$(COMMIT_TIME)" \
 		-source $(IMAGE_SOURCE) -arch $$($(GO) env GOARCH)
+
+## image-multiarch: the image for IMAGE_ARCHES (linux/amd64 and
+## linux/arm64) in one OCI image index, from a static binary of each
+## (CGO_ENABLED=0; make image refuses a binary of another architecture),
+## as an OCI layout tar, IMAGE_OCI, named IMAGE: push it with
+## `skopeo copy --all oci-archive:$(IMAGE_OCI):$(IMAGE) docker://REGISTRY/volrecon:TAG`.
+IMAGE_OCI ?= volrecon-image-oci.tar
+IMAGE_ARCHES := amd64 arm64
+image-multiarch:
+	mkdir -p dist/image
+	for a in $(IMAGE_ARCHES); do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags "-X main.version=$(VERSION) -X main.commit=$(REVISION)" \
+			-o dist/image/volrecon-linux-$$a ./cmd/volrecon || exit 1; done
+	cd image && $(GO) run . -index $(subst $(eval) ,$(comma),$(foreach a,$(IMAGE_ARCHES),$(a)=$(abspath dist/image/volrecon-linux-$(a)))) \
+		-out $(abspath $(IMAGE_OCI)) -tag $(IMAGE) -version $(VERSION) -revision "$(REVISION)" -created "$(COMMIT_TIME)" \
+		-source $(IMAGE_SOURCE)
+
+## release: VERSION's archives in DIST (default dist/release): for each
+## platform a tar.gz of the binary, LICENSE and README.md (volrecon for
+## RELEASE_PLATFORMS, kubectl-volrecon for PLUGIN_PLATFORMS too), static
+## (CGO_ENABLED=0), the same bytes from the same commit (sorted, root-owned,
+## the commit's time, gzip -n); sha256sums of them; and volrecon.yaml, the
+## krew manifest of deploy/krew/volrecon.yaml with VERSION and each
+## archive's sha256 from sha256sums. VERSION must be vX.Y.Z.
+DIST ?= dist/release
+RELEASE_PLATFORMS := linux/amd64 linux/arm64
+PLUGIN_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+release: SHELL := bash
+release: .SHELLFLAGS := -eu -o pipefail -c
+release:
+	[[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$$ ]] || { echo "make release: VERSION=$(VERSION) is not vX.Y.Z" >&2; exit 1; }
+	rm -rf $(DIST); mkdir -p $(DIST)
+	stage="$$(mktemp -d)"; trap 'rm -rf "$$stage"' EXIT; \
+	mtime="$$(git log -1 --format=%ct 2>/dev/null || echo 0)"; \
+	pack() { bin=$$1; pkg=$$2; os=$${3%/*}; arch=$${3#*/}; name=$${bin}_$(VERSION)_$${os}_$${arch}; \
+		mkdir -p "$$stage/$$name"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "-X main.version=$(VERSION) -X main.commit=$(REVISION)" -o "$$stage/$$name/$$bin" $$pkg; \
+		cp LICENSE README.md "$$stage/$$name/"; \
+		tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@$$mtime --format=gnu \
+			-C "$$stage/$$name" -cf - $$bin LICENSE README.md | gzip -n -9 > $(DIST)/$$name.tar.gz; }; \
+	for p in $(RELEASE_PLATFORMS); do pack volrecon ./cmd/volrecon $$p; done; \
+	for p in $(PLUGIN_PLATFORMS); do pack kubectl-volrecon ./cmd/kubectl-volrecon $$p; done
+	cd $(DIST) && sha256sum *.tar.gz > sha256sums
+	cd deploy && $(GO) run ./internal/krewgen -template krew/volrecon.yaml -sums $(abspath $(DIST))/sha256sums \
+		-version $(VERSION) -out $(abspath $(DIST))/volrecon.yaml
+	cat $(DIST)/sha256sums
+
+## packaging-tools: what the packaging tests run, pinned, installed when
+## missing (as test-rules installs promtool): Debian 12's skopeo
+## (SKOPEO_VERSION: it reads make image-multiarch's archive) and
+## prometheus-node-exporter (NODE_EXPORTER_VERSION: it reads serve
+## --textfile's file), and helm (make helm).
+SKOPEO_VERSION := 1.9.3+ds1-1+b10
+NODE_EXPORTER_VERSION := 1.5.0-1+b6
+packaging-tools: SHELL := bash
+packaging-tools: .SHELLFLAGS := -eu -o pipefail -c
+packaging-tools: helm
+	installed() { dpkg-query -W -f='$${db:Status-Status} $${Version}' $$1 2>/dev/null | sed -n 's/^installed //p'; }; \
+	if [ "$$(installed skopeo)" != "$(SKOPEO_VERSION)" ] || [ "$$(installed prometheus-node-exporter)" != "$(NODE_EXPORTER_VERSION)" ]; then \
+		rc=/usr/sbin/policy-rc.d; \
+		if [ ! -e "$$rc" ]; then printf '#!/bin/sh\nexit 101\n' > "$$rc"; chmod 0755 "$$rc"; trap 'rm -f "$$rc"' EXIT; fi; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -q; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+			skopeo=$(SKOPEO_VERSION) prometheus-node-exporter=$(NODE_EXPORTER_VERSION); \
+	fi; \
+	skopeo --version; prometheus-node-exporter --version 2>&1 | head -1
 
 ## demo: scan the embedded sample nodes: a healthy one, then one with an
 ## orphan still mounted (--demo=orphan).

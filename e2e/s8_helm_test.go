@@ -109,11 +109,22 @@ func TestHelm(t *testing.T) {
 	out := runHelm(t, c, args...)
 	t.Logf("helm %s install --wait: %s\n%s", helm, time.Since(start).Round(time.Second), out)
 
-	ds, err := client(t).AppsV1().DaemonSets(dsNamespace).Get(ctxT(t), helmRelease, metav1.GetOptions{})
-	require.NoError(t, err)
-	assert.Equal(t, int32(1), ds.Status.NumberReady, "helm --wait returned with the DaemonSet Ready")
-	assert.Equal(t, "Helm", ds.Labels["app.kubernetes.io/managed-by"])
+	// helm --wait may return before the DaemonSet controller has counted
+	// the node (0 of 0 desired reads as ready): wait for the pod itself.
 	pod := waitDaemonSetPod(t)
+	eventually(t, "the DaemonSet's status: 1 of 1 Ready", 2*time.Minute, func() error {
+		ds, err := client(t).AppsV1().DaemonSets(dsNamespace).Get(ctxT(t), helmRelease, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if ds.Labels["app.kubernetes.io/managed-by"] != "Helm" {
+			return fmt.Errorf("labels %v: not the chart's", ds.Labels)
+		}
+		if ds.Status.DesiredNumberScheduled != 1 || ds.Status.NumberReady != 1 {
+			return fmt.Errorf("status %+v", ds.Status)
+		}
+		return nil
+	})
 	assertContainerImage(t, pod, image.ref)
 	assert.Equal(t, helmRelease, pod.Spec.ServiceAccountName)
 

@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
@@ -34,6 +33,7 @@ type options struct {
 	version, revision, source string
 	arch                      string
 	created                   time.Time // the commit's time; zero: the Unix epoch
+	oci                       bool      // OCI media types (an OCI index's images), else Docker's
 }
 
 // write builds the image and writes it as a tarball, returning its
@@ -78,18 +78,21 @@ func build(o options) (v1.Image, error) {
 	if err := static(o.binary, bin); err != nil {
 		return nil, err
 	}
+	if err := machineIs(o.binary, bin, o.arch); err != nil {
+		return nil, err
+	}
 	layerTar, err := binaryLayer(bin, o.created)
 	if err != nil {
 		return nil, err
 	}
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(layerTar)), nil
-	})
+	}, tarball.WithMediaType(o.layerMediaType()))
 	if err != nil {
 		return nil, fmt.Errorf("image layer: %w", err)
 	}
 	created := v1.Time{Time: o.created}
-	img, err := mutate.Append(empty.Image, mutate.Addendum{
+	img, err := mutate.Append(o.base(), mutate.Addendum{
 		Layer:   layer,
 		History: v1.History{Created: created, CreatedBy: "make image", Comment: "the static volrecon binary"},
 	})

@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 func main() {
@@ -28,6 +30,7 @@ func main() {
 	flag.StringVar(&o.source, "source", "https://github.com/volrecon/volrecon", "label org.opencontainers.image.source")
 	flag.StringVar(&o.arch, "arch", "amd64", "the binary's architecture (GOARCH)")
 	created := flag.String("created", "", "the commit's time, RFC 3339: the image's creation time (default the Unix epoch)")
+	index := flag.String("index", "", "a multi-architecture image instead: arch=binary,arch=binary (amd64, arm64), written as an OCI image index in an OCI layout tar (oci-archive), named -tag")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fail(fmt.Errorf("unexpected arguments: %q", flag.Args()))
@@ -38,6 +41,14 @@ func main() {
 			fail(fmt.Errorf("-created %q: %w", *created, err))
 		}
 		o.created = t
+	}
+	write := write
+	if *index != "" {
+		platforms, err := parseIndexFlag(*index)
+		if err != nil {
+			fail(err)
+		}
+		write = func(o options) (v1.Hash, error) { return writeIndex(o, platforms) }
 	}
 	digest, err := write(o)
 	if err != nil {
