@@ -6,6 +6,9 @@
 // accept. The same binary, commit and tag give the same bytes: every time
 // in the image is the commit's, every header fixed, and the tarball holds
 // no other time. `make image` runs it; see docs/fleet.md, "Fleet".
+// With -index it writes instead one such image per architecture (each
+// binary checked against its platform's ELF machine) in an OCI image
+// index, as an OCI layout tar: `make image-multiarch`.
 //
 // It is a module of its own, so that go-containerregistry never reaches
 // the build of a program that imports volrecon.
