@@ -191,7 +191,7 @@ release: SHELL := bash
 release: .SHELLFLAGS := -eu -o pipefail -c
 release:
 	[[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$$ ]] || { echo "make release: VERSION=$(VERSION) is not vX.Y.Z" >&2; exit 1; }
-	rm -rf $(DIST); mkdir -p $(DIST)
+	[ -n "$(DIST)" ] && rm -rf $(DIST) && mkdir -p $(DIST)
 	stage="$$(mktemp -d)"; trap 'rm -rf "$$stage"' EXIT; \
 	mtime="$$(git log -1 --format=%ct 2>/dev/null || echo 0)"; \
 	pack() { bin=$$1; pkg=$$2; os=$${3%/*}; arch=$${3#*/}; name=$${bin}_$(VERSION)_$${os}_$${arch}; \

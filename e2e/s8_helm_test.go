@@ -28,7 +28,8 @@ const helmVersion = "v3.21.4"
 // applied from deploy/ (volrecon).
 const helmRelease = "volrecon-helm"
 
-// helmBinary returns the real helm, built by `make helm` when missing.
+// helmBinary returns the real helm: $VOLRECON_HELM, or the one `make helm`
+// builds into the suite's cache (built here when missing).
 func helmBinary(t *testing.T) string {
 	t.Helper()
 	path := os.Getenv("VOLRECON_HELM")
@@ -37,7 +38,7 @@ func helmBinary(t *testing.T) string {
 	}
 	if _, err := os.Stat(path); err != nil {
 		start := time.Now()
-		cmd := exec.CommandContext(suite.ctx, "make", "--no-print-directory", "helm", "HELM="+path)
+		cmd := exec.CommandContext(suite.ctx, "make", "--no-print-directory", "helm")
 		cmd.Dir = ".."
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "make helm:\n%s", out)
