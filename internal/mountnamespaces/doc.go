@@ -34,6 +34,17 @@
 // descriptors only looked for to say what holds a namespace with no task.
 // It refuses the list outside the initial PID namespace, and List fails
 // there, unless a test vouches for its PID namespace (NodePIDNamespaceEnv).
+// It refuses it too, in the initial PID namespace, to a process without
+// CAP_SYS_ADMIN: List then walks, as on a kernel before 6.12.
+//
+// What the kernel asks of the process, and what List says when it lacks
+// it (the missing capability is named in the error): which namespace a
+// task is in, and its descriptors and root, need ptrace read access to
+// it (CAP_SYS_PTRACE for a root process with more capabilities than this
+// one; without it, a process's descriptors cannot be looked at, and the
+// walk is an error); entering a namespace needs CAP_SYS_ADMIN and
+// CAP_SYS_CHROOT (without them, a namespace with no task cannot be read:
+// an error). /proc/<pid>/mountinfo needs neither.
 // The listing is repeated until two consecutive listings find the same
 // namespaces, within the time bound; otherwise the result is an error.
 // Without the kernel's list, each walk of the tasks then lists the

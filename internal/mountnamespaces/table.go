@@ -134,6 +134,7 @@ func (n *Namespace) readThrough(ctx context.Context, procDir string, t Task, bin
 	}
 	for _, b := range binds(table) {
 		p, err := openPin(filepath.Join(t.dir(procDir), "root", b.Path))
+		err = refused(err, ptraceRefusal)
 		if err == nil && p.ino != b.ino {
 			p.close()
 			err = fmt.Errorf("%s: %w: it is mnt:[%d] now", b.Path, errNotNamespace, p.ino)
