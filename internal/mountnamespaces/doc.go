@@ -59,7 +59,7 @@
 // threads' shared fs_struct for good, and never exits nor runs anything
 // else) enters it with setns and its table is read consistently
 // (mountscan.ReadFile) as that thread's mountinfo; then it goes back.
-// Where it cannot be entered (no CAP_SYS_ADMIN over it), the table is read
+// Where it cannot be entered (no CAP_SYS_ADMIN over it, or no CAP_SYS_CHROOT), the table is read
 // through the first of its tasks still in it, its link checked before and
 // after.
 //
