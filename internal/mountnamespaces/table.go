@@ -17,9 +17,9 @@ import (
 var errLeft = errors.New("left the namespace")
 
 // ReadTable reads the namespace's table, consistently: through its pin, by
-// entering the namespace, and where it cannot be entered (no
-// CAP_SYS_ADMIN over it, or no CAP_SYS_CHROOT) through the first of its tasks still in it, which
-// it returns (the zero Task when read through the pin). A namespace that
+// entering the namespace, and where it cannot be entered (no CAP_SYS_ADMIN
+// over it, or no CAP_SYS_CHROOT) through the first of its tasks still in
+// it, which it returns (the zero Task when read through the pin). A namespace that
 // cannot be read, or whose every task left when it could be read only
 // through them, is an error wrapping ErrIncomplete, never an empty table:
 // something may still run in it. The read is bounded by Options.Timeout.
