@@ -233,9 +233,10 @@ func makeImage(t *testing.T) builtImage {
 func dsOverlay(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, image string) {
 	t.Helper()
 	// This machine's PID 1 refuses ptrace read access to every other
-	// process, root with CAP_SYS_PTRACE included (a security module of the
-	// machine's own): a walk of /proc cannot look at its descriptors, so
-	// the shipped capabilities' evidence of life is unknown here, rightly.
+	// process, root with every capability included (a restriction of the
+	// machine's own, not of Kubernetes): a walk of /proc cannot look at its
+	// descriptors, so the shipped capabilities' evidence of life is unknown
+	// here, rightly (without this patch the orphan stays OrphanedPodRunning).
 	// The kernel's list of mount namespaces (CAP_SYS_ADMIN, the documented
 	// opt-in) sees every namespace, PID 1's too.
 	strategicPatch(t, ds, "../deploy/complete-evidence-patch.yaml")
