@@ -37,6 +37,12 @@ func (b *builder) noteReadOnlyFilesystems() {
 	}
 }
 
+// readOnlyByDesign are the filesystem types whose superblock is always
+// read-only (their fill_super sets SB_RDONLY), whatever the mount flags
+// say: an image mounted without MS_RDONLY shows "rw" over "ro", and nothing
+// went wrong.
+var readOnlyByDesign = map[string]bool{"squashfs": true, "erofs": true, "iso9660": true, "cramfs": true, "romfs": true}
+
 // noteReadOnlyAt reports the topmost mount at p when it is read-write on a
 // read-only superblock. Only the flag is named: the options may hold secrets.
 func (b *builder) noteReadOnlyAt(p, podUID, volume, what string) {
@@ -45,7 +51,7 @@ func (b *builder) noteReadOnlyAt(p, podUID, volume, what string) {
 		return
 	}
 	flag := m.SuperblockReadOnly()
-	if flag == "" {
+	if flag == "" || flag == "ro" && readOnlyByDesign[m.FSType] {
 		return
 	}
 	b.add(Finding{Kind: FilesystemAbortedReadOnly, Path: p, PodUID: podUID, Volume: volume,

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/fakenode"
+	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -119,4 +120,22 @@ func assertAllMountedAndInUse(t *testing.T, st *reconstruct.State) {
 		assert.Equal(t, reconstruct.Mounted, g.State, g.Path)
 	}
 	assert.Len(t, st.VolumesInUse, 3)
+}
+
+// TestReadOnlyByDesign: a filesystem whose superblock is always read-only
+// (squashfs, erofs: an image), mounted without MS_RDONLY, shows "rw" over
+// "ro" with nothing wrong: no finding; an ext4 in the same entry is one.
+func TestReadOnlyByDesign(t *testing.T) {
+	for fstype, want := range map[string]int{"squashfs": 0, "erofs": 0, "ext4": 2} {
+		t.Run(fstype, func(t *testing.T) {
+			n := fakenode.New(t)
+			v := n.Pod(fakenode.UID1).CSIVolume("pvc-img", "image.csi.example.com", "img-1")
+			for i, p := range []string{v.Staging, v.Target} {
+				n.Mount(mountscan.FormatLine(mountscan.Mount{ID: 500 + i, ParentID: 1, Dev: mountscan.DevID{Major: 7, Minor: 3}, Root: "/",
+					MountPoint: p, Options: "rw,relatime", FSType: fstype, Source: "/dev/loop3", SuperOptions: "ro"}))
+			}
+			st := n.Scan(reconstruct.Options{ActivePods: reconstruct.PodList{fakenode.UID1}})
+			assert.Len(t, fakenode.FindingsOf(st, reconstruct.FilesystemAbortedReadOnly), want)
+		})
+	}
 }
