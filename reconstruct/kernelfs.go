@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/volrecon/volrecon/kubelet"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/podsdir"
 )
@@ -73,7 +74,7 @@ func (b *builder) noteGoneDevices() {
 	if !b.consistent {
 		return
 	}
-	sysfs := sysfsUnknown
+	var sys sysfs
 	gone := map[mountscan.DevID]bool{}
 	for _, g := range b.sortedGlobals() {
 		if g.Mode != podsdir.Filesystem || g.State == Unmounted {
@@ -83,15 +84,15 @@ func (b *builder) noteGoneDevices() {
 		if !ok || m.Dev.Major == 0 || withoutDevice(m) {
 			continue
 		}
-		if sysfs == sysfsUnknown {
-			sysfs = b.sysDevBlockReadable()
+		if !sys.looked {
+			sys = sysfs{looked: true, dir: b.sysDevBlock()}
 		}
-		if sysfs != sysfsReadable {
+		if sys.dir == "" {
 			return
 		}
 		isGone, seen := gone[m.Dev]
 		if !seen {
-			isGone = b.deviceGone(m.Dev)
+			isGone = b.deviceGone(sys.dir, m.Dev)
 			gone[m.Dev] = isGone
 		}
 		if isGone {
@@ -105,37 +106,37 @@ func (b *builder) noteGoneDevices() {
 	}
 }
 
-// sysfsState is what a look at the host's /sys/dev/block found.
-type sysfsState int
-
-const (
-	sysfsUnknown    sysfsState = iota // not looked at yet
-	sysfsReadable                     // a dir: an entry missing in it is evidence
-	sysfsUnreadable                   // missing, not a dir, failed or hung: nothing is evidence
-)
-
-// sysDevBlockReadable looks at the host's /sys/dev/block, bounded.
-func (b *builder) sysDevBlockReadable() sysfsState {
-	host := b.opts.Host()
-	var fi fs.FileInfo
-	r := bounded(b.ctx, host.Path(sysDevBlockDir), b.opts.ProbeTimeout, func() error {
-		var err error
-		fi, err = host.Lstat(sysDevBlockDir)
-		return err
-	})
-	if r.hung || r.err != nil || !fi.IsDir() {
-		b.log.V(4).Info("The host's block devices cannot be looked up: no device counts as gone",
-			"path", host.Path(sysDevBlockDir), "hung", r.hung, "err", r.err)
-		return sysfsUnreadable
-	}
-	return sysfsReadable
+// sysfs is what a look at the host's /sys/dev/block found: where it
+// resolved to (a host path), when it is a dir there.
+type sysfs struct {
+	looked bool
+	dir    string // "" when missing, not a dir, failed or hung: nothing is evidence
 }
 
-// deviceGone says whether the host's kernel has no block device dev: only
-// ENOENT on its sysfs entry says so; any other error, or a hang, does not.
-func (b *builder) deviceGone(dev mountscan.DevID) bool {
+// sysDevBlock resolves the host's /sys/dev/block under the host root (a
+// symlink on the host is followed as the host would), bounded.
+func (b *builder) sysDevBlock() string {
 	host := b.opts.Host()
-	p := sysDevBlockDir + "/" + dev.String()
+	var res kubelet.Resolved
+	r := bounded(b.ctx, host.Path(sysDevBlockDir), b.opts.ProbeTimeout, func() error {
+		var err error
+		res, err = host.Resolve(sysDevBlockDir)
+		return err
+	})
+	if r.hung || r.err != nil || !res.Info.IsDir() {
+		b.log.V(4).Info("The host's block devices cannot be looked up: no device counts as gone",
+			"path", host.Path(sysDevBlockDir), "hung", r.hung, "err", r.err)
+		return ""
+	}
+	return res.Path
+}
+
+// deviceGone says whether the host's kernel has no block device dev, by
+// its entry in dir (the resolved /sys/dev/block): only ENOENT says so; any
+// other error, or a hang, does not.
+func (b *builder) deviceGone(dir string, dev mountscan.DevID) bool {
+	host := b.opts.Host()
+	p := dir + "/" + dev.String()
 	r := bounded(b.ctx, host.Path(p), b.opts.ProbeTimeout, func() error {
 		_, err := host.Lstat(p)
 		return err

@@ -79,6 +79,19 @@ func TestStagingDeviceGone(t *testing.T) {
 	assertAllMountedAndInUse(t, st)
 }
 
+// TestStagingDeviceGoneUnderHostRoot: the host's /sys is looked up as the
+// host sees it, under the host root: an absolute symlink on the host
+// (/sys -> /real-sys) names the host's /real-sys, not this machine's.
+func TestStagingDeviceGoneUnderHostRoot(t *testing.T) {
+	n := fakenode.FixtureNode(t, fakenode.Fixtures(), "f58-staging-device-gone.txtar")
+	require.NoError(t, os.Rename(n.OnDisk("/sys"), n.OnDisk("/real-sys")))
+	require.NoError(t, os.Symlink("/real-sys", n.OnDisk("/sys")))
+	st := n.Scan(n.ScanOptions())
+	gone := fakenode.FindingsOf(st, reconstruct.StagingDeviceGone)
+	require.Len(t, gone, 1, "%v", st.Findings)
+	assert.Equal(t, f57Staging2, gone[0].Path)
+}
+
 // TestStagingDeviceUnknown: where the host's /sys/dev/block cannot be
 // read (not there, as on a host root without sysfs; not a dir, so every
 // lookup fails with ENOTDIR), no device counts as gone: a failed read is
