@@ -127,7 +127,7 @@ func Loop(t testing.TB, file string) string {
 // sysfs error trigger (/sys/fs/ext4/<name>/trigger_fs_error). Mounted with
 // errors=remount-ro, the filesystem turns read-only: the superblock
 // options show "ro", or "emergency_ro" on Linux 6.18; writes fail with
-// EROFS. An unmount and a fresh mount clear it.
+// EROFS.
 func AbortExt4(t testing.TB, dev string) {
 	t.Helper()
 	trigger := filepath.Join("/sys/fs/ext4", filepath.Base(dev), "trigger_fs_error")
