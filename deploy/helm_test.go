@@ -100,6 +100,15 @@ func substance(t *testing.T, doc []byte) map[string]any {
 		}
 	}
 	dropLabels(obj["metadata"])
+	// The chart's namespace outlives helm uninstall.
+	if m, ok := obj["metadata"].(map[string]any); ok {
+		if a, ok := m["annotations"].(map[string]any); ok && a["helm.sh/resource-policy"] == "keep" {
+			delete(a, "helm.sh/resource-policy")
+			if len(a) == 0 {
+				delete(m, "annotations")
+			}
+		}
+	}
 	if spec, ok := obj["spec"].(map[string]any); ok {
 		if tmpl, ok := spec["template"].(map[string]any); ok {
 			dropLabels(tmpl["metadata"])
@@ -153,6 +162,7 @@ func TestHelmValues(t *testing.T) {
 		"extraArgs[0]=-v=2,extraEnv[0].name=FOO,extraEnv[0].value=bar",
 		"namespace.create=false,priorityClassName=node-diagnostics")
 	assert.NotContains(t, r.ids(), "Namespace//volrecon")
+	assert.Contains(t, string(helmTemplate(t)["Namespace//volrecon"]), "helm.sh/resource-policy: keep", "helm uninstall keeps the namespace")
 	ds := r.daemonSet(t)
 	spec := ds.Spec.Template.Spec
 	c := volreconContainer(t, ds)
