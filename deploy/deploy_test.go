@@ -202,9 +202,9 @@ func TestDaemonSetObjects(t *testing.T) {
 }
 
 // The ServiceAccount may read pods and CSIDrivers, what serve uses, get
-// VolumeAttachments and Nodes, what the in-cluster checks of a scan use,
-// and nothing else (cleanup --csi-teardown's PVCs and PVs are
-// teardown-rbac.yaml's).
+// VolumeAttachments, Nodes, PVCs and PVs, what the in-cluster checks of a
+// scan use, and nothing else (cleanup --csi-teardown runs under a
+// ServiceAccount of its own: teardown-rbac.yaml).
 func TestDaemonSetRBACIsReadOnly(t *testing.T) {
 	m := loadManifests(t)
 	require.Len(t, m.roles, 1)
@@ -214,6 +214,7 @@ func TestDaemonSetRBACIsReadOnly(t *testing.T) {
 		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csidrivers"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"volumeattachments"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims", "persistentvolumes"}, Verbs: []string{"get"}},
 	}, m.roles[0].Rules)
 	assertBinds(t, m.bindings[0], m.roles[0], m.serviceAccount)
 }

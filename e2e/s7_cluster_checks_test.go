@@ -1,8 +1,15 @@
 package e2e
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"testing"
 	"time"
@@ -72,9 +79,10 @@ func TestClusterChecksAttachmentsAndFence(t *testing.T) {
 	role.Rules = slices.DeleteFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
 		return slices.Contains(r.Resources, "volumeattachments") || slices.Contains(r.Resources, "nodes")
 	})
-	require.Len(t, role.Rules, 2, "pods and csidrivers stay")
+	require.Len(t, role.Rules, 3, "pods, csidrivers, PVCs and PVs stay")
 	require.NoError(t, updateClusterRole(t, role))
 	t.Cleanup(func() { require.NoError(t, updateClusterRole(t, manifestRole(t))) })
+	logRawGets(t, c, kubeconfig, "/apis/storage.k8s.io/v1/volumeattachments/"+vaName, "/api/v1/nodes/"+cluster.NodeName)
 	var unknown map[string]string
 	eventually(t, "both checks refused (RBAC)", 30*time.Second, func() error {
 		st = scanWithAPI(t, kubeconfig)
@@ -148,6 +156,34 @@ func TestClusterChecksAttachedNeverStaged(t *testing.T) {
 	// Within the default threshold (5m) the same pod is no finding.
 	st := scanWithAPI(t, kubeconfig)
 	assert.Empty(t, findingsOf(st, "AttachedNeverStaged"))
+}
+
+// logRawGets logs what the API server answers the kubeconfig's token for
+// each path, in JSON and in protobuf.
+func logRawGets(t *testing.T, c *cluster.Cluster, kubeconfig string, paths ...string) {
+	t.Helper()
+	data, err := os.ReadFile(kubeconfig)
+	require.NoError(t, err)
+	m := regexp.MustCompile(`token: "([^"]+)"`).FindSubmatch(data)
+	require.NotNil(t, m)
+	ca, err := os.ReadFile(filepath.Join(c.Layout.CertDir(), "ca.crt"))
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	for _, p := range paths {
+		for _, accept := range []string{"application/json", "application/vnd.kubernetes.protobuf,application/json"} {
+			req, err := http.NewRequest(http.MethodGet, c.RESTConfig.Host+p, nil)
+			require.NoError(t, err)
+			req.Header.Set("Authorization", "Bearer "+string(m[1]))
+			req.Header.Set("Accept", accept)
+			resp, err := hc.Do(req)
+			require.NoError(t, err)
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+			resp.Body.Close()
+			t.Logf("GET %s (%s): %d %s %q", p, accept, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		}
+	}
 }
 
 func requireStaged(t *testing.T, st vrState, staging string) {
