@@ -39,6 +39,10 @@ const TaintOutOfService = "node.kubernetes.io/out-of-service"
 // again).
 const DefaultNeverStagedAfter = 5 * time.Minute
 
+// clusterCheckBudget bounds all the reads of one CheckCluster, in
+// timeouts of one read.
+const clusterCheckBudget = 6
+
 var _ reconstruct.ClusterChecker = (*Lister)(nil)
 
 // CheckCluster checks the scan's State against the cluster's objects
@@ -62,6 +66,11 @@ func (l *Lister) CheckCluster(ctx context.Context, st *reconstruct.State) recons
 	l.mu.Lock()
 	pods := l.last
 	l.mu.Unlock()
+	// Each read is bounded by the timeout, and all of them together by a
+	// few: a server slow on every Get costs a bounded time, and what it
+	// had not answered by then is unknown.
+	ctx, cancel := context.WithTimeout(ctx, clusterCheckBudget*orDefault(l.Timeout))
+	defer cancel()
 	c := &clusterCheck{client: l.Client, node: l.NodeName, timeout: orDefault(l.Timeout), st: st,
 		attachments: map[string]attachment{}, now: time.Now}
 	if l.now != nil {

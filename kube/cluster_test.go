@@ -296,3 +296,27 @@ func TestCheckClusterNeverStagedUnknownWithoutThePods(t *testing.T) {
 func TestAttachmentName(t *testing.T) {
 	assert.Equal(t, "csi-e235f94d0099c090e560728808913d0285680cdc7061144119e4e493595be6ce", AttachmentName("d.example", "vol-1", "node-a"))
 }
+
+// hangingAttachments never answers a VolumeAttachment Get before its
+// context ends.
+type hangingAttachments struct{ kubetest.Clientset }
+
+func (hangingAttachments) GetVolumeAttachment(ctx context.Context, _ string) (*storagev1.VolumeAttachment, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A Get that does not answer in time makes the check unknown: no finding.
+func TestCheckClusterHungReadIsUnknown(t *testing.T) {
+	client := hangingAttachments{kubetest.Clientset{Interface: fake.NewSimpleClientset(nodeObj())}}
+	l := &Lister{Client: client, NodeName: clusterNode, Timeout: 50 * time.Millisecond, now: func() time.Time { return clusterNow }}
+	l.last = []*corev1.Pod{}
+	res := l.CheckCluster(context.Background(), stagedState("h1"))
+	assert.NotContains(t, kindsOf(res.Findings), reconstruct.DetachedWhileStaged)
+	assert.Contains(t, unknownChecks(res), CheckVolumeAttachments)
+	for _, u := range res.Unknowns {
+		if u.Check == CheckVolumeAttachments {
+			assert.Contains(t, u.Error, "too slow: not complete within 50ms")
+		}
+	}
+}
