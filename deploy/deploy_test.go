@@ -208,9 +208,10 @@ func TestDaemonSetObjects(t *testing.T) {
 	assert.True(t, *spec.AutomountServiceAccountToken, "--active-pods=api needs the token")
 }
 
-// The ServiceAccount may read pods and CSIDrivers, what serve uses, and
-// nothing else (cleanup --csi-teardown's PVCs and PVs are
-// teardown-rbac.yaml's).
+// The ServiceAccount may read pods and CSIDrivers, what serve uses, get
+// VolumeAttachments, Nodes, PVCs and PVs, what the in-cluster checks of a
+// scan use, and nothing else (cleanup --csi-teardown runs under a
+// ServiceAccount of its own: teardown-rbac.yaml).
 func TestDaemonSetRBACIsReadOnly(t *testing.T) {
 	m := loadManifests(t)
 	require.Len(t, m.roles, 1)
@@ -218,6 +219,9 @@ func TestDaemonSetRBACIsReadOnly(t *testing.T) {
 	assert.Equal(t, []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csidrivers"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"volumeattachments"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims", "persistentvolumes"}, Verbs: []string{"get"}},
 	}, m.roles[0].Rules)
 	assertBinds(t, m.bindings[0], m.roles[0], m.serviceAccount)
 }
@@ -487,6 +491,8 @@ var alertRules = map[string]string{
 	"VolreconDataOnNodeDisk":           "critical",
 	"VolreconDeletedDeviceBehindMount": "critical",
 	"VolreconBlockPublishNotADevice":   "critical",
+	"VolreconDetachedWhileStaged":      "critical",
+	"VolreconFencedWhileMounted":       "critical",
 	"VolreconRootDiskBackedMount":      "critical",
 	"VolreconCorruptedMount":           "critical",
 	"VolreconHungMount":                "critical",

@@ -35,6 +35,8 @@ func Example() {
 	// VolreconRootDiskBackedMount: critical after 5m
 	// VolreconDeletedDeviceBehindMount: critical after 5m
 	// VolreconBlockPublishNotADevice: critical after 5m
+	// VolreconDetachedWhileStaged: critical after 10m
+	// VolreconFencedWhileMounted: critical after 5m
 	// VolreconCorruptedMount: critical after 5m
 	// VolreconHungMount: critical after 10m
 	// VolreconStagingHashMismatch: critical after 15m

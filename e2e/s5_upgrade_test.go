@@ -18,12 +18,17 @@ import (
 )
 
 // Scenario 5 (KEP-3756's upgrade/downgrade test): pods started under the
-// old kubelet, the kubelet replaced by the current one and back, with a
-// restart each time. volrecon's State is the same throughout and the pods
+// oldest kubelet (v1.31, six minors behind the API server: beyond the
+// supported skew of three, which the node's registration and the pods'
+// admission below show it still works with), the kubelet replaced by the
+// old one (v1.34), the current one, the oldest again and the current
+// again, a restart each time: a node upgraded and downgraded across three
+// years of layouts. volrecon's State is the same throughout and the pods
 // keep running (same containers, no restarts).
 func TestKubeletUpgradeDowngrade(t *testing.T) {
 	needCluster(t)
 	oldKubelet(t)
+	oldestKubelet(t)
 	cleanupPods(t)
 	t.Cleanup(func() { // the next test wants the current kubelet
 		if suite.ctx.Err() == nil && nodeKubeletVersion(t) != k8sbuild.CurrentVersion {
@@ -32,8 +37,8 @@ func TestKubeletUpgradeDowngrade(t *testing.T) {
 		}
 	})
 	stopKubelet(t, syscall.SIGTERM)
-	startKubelet(t, k8sbuild.OldVersion)
-	waitNodeKubeletVersion(t, k8sbuild.OldVersion)
+	startKubelet(t, k8sbuild.OldestVersion)
+	waitNodeKubeletVersion(t, k8sbuild.OldestVersion)
 
 	ensureConfigObjects(t)
 	pods := []*corev1.Pod{runPod(t, keeperPod()), runPod(t, volumesPod(t, "upgrade-vol")), startCSIPod(t, "upgrade-csi", true)}
@@ -41,7 +46,7 @@ func TestKubeletUpgradeDowngrade(t *testing.T) {
 	containers := containerIDs(t, pods)
 	baseline := stableView(scan(t, nodePods(t)), n)
 
-	for _, version := range []string{k8sbuild.CurrentVersion, k8sbuild.OldVersion, k8sbuild.CurrentVersion} {
+	for _, version := range []string{k8sbuild.OldVersion, k8sbuild.CurrentVersion, k8sbuild.OldestVersion, k8sbuild.CurrentVersion} {
 		stopKubelet(t, syscall.SIGTERM)
 		mark := startKubelet(t, version)
 		waitNodeKubeletVersion(t, version)

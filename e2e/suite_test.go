@@ -204,9 +204,15 @@ func goBuild(ctx context.Context, dir, out, pkg string) error {
 }
 
 // oldKubelet builds (or finds in the cache) the old kubelet.
-func oldKubelet(t *testing.T) {
+func oldKubelet(t *testing.T) { buildKubelet(t, k8sbuild.BuildOld) }
+
+// oldestKubelet builds (or finds in the cache) the oldest kubelet.
+func oldestKubelet(t *testing.T) { buildKubelet(t, k8sbuild.BuildOldest) }
+
+// buildKubelet builds the kubelet of SuiteBuilds' request i.
+func buildKubelet(t *testing.T, i int) {
 	t.Helper()
-	req := k8sbuild.SuiteBuilds("", logWriter{func(f string, a ...any) { t.Logf(f, a...) }})[k8sbuild.BuildOld]
+	req := k8sbuild.SuiteBuilds("", logWriter{func(f string, a ...any) { t.Logf(f, a...) }})[i]
 	start := time.Now()
 	paths, err := k8sbuild.Build(suite.ctx, req)
 	if err != nil {

@@ -31,6 +31,15 @@ type vrState struct {
 	GlobalMounts []vrGlobalMount `json:"globalMounts"`
 	VolumesInUse []string        `json:"volumesInUse"`
 	Findings     []vrFinding     `json:"findings"`
+	// ClusterChecks: the checks of the cluster's objects (--active-pods api).
+	ClusterChecks *struct {
+		Checked  []string `json:"checked"`
+		Unknowns []struct {
+			Check string   `json:"check"`
+			Kinds []string `json:"kinds"`
+			Error string   `json:"error"`
+		} `json:"unknowns"`
+	} `json:"clusterChecks"`
 }
 
 type vrPod struct {

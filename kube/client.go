@@ -30,6 +30,10 @@ type API interface {
 	GetPersistentVolumeClaim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error)
 	GetPersistentVolume(ctx context.Context, name string) (*corev1.PersistentVolume, error)
 	ListCSIDrivers(ctx context.Context, opts metav1.ListOptions) (*storagev1.CSIDriverList, error)
+	// GetVolumeAttachment and GetNode serve the checks of the cluster's
+	// objects (Lister.CheckCluster).
+	GetVolumeAttachment(ctx context.Context, name string) (*storagev1.VolumeAttachment, error)
+	GetNode(ctx context.Context, name string) (*corev1.Node, error)
 	WatchCSIDrivers(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	// CreateEvent, UpdateEvent and PatchEvent (a strategic merge patch)
 	// act in the event's own namespace, as client-go's event sink does.
@@ -142,6 +146,18 @@ func (c *Client) ListCSIDrivers(ctx context.Context, opts metav1.ListOptions) (*
 
 func (c *Client) WatchCSIDrivers(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	return c.watch(ctx, c.storage, "csidrivers", opts)
+}
+
+func (c *Client) GetVolumeAttachment(ctx context.Context, name string) (*storagev1.VolumeAttachment, error) {
+	va := &storagev1.VolumeAttachment{}
+	err := getProtobuf(c.storage).Resource("volumeattachments").Name(name).Do(ctx).Into(va)
+	return va, err
+}
+
+func (c *Client) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
+	node := &corev1.Node{}
+	err := getProtobuf(c.core).Resource("nodes").Name(name).Do(ctx).Into(node)
+	return node, err
 }
 
 // getProtobuf is a GET that accepts protobuf first, as

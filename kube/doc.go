@@ -4,7 +4,12 @@
 // (their PVCs → PVs, for cleanup's CSI teardown). It also publishes
 // findings as Events on the Node (Events), and keeps one Node condition of
 // its own, VolumeStateHealthy, as the latest scan says (HealthCondition,
-// NodeConditionWriter).
+// NodeConditionWriter). Its Lister also checks a scan against the
+// cluster's objects (reconstruct.ClusterChecker: CheckCluster): staging
+// mounts whose volume has no VolumeAttachment to the node, a node tainted
+// out-of-service with live mounts, pods waiting on an attached volume
+// never staged; a check whose reads fail gives no finding and is named
+// unknown in the State.
 //
 // Only a confirmed answer counts. A list that failed, timed out, was
 // refused (403) or comes from a watch that has gone quiet is an error, and

@@ -27,6 +27,12 @@ type Lister struct {
 	NodeName string
 	Timeout  time.Duration // per list, all its pages, and per Get (0 = DefaultTimeout)
 	PageSize int64         // objects per page of a list (0 = DefaultPageSize)
+	// NeverStagedAfter is how long a pod may wait on an attached volume
+	// with no staging mount before CheckCluster reports it (0 =
+	// DefaultNeverStagedAfter).
+	NeverStagedAfter time.Duration
+
+	now func() time.Time // tests set the clock of CheckCluster
 
 	mu   sync.Mutex
 	last []*corev1.Pod // the pods of the last list that succeeded

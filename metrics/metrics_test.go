@@ -161,11 +161,14 @@ volrecon_pods{status="Unknown"} 0
 	"volrecon_findings": `
 # HELP volrecon_findings Number of findings of the last successful scan, by kind.
 # TYPE volrecon_findings gauge
+volrecon_findings{kind="AttachedNeverStaged"} 0
 volrecon_findings{kind="BlockPublishNotADevice"} 0
 volrecon_findings{kind="CorruptVolumeData"} 0
 volrecon_findings{kind="CorruptedMount"} 0
 volrecon_findings{kind="DataOnNodeDisk"} 0
 volrecon_findings{kind="DeletedDeviceBehindMount"} 0
+volrecon_findings{kind="DetachedWhileStaged"} 0
+volrecon_findings{kind="FencedWhileMounted"} 0
 volrecon_findings{kind="FilesystemAbortedReadOnly"} 0
 volrecon_findings{kind="HungMount"} 0
 volrecon_findings{kind="InconsistentMountTable"} 0

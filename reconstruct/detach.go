@@ -112,6 +112,24 @@ func (d *detacher) state(st *State) {
 	for i := range st.Findings {
 		d.finding(&st.Findings[i])
 	}
+	d.clusterChecks(st.ClusterChecks)
+}
+
+// clusterChecks detaches what Options.ClusterCheck answered: built by it,
+// never from the table, but a checker may quote the State's own strings.
+func (d *detacher) clusterChecks(c *ClusterChecksInfo) {
+	if c == nil {
+		return
+	}
+	d.strs(c.Checked, false)
+	for i := range c.Unknowns {
+		u := &c.Unknowns[i]
+		str(d, &u.Check, false)
+		str(d, &u.Error, false)
+		for j := range u.Kinds {
+			str(d, &u.Kinds[j], false)
+		}
+	}
 }
 
 func (d *detacher) pod(p *Pod) {

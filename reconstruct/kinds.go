@@ -112,6 +112,26 @@ const (
 	StagingDeviceGone FindingKind = "StagingDeviceGone"
 )
 
+// Finding kinds of the cluster's objects, in-cluster only
+// (Options.ClusterCheck; failure-cases.md 59 and 60).
+const (
+	// DetachedWhileStaged: a staging mount of a driver that needs attach
+	// (CSIDriver attachRequired, unset or true, or no CSIDriver) whose
+	// volume has no VolumeAttachment to this node, or one being deleted or
+	// not attached: the device may be gone from under a live filesystem.
+	DetachedWhileStaged FindingKind = "DetachedWhileStaged"
+	// FencedWhileMounted: the node carries the taint
+	// node.kubernetes.io/out-of-service while CSI staging or publish mounts
+	// are live: the fence did not hold, the volumes may be attached to
+	// another node and written from two.
+	FencedWhileMounted FindingKind = "FencedWhileMounted"
+	// AttachedNeverStaged: an active pod waits (Pending) on a CSI volume
+	// attached to this node whose staging dir has no mount, for longer
+	// than the threshold: the kubelet never staged it. volrecon restarts
+	// nothing; the message says what a person does next.
+	AttachedNeverStaged FindingKind = "AttachedNeverStaged"
+)
+
 // SeverityCase names a circumstance in which a kind's findings have
 // another severity than the kind's default (KindInfo.Variants).
 type SeverityCase string
@@ -210,6 +230,13 @@ var declaredKinds = []KindInfo{
 		"A read-write staging or publish mount whose filesystem the kernel turned read-only after an error: every write fails."},
 	{StagingDeviceGone, SeverityCritical, nil,
 		"A staging mount whose block device is gone from the host's sysfs: the volume's I/O fails and it stays in use."},
+	// The cluster's objects (in-cluster only).
+	{DetachedWhileStaged, SeverityCritical, nil,
+		"A staging mount of an attach-required driver whose volume has no VolumeAttachment to this node: detached under a live filesystem."},
+	{FencedWhileMounted, SeverityCritical, nil,
+		"The node is tainted node.kubernetes.io/out-of-service while CSI mounts are live: the fence did not hold."},
+	{AttachedNeverStaged, SeverityWarning, nil,
+		"An active pod waits on an attached CSI volume that was never staged, past the threshold: the kubelet must be made to stage it."},
 }
 
 // kindIndex finds a kind's declaration in declaredKinds.

@@ -30,6 +30,12 @@ type Options struct {
 	// the disk and the mount table are read, so a pod created meanwhile is
 	// listed rather than taken for an orphan.
 	ActivePods PodSource
+	// ClusterCheck, if set, is asked last for what only the cluster's
+	// objects tell (in-cluster mode: kube.Lister): a staging mount whose
+	// volume is not attached, a node fenced while mounted, a pod waiting on
+	// an attached volume never staged. A check it cannot make is recorded
+	// in State.ClusterChecks.Unknowns and gives no finding.
+	ClusterCheck ClusterChecker
 	// LifeChecker is asked for evidence of life of every orphaned pod
 	// (package liveness: mount namespaces, cgroups and the container
 	// runtime; liveness.New). A pod with evidence, or whose evidence could

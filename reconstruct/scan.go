@@ -223,6 +223,7 @@ var buildSteps = []struct {
 	{"orphans, once statuses and mounts are known", always((*builder).noteOrphans)},
 	{"loop devices on block map files, once pod statuses are known", always((*builder).scanLoopDevices)},
 	{"volumesInUse, from the final volume states", always((*builder).collectVolumesInUse)},
+	{"the cluster's objects (Options.ClusterCheck), against the final states", always((*builder).noteCluster)},
 	{"let the mount table go: no later step asks it", always((*builder).dropTable)},
 	{"sort every list", always(func(b *builder) { b.st.sort() })},
 	{"the State's strings become its own", always((*builder).detach)},

@@ -104,6 +104,9 @@ type State struct {
 	// LoopDevices are the loop devices on block volumes\' map files.
 	LoopDevices []LoopDevice `json:"loopDevices,omitempty"`
 	Findings    []Finding    `json:"findings,omitempty"`
+	// ClusterChecks says which checks of the cluster's objects were made
+	// (Options.ClusterCheck; absent without one) and which are unknown.
+	ClusterChecks *ClusterChecksInfo `json:"clusterChecks,omitempty"`
 
 	errs scanErrors // the causes behind MountTable.Error and ActivePods.Error (Err)
 }

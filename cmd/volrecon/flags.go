@@ -378,6 +378,9 @@ func (f *nodeFlags) openActivePods(n *node, stdin io.Reader) error {
 			return err
 		}
 		n.opts.ActivePods, n.lister = lister, lister
+		// In-cluster, the scan also checks the node's volumes against the
+		// VolumeAttachments, the Node's taints and the pods that wait.
+		n.opts.ClusterCheck = lister
 		n.opts.AttachFreeDrivers = append(n.opts.AttachFreeDrivers, f.kube.apiAttachFreeDrivers(withLogger(context.Background()))...)
 	case strings.HasPrefix(f.activePods, activePodsKeys):
 		keys, err := parseActivePodKeys(f.activePods)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"time"
 
 	"k8s.io/klog/v2"
 
@@ -17,6 +18,7 @@ const activePodsAPI = "api"
 type kubeFlags struct {
 	kubeconfig, nodeName string
 	pageSize             int64
+	neverStagedAfter     time.Duration
 }
 
 func (k *kubeFlags) register(fs *flag.FlagSet) {
@@ -24,6 +26,8 @@ func (k *kubeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&k.nodeName, "node-name", "", "this node's name, for --active-pods api, and the node an --active-pods file's pods must be bound to\n(kubectl's JSON, spec.nodeName) (default: $NODE_NAME)")
 	fs.Int64Var(&k.pageSize, "api-page-size", kube.DefaultPageSize, "objects per page of a list from the API server, for --active-pods api "+
 		"(every page is read, within one resource version)")
+	fs.DurationVar(&k.neverStagedAfter, "never-staged-after", kube.DefaultNeverStagedAfter, "with --active-pods api: report a pod that has waited "+
+		"this long since it was scheduled on a CSI volume attached to this node but never staged (AttachedNeverStaged)")
 }
 
 // apiClient connects to the API server and names the node.
@@ -45,7 +49,7 @@ func (k *kubeFlags) apiPodSource() (*kube.Lister, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &kube.Lister{Client: client, NodeName: node, PageSize: k.pageSize}, nil
+	return &kube.Lister{Client: client, NodeName: node, PageSize: k.pageSize, NeverStagedAfter: k.neverStagedAfter}, nil
 }
 
 // apiAttachFreeDrivers asks the API server which CSI drivers are

@@ -115,6 +115,10 @@ func (f *serveFlags) config(flags *nodeFlags, n *node, stderr io.Writer) (serve.
 	if err != nil {
 		return cfg, err
 	}
+	// serve's pod watch replaces the Lister, whose checks of the cluster's
+	// objects (scan, plan and cleanup make them) would find no pods here
+	// and read a VolumeAttachment per staged volume at every scan.
+	cfg.Scan.ClusterCheck = nil
 	cfg.API = &serve.API{Client: client, NodeName: node, PageSize: flags.kube.pageSize,
 		AttachFreeDrivers: flags.attachFreeDrivers, Events: f.events}
 	if f.nodeCondition {

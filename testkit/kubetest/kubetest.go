@@ -46,6 +46,14 @@ func (c Clientset) WatchCSIDrivers(ctx context.Context, opts metav1.ListOptions)
 	return c.StorageV1().CSIDrivers().Watch(ctx, opts)
 }
 
+func (c Clientset) GetVolumeAttachment(ctx context.Context, name string) (*storagev1.VolumeAttachment, error) {
+	return c.StorageV1().VolumeAttachments().Get(ctx, name, metav1.GetOptions{})
+}
+
+func (c Clientset) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
+	return c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+}
+
 // IsWatchListSemanticsUnSupported passes on what the clientset says (the
 // fake one of client-go 0.35 on cannot stream a watch list), so that kube's
 // informers list and then watch instead of waiting for an initial-events

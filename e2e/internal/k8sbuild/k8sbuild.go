@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -44,6 +45,15 @@ type Request struct {
 var unservedStaging = map[string]bool{
 	"k8s.io/sample-cli-plugin": true,
 	"k8s.io/sample-controller": true,
+}
+
+// stagingPins are staging modules whose twin of a release's own patch the
+// module proxy does not serve (403), per release: the wrapper takes the
+// nearest served patch of the same minor. k8s.io/kube-scheduler v0.31.14
+// is missing; the kubelet imports only the scheduler's API types from it,
+// which do not change within a minor.
+var stagingPins = map[string]map[string]string{
+	"v1.31.14": {"k8s.io/kube-scheduler": "v0.31.13"},
 }
 
 // BinDir is where the binaries of a release land.
@@ -85,7 +95,7 @@ func Build(ctx context.Context, req Request) (map[string]string, error) {
 	if missing = missingBinaries(paths); len(missing) == 0 {
 		return paths, nil
 	}
-	if err := writeWrapper(ctx, modDir, req.Version, req.Log); err != nil {
+	if err := writeWrapper(ctx, modDir, req.Version, req.Binaries, req.Log); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
@@ -127,12 +137,21 @@ func lockDir(dir string) (func(), error) {
 // writeWrapper generates go.mod and tools.go in modDir and runs go mod tidy,
 // unless a tidy wrapper for this version and these commands is already
 // there (.tidy holds the tools.go it was tidied with: a wrapper tidied for
-// fewer commands is tidied again).
-func writeWrapper(ctx context.Context, modDir, version string, log io.Writer) error {
+// fewer commands is tidied again, for the union of both). tools.go imports
+// only the commands asked for: an old release's kubelet must not need the
+// modules of its controller-manager, some of which the proxy no longer
+// serves (v1.31.14's k8s.io/endpointslice and k8s.io/kube-controller-manager).
+func writeWrapper(ctx context.Context, modDir, version string, binaries []string, log io.Writer) error {
 	done := filepath.Join(modDir, ".tidy")
-	if old, err := os.ReadFile(done); err == nil && string(old) == toolsGo {
+	var tidied []string
+	if old, err := os.ReadFile(done); err == nil {
+		tidied = toolsCommands(string(old))
+	}
+	want := unionSorted(tidied, binaries)
+	if len(want) == len(tidied) {
 		return nil
 	}
+	tools := toolsGo(want)
 	if err := os.MkdirAll(modDir, 0o755); err != nil {
 		return fmt.Errorf("create wrapper dir %s: %w", modDir, err)
 	}
@@ -147,7 +166,7 @@ func writeWrapper(ctx context.Context, modDir, version string, log io.Writer) er
 	if err := os.WriteFile(filepath.Join(modDir, "go.mod"), goMod, 0o644); err != nil {
 		return fmt.Errorf("write wrapper go.mod: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(modDir, "tools.go"), []byte(toolsGo), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(modDir, "tools.go"), []byte(tools), 0o644); err != nil {
 		return fmt.Errorf("write wrapper tools.go: %w", err)
 	}
 	start := time.Now()
@@ -155,21 +174,36 @@ func writeWrapper(ctx context.Context, modDir, version string, log io.Writer) er
 		return fmt.Errorf("go mod tidy in %s: %w", modDir, err)
 	}
 	fmt.Fprintf(log, "k8sbuild: %s go mod tidy took %s\n", version, time.Since(start).Round(time.Second))
-	return os.WriteFile(done, []byte(toolsGo), 0o644)
+	return os.WriteFile(done, []byte(tools), 0o644)
 }
 
 // toolsGo keeps the commands' dependencies in the wrapper's go.mod.
-const toolsGo = `//go:build tools
+func toolsGo(commands []string) string {
+	var b strings.Builder
+	b.WriteString("//go:build tools\n\npackage tools\n\nimport (\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "\t_ \"k8s.io/kubernetes/cmd/%s\"\n", c)
+	}
+	b.WriteString(")\n")
+	return b.String()
+}
 
-package tools
+var toolsImport = regexp.MustCompile(`(?m)^\s*_ "k8s\.io/kubernetes/cmd/([a-z0-9-]+)"$`)
 
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-	_ "k8s.io/kubernetes/cmd/kube-scheduler"
-	_ "k8s.io/kubernetes/cmd/kubelet"
-)
-`
+// toolsCommands are the commands a tools.go imports.
+func toolsCommands(tools string) []string {
+	var cmds []string
+	for _, m := range toolsImport.FindAllStringSubmatch(tools, -1) {
+		cmds = append(cmds, m[1])
+	}
+	return unionSorted(cmds, nil)
+}
+
+func unionSorted(a, b []string) []string {
+	u := append(append([]string{}, a...), b...)
+	sort.Strings(u)
+	return slices.Compact(u)
+}
 
 // downloadGoMod fetches a module's go.mod through the proxy and returns it.
 func downloadGoMod(ctx context.Context, dir, modVersion string) ([]byte, error) {
@@ -222,7 +256,11 @@ func wrapperGoMod(k8sGoMod []byte, version string) ([]byte, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "module volrecon-e2e/k8sbuild\n\ngo %s\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n", goVersion, version)
 	for _, m := range staging {
-		fmt.Fprintf(&b, "\t%s => %s %s\n", m, m, stagingVersion)
+		v := stagingVersion
+		if pinned, ok := stagingPins[version][m]; ok {
+			v = pinned
+		}
+		fmt.Fprintf(&b, "\t%s => %s %s\n", m, m, v)
 	}
 	b.WriteString(")\n")
 	return []byte(b.String()), nil
