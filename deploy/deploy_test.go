@@ -56,7 +56,7 @@ var (
 	completeEvidenceCapabilities = []corev1.Capability{"SYS_ADMIN", "SYS_CHROOT"}
 )
 
-const completeEvidencePatchFile = "complete-evidence-patch.yaml"
+const completeEvidencePatchFile = "components/complete-evidence/complete-evidence-patch.yaml"
 
 func readFile(t *testing.T, name string) string {
 	t.Helper()
@@ -356,7 +356,7 @@ func TestCompleteEvidencePatch(t *testing.T) {
 	unpatched, err := json.Marshal(&patched)
 	require.NoError(t, err)
 	assert.JSONEq(t, string(original), string(unpatched), "the patch changes the capabilities only")
-	assert.Contains(t, readFile(t, kustomizationFile), "#   - "+completeEvidencePatchFile)
+	assert.Contains(t, readFile(t, kustomizationFile), "#   - "+filepath.Dir(completeEvidencePatchFile))
 }
 
 func TestDaemonSetSecurityContext(t *testing.T) {

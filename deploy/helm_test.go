@@ -133,7 +133,7 @@ func TestHelmLint(t *testing.T) {
 }
 
 const allOptional = "events.enabled=true,nodeCondition.enabled=true,teardown.enabled=true," +
-	"podMonitor.enabled=true,prometheusRule.enabled=true,dashboard.enabled=true"
+	"podMonitor.enabled=true,prometheusRule.enabled=true,dashboard.enabled=true,completeEvidence.enabled=true"
 
 // The chart's default is `kubectl apply -k deploy/`: the same objects, in
 // substance (the chart adds its own labels only).
@@ -142,7 +142,7 @@ func TestHelmDefaultIsTheShippedManifests(t *testing.T) {
 }
 
 // Each optional piece of the chart is its kustomize component: the same
-// objects and the same flag.
+// objects, the same flag and the same capabilities.
 func TestHelmOptionalPiecesAreTheComponents(t *testing.T) {
 	var all []string
 	for name := range components {
@@ -150,6 +150,7 @@ func TestHelmOptionalPiecesAreTheComponents(t *testing.T) {
 	}
 	assertSameObjects(t, overlay(t, sorted(all)...), helmTemplate(t, allOptional))
 	assertSameObjects(t, overlay(t, "events"), helmTemplate(t, "events.enabled=true"))
+	assertSameObjects(t, overlay(t, "complete-evidence"), helmTemplate(t, "completeEvidence.enabled=true"))
 }
 
 // The values operators change reach the DaemonSet.

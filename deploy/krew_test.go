@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -83,6 +84,22 @@ func TestKrewManifest(t *testing.T) {
 	assert.Contains(t, text, "--profile=sysadmin")
 	assert.Contains(t, text, "ghcr.io/volrecon/volrecon:v0.1.0", "the plugin's default image, as the DaemonSet's")
 	assert.Contains(t, readFile(t, daemonSetFile), "image: ghcr.io/volrecon/volrecon:v0.1.0")
+}
+
+// The docs install the plugin from the manifest `make release` writes,
+// never from the template, whose zero sha256 no archive matches.
+func TestDocsInstallTheReleasesKrewManifest(t *testing.T) {
+	docs, err := filepath.Glob("../docs/*.md")
+	require.NoError(t, err)
+	manifest := regexp.MustCompile("--manifest=([^\\s`]+)")
+	seen := 0
+	for _, doc := range append(docs, "../README.md", "README.md", krewFile) {
+		for _, m := range manifest.FindAllStringSubmatch(readFile(t, doc), -1) {
+			assert.Equal(t, "dist/release/volrecon.yaml", m[1], "%s installs the plugin from %s", doc, m[1])
+			seen++
+		}
+	}
+	assert.NotZero(t, seen, "the docs say how to install the plugin")
 }
 
 func TestKrewManifestRejectsMistakes(t *testing.T) {

@@ -18,11 +18,12 @@ import (
 )
 
 // components are deploy/components/*: the optional pieces an overlay
-// picks, each with the objects it adds to the base and the flags it adds
-// to the DaemonSet's args.
+// picks, each with the objects it adds to the base, the flags it adds
+// to the DaemonSet's args and the capabilities it adds to its container.
 var components = map[string]struct {
-	objects []string // kind/namespace/name
-	args    []string
+	objects      []string // kind/namespace/name
+	args         []string
+	capabilities []corev1.Capability
 }{
 	"events": {objects: []string{
 		"ClusterRole//volrecon-events", "ClusterRoleBinding//volrecon-events"}, args: []string{"--events"}},
@@ -33,6 +34,8 @@ var components = map[string]struct {
 	"podmonitor":     {objects: []string{"PodMonitor/volrecon/volrecon"}},
 	"prometheusrule": {objects: []string{"PrometheusRule/volrecon/volrecon"}},
 	"dashboard":      {objects: []string{"ConfigMap/volrecon/volrecon-dashboard"}},
+	// The opt-in: no object, no flag.
+	"complete-evidence": {capabilities: completeEvidenceCapabilities},
 }
 
 // baseObjects are what `kubectl apply -k deploy/` installs: the least
@@ -112,8 +115,8 @@ func TestKustomizeBase(t *testing.T) {
 	}
 }
 
-// Each component adds its objects, and its flag to the DaemonSet, and
-// nothing else; all of them at once add them all.
+// Each component adds its objects, and its flag and capabilities to the
+// DaemonSet, and nothing else; all of them at once add them all.
 func TestKustomizeComponents(t *testing.T) {
 	dirs, err := filepath.Glob("components/*/kustomization.yaml")
 	require.NoError(t, err)
@@ -128,27 +131,35 @@ func TestKustomizeComponents(t *testing.T) {
 	assert.ElementsMatch(t, want, names, "every component is tested, and every tested one exists")
 
 	baseDS := loadManifests(t).daemonSet
-	allObjects, allArgs := slices.Clone(baseObjects), []string{}
+	baseArgs := volreconContainer(t, baseDS).Args
+	baseCaps := volreconContainer(t, baseDS).SecurityContext.Capabilities.Add
+	allObjects, allArgs, allCaps := slices.Clone(baseObjects), []string{}, []corev1.Capability{}
 	for _, name := range sorted(want) {
 		c := components[name]
 		t.Run(name, func(t *testing.T) {
 			r := overlay(t, name)
 			assert.Equal(t, sorted(append(slices.Clone(baseObjects), c.objects...)), r.ids())
 			ds := r.daemonSet(t)
-			args := volreconContainer(t, ds).Args
-			assert.Equal(t, append(slices.Clone(volreconContainer(t, baseDS).Args), c.args...), args)
+			ctr := volreconContainer(t, ds)
+			require.NotNil(t, ctr.SecurityContext)
+			require.NotNil(t, ctr.SecurityContext.Capabilities)
+			assert.Equal(t, append(slices.Clone(baseArgs), c.args...), ctr.Args)
+			assert.Equal(t, append(slices.Clone(baseCaps), c.capabilities...), ctr.SecurityContext.Capabilities.Add)
 			// Nothing else of the DaemonSet changes.
-			ds.Spec.Template.Spec.Containers[0].Args = volreconContainer(t, baseDS).Args
+			ds.Spec.Template.Spec.Containers[0].Args = baseArgs
+			ds.Spec.Template.Spec.Containers[0].SecurityContext.Capabilities.Add = baseCaps
 			assert.Equal(t, baseDS, ds)
 		})
 		allObjects = append(allObjects, c.objects...)
 		allArgs = append(allArgs, c.args...)
+		allCaps = append(allCaps, c.capabilities...)
 	}
 	t.Run("all", func(t *testing.T) {
 		r := overlay(t, sorted(want)...)
 		assert.Equal(t, sorted(allObjects), r.ids())
-		args := volreconContainer(t, r.daemonSet(t)).Args
-		assert.Equal(t, append(slices.Clone(volreconContainer(t, baseDS).Args), allArgs...), args)
+		c := volreconContainer(t, r.daemonSet(t))
+		assert.Equal(t, append(slices.Clone(baseArgs), allArgs...), c.Args)
+		assert.Equal(t, append(slices.Clone(baseCaps), allCaps...), c.SecurityContext.Capabilities.Add)
 	})
 }
 
@@ -186,7 +197,8 @@ func TestKustomizeComponentsListTheirFiles(t *testing.T) {
 		require.NoError(t, err)
 		for _, e := range entries {
 			if e.Name() != "kustomization.yaml" {
-				assert.True(t, strings.Contains(k, "- "+e.Name()+"\n"), "components/%s/kustomization.yaml lists %s", name, e.Name())
+				listed := strings.Contains(k, "- "+e.Name()+"\n") || strings.Contains(k, "- path: "+e.Name()+"\n")
+				assert.True(t, listed, "components/%s/kustomization.yaml lists %s", name, e.Name())
 			}
 		}
 	}

@@ -228,7 +228,7 @@ func makeImage(t *testing.T) builtImage {
 
 // dsOverlay is all that this machine changes in deploy/'s DaemonSet, each
 // for a reason of its network, layout or processes, and the documented
-// opt-ins --events and complete-evidence-patch.yaml; everything else is
+// opt-ins --events and components/complete-evidence; everything else is
 // applied as it is.
 func dsOverlay(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, image string) {
 	t.Helper()
@@ -239,7 +239,7 @@ func dsOverlay(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, image str
 	// here, rightly (without this patch the orphan stays OrphanedPodRunning).
 	// The kernel's list of mount namespaces (CAP_SYS_ADMIN, the documented
 	// opt-in) sees every namespace, PID 1's too.
-	strategicPatch(t, ds, "../deploy/complete-evidence-patch.yaml")
+	strategicPatch(t, ds, "../deploy/components/complete-evidence/complete-evidence-patch.yaml")
 	spec := &ds.Spec.Template.Spec
 	require.True(t, spec.HostNetwork, "deploy/daemonset.yaml runs in the host's network namespace")
 	require.Len(t, spec.Containers, 1)
