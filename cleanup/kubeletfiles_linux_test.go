@@ -89,3 +89,27 @@ func TestUsernsStaysWhenAnEarlierActionFails(t *testing.T) {
 	require.NoError(t, err, "the userns file stays while its pod dir stays")
 	assert.Equal(t, before, after)
 }
+
+// TestGitRepoLeftGoesLikeAnEmptyDir (failure case 54): a gitRepo volume
+// an old pod left is of a known plugin, an emptyDir the kubelet cloned
+// into: no UnknownPlugin, no DataOnNodeDisk, and an orphan's clone goes
+// file by file, with both ready markers, then its pod dir.
+func TestGitRepoLeftGoesLikeAnEmptyDir(t *testing.T) {
+	const orphan = "6d7e8f9a-0b1c-4d2e-8f3a-5b6c7d8e9f0a"
+	_, st, plan, _ := planFieldCase(t, "f54-git-repo-left")
+	for _, f := range st.Findings {
+		assert.NotContains(t, []reconstruct.FindingKind{reconstruct.UnknownPlugin, reconstruct.DataOnNodeDisk, reconstruct.UnexpectedEntry}, f.Kind, "%+v", f)
+	}
+	podDir := filepath.Join(st.PodsDir, orphan)
+	removed := map[string]bool{}
+	for _, a := range realActionsOf(plan, orphan) {
+		assert.Contains(t, []cleanup.ActionKind{cleanup.Unlink, cleanup.Rmdir}, a.Action, "%s %s: %s", a.Action, a.Path, a.Reason)
+		removed[a.Path] = true
+	}
+	for _, p := range []string{
+		"volumes/kubernetes.io~git-repo/site/.git/HEAD", "volumes/kubernetes.io~git-repo/site",
+		"plugins/kubernetes.io~git-repo/site/ready", "plugins/kubernetes.io~empty-dir/wrapped_site/ready", "",
+	} {
+		assert.True(t, removed[filepath.Join(podDir, p)], p)
+	}
+}
