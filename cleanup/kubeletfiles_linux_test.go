@@ -113,3 +113,43 @@ func TestGitRepoLeftGoesLikeAnEmptyDir(t *testing.T) {
 		assert.True(t, removed[filepath.Join(podDir, p)], p)
 	}
 }
+
+// TestNothingIsPlannedForALivePod (failure case 55): volumes come and go
+// on a running pod (KEP-6395): a mounted volume dir its spec no longer
+// names, a dir left mid-teardown, a spec volume with no dir yet. Over every
+// fixture, with and without the teardown through the CSI driver (told
+// that the live pods' specs name no CSI volume at all), the plan has no
+// action of any kind for a pod that is Active: a live pod is judged whole,
+// never volume by volume against its spec.
+func TestNothingIsPlannedForALivePod(t *testing.T) {
+	files, err := filepath.Glob("../fakenode/testdata/*.txtar")
+	require.NoError(t, err)
+	live := 0
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		require.NoError(t, err)
+		f, err := fakenode.ParseFixture(data)
+		require.NoError(t, err)
+		hostRoot := t.TempDir()
+		require.NoError(t, f.Materialize(hostRoot))
+		planOpts, ok := f.PlanOptions(hostRoot)
+		st := scanFixture(t, f, hostRoot)
+		if !ok || st == nil {
+			continue
+		}
+		active := map[string]bool{}
+		for _, p := range st.Pods {
+			if p.Status == reconstruct.PodActive {
+				active[p.UID] = true
+				live++
+			}
+		}
+		for _, td := range []*cleanup.CSITeardown{nil, {AssumeNoNewPods: true, ActiveVolumes: activeVolumes{names: []string{}}}} {
+			planOpts.CSITeardown = td
+			for _, a := range cleanup.Plan(testContext(t), st, planOpts).Actions {
+				assert.False(t, active[a.PodUID], "%s: %s %s of the live pod %s: %s", filepath.Base(file), a.Action, a.Path, a.PodUID, a.Reason)
+			}
+		}
+	}
+	require.Greater(t, live, 20, "the fixtures have live pods")
+}
