@@ -97,6 +97,14 @@ const (
 	SELinuxContextConflict FindingKind = "SELinuxContextConflict"
 )
 
+// Finding kinds of one device staged as two volumes (failure-cases.md F56).
+const (
+	// DeviceSharedByVolumes: one block device (major:minor and root) is
+	// staged as several CSI volumes, each staging dir proven its own
+	// volume's: their pods write onto one filesystem. Report only.
+	DeviceSharedByVolumes FindingKind = "DeviceSharedByVolumes"
+)
+
 // SeverityCase names a circumstance in which a kind's findings have
 // another severity than the kind's default (KindInfo.Variants).
 type SeverityCase string
@@ -190,6 +198,9 @@ var declaredKinds = []KindInfo{
 		"A block publish target bound from a regular file, not a device node: the container runtime refuses it."},
 	{SELinuxContextConflict, SeverityWarning, nil,
 		"Pods that share a volume record different SELinux labels: the kubelet refuses to start the later pod."},
+	// One device staged as two volumes (F56).
+	{DeviceSharedByVolumes, SeverityCritical, nil,
+		"One block device is staged as several CSI volumes: their pods write onto one filesystem; report only."},
 }
 
 // kindIndex finds a kind's declaration in declaredKinds.

@@ -214,6 +214,7 @@ var buildSteps = []struct {
 	{"who uses each staging mount", always((*builder).linkGlobalMountUsers)},
 	{"the optional probe of mounted paths", always((*builder).probeIfAsked)},
 	{"leaked and inconsistent staging mounts, once their users are known", always((*builder).checkGlobalMounts)},
+	{"one device staged as several volumes, once each volume's staging is known", always((*builder).noteSharedDevices)},
 	{"deleted, replaced and regular files behind block binds", always((*builder).noteBlockDevices)},
 	{"SELinux labels that the holders of a volume disagree on", always((*builder).noteSELinuxConflicts)},
 	{"problems of the inventory", always((*builder).noteProblems)},
