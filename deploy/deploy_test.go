@@ -450,6 +450,7 @@ var alertRules = map[string]string{
 	"VolreconDataOnNodeDisk":           "critical",
 	"VolreconDeletedDeviceBehindMount": "critical",
 	"VolreconBlockPublishNotADevice":   "critical",
+	"VolreconDeviceSharedByVolumes":    "critical",
 	"VolreconRootDiskBackedMount":      "critical",
 	"VolreconCorruptedMount":           "critical",
 	"VolreconHungMount":                "critical",

@@ -35,6 +35,7 @@ func Example() {
 	// VolreconRootDiskBackedMount: critical after 5m
 	// VolreconDeletedDeviceBehindMount: critical after 5m
 	// VolreconBlockPublishNotADevice: critical after 5m
+	// VolreconDeviceSharedByVolumes: critical after 5m
 	// VolreconCorruptedMount: critical after 5m
 	// VolreconHungMount: critical after 10m
 	// VolreconStagingHashMismatch: critical after 15m

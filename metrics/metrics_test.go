@@ -166,6 +166,7 @@ volrecon_findings{kind="CorruptVolumeData"} 0
 volrecon_findings{kind="CorruptedMount"} 0
 volrecon_findings{kind="DataOnNodeDisk"} 0
 volrecon_findings{kind="DeletedDeviceBehindMount"} 0
+volrecon_findings{kind="DeviceSharedByVolumes"} 0
 volrecon_findings{kind="HungMount"} 0
 volrecon_findings{kind="InconsistentMountTable"} 0
 volrecon_findings{kind="LeakedGlobalMount"} 0

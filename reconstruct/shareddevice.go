@@ -65,8 +65,8 @@ func (b *builder) sharedDeviceFinding(key subtreeKey, gs []*GlobalMount) Finding
 	}
 	return Finding{Kind: DeviceSharedByVolumes, Path: gs[0].Path, Volume: gs[0].VolumeHandle,
 		Message: "one device, " + device + " root " + key.root + ", is staged as " + plural(len(gs), "volume", "volumes") + ": " +
-			strings.Join(volumes, "; ") + ": their pods write onto one filesystem; stop them and find out whose data it holds, " +
-			"then NodeUnstage through the driver the volume that is not the device's; never unmount or unstage either by hand"}
+			strings.Join(volumes, "; ") + ": their pods write onto one filesystem. Stop the pods and copy the data off before anything else; " +
+			"never unmount or unstage either by hand: unstaging one takes the device from the other's pods"}
 }
 
 // podsOfStaging names the pods whose volume's own staging dir (by the
