@@ -467,6 +467,10 @@ var alertRules = map[string]string{
 	"VolreconMountTableInconsistent":   "warning",
 	"VolreconDown":                     "warning",
 	"VolreconAbsent":                   "warning",
+
+	// What the kernel tells of a mounted volume (failure-cases.md 57, 58).
+	"VolreconFilesystemAbortedReadOnly": "critical",
+	"VolreconStagingDeviceGone":         "critical",
 }
 
 // recordingRules are the rollups alerts.yaml must define.
