@@ -258,7 +258,8 @@ type podPlanner struct {
 	children map[string][]PodEntry
 	entries  map[string]PodEntry // by Path
 	actions  []Action
-	after    []Action // reports that follow the pod's own actions
+	after    []Action   // reports that follow the pod's own actions
+	last     []PodEntry // the kubelet's files removed only with the whole pod dir (planLastEntries)
 }
 
 func planPod(ctx context.Context, st *reconstruct.State, snap *snapshot, tableErr error, ev *evidence, pod reconstruct.Pod, volumes []reconstruct.Volume, opts Options) []Action {
@@ -301,8 +302,10 @@ func planPod(ctx context.Context, st *reconstruct.State, snap *snapshot, tableEr
 		return p.reportMountsOnly(stay)
 	}
 	if p.planDir(pod.Path) {
+		p.planLastEntries()
 		p.addJudged(Rmdir, PodEntry{Path: pod.Path, inode: contents.dir}, "the pod dir, last, once empty", "pod "+pod.UID+" is not in the active pod list")
 	} else {
+		p.keepLastEntries()
 		p.add(Keep, pod.Path, "the pod dir stays: something below it must stay (see the actions above)")
 	}
 	return append(unmountsFirst(p.actions), p.after...)
@@ -456,6 +459,10 @@ func (p *podPlanner) planEntry(e PodEntry) bool {
 	case kubelet.VolumeSubpathsDirName:
 		return p.planSubpathEntry(e, parts)
 	}
+	if isUsernsFile(e, parts) {
+		p.last = append(p.last, e) // planned once the rest of the pod dir is known to go
+		return true
+	}
 	if why, ok := kubeletLeftover(e, parts); ok {
 		return p.remove(e, why)
 	}
@@ -479,6 +486,36 @@ func kubeletLeftover(e PodEntry, parts []string) (string, bool) {
 		return "a volume plugin's ready marker and its dirs, written by the kubelet", true
 	}
 	return "", false
+}
+
+// usernsReason is why the pod's user-namespace mapping goes, and when.
+const usernsReason = "the pod's user-namespace ID mapping, written by the kubelet: removed only with the whole pod dir, just before it"
+
+// isUsernsFile: e is the pod's user-namespace mapping, a regular file at
+// the top of the pod dir. A kubelet of 1.36 or later reads it in every pod
+// dir at start and does not start while one is damaged, so it is never
+// written, truncated or removed but with the whole pod dir: a pod dir that
+// stays keeps it whole.
+func isUsernsFile(e PodEntry, parts []string) bool {
+	return len(parts) == 1 && parts[0] == kubelet.UsernsFileName && e.Type == podsdir.TypeFile
+}
+
+// planLastEntries plans the removal of the entries kept for last (the
+// userns file), once everything else of the pod dir is planned to go: right
+// before the pod dir, so that an earlier action that fails stops the pod
+// with them still in place.
+func (p *podPlanner) planLastEntries() {
+	for _, e := range p.last {
+		p.addJudged(Unlink, e, usernsReason, "not a mount point in the mount table", "type "+string(e.Type)+", not followed",
+			"everything else of the pod dir is planned to go")
+	}
+}
+
+// keepLastEntries keeps the entries kept for last: the pod dir stays.
+func (p *podPlanner) keepLastEntries() {
+	for _, e := range p.last {
+		p.add(Keep, e.Path, "the pod's user-namespace ID mapping, written by the kubelet: it goes only with the whole pod dir, which stays")
+	}
 }
 
 // remove removes an entry that is the pod's own: a dir after its contents,

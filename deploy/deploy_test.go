@@ -493,6 +493,7 @@ var alertRules = map[string]string{
 	"VolreconBlockPublishNotADevice":   "critical",
 	"VolreconDetachedWhileStaged":      "critical",
 	"VolreconFencedWhileMounted":       "critical",
+	"VolreconDeviceSharedByVolumes":    "critical",
 	"VolreconRootDiskBackedMount":      "critical",
 	"VolreconCorruptedMount":           "critical",
 	"VolreconHungMount":                "critical",

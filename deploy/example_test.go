@@ -37,6 +37,7 @@ func Example() {
 	// VolreconBlockPublishNotADevice: critical after 5m
 	// VolreconDetachedWhileStaged: critical after 10m
 	// VolreconFencedWhileMounted: critical after 5m
+	// VolreconDeviceSharedByVolumes: critical after 5m
 	// VolreconCorruptedMount: critical after 5m
 	// VolreconHungMount: critical after 10m
 	// VolreconStagingHashMismatch: critical after 15m

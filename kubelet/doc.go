@@ -3,8 +3,10 @@
 // layout under its --root-dir: the names of its dirs and files, the paths
 // it builds (Root, CSIDir), the staging dir's hash, a CSI volume's unique
 // name, what a pod UID looks like, plugin-name escaping, the kinds of dirs
-// of the layout with one classifier of a path (Kind, Classify), and one
-// walk of the plugin registry (WalkRegistry).
+// of the layout with one classifier of a path (Kind, Classify), the
+// entries the kubelet makes at the top of its root that volrecon never
+// reads nor touches (KnownRootEntry), and one walk of the plugin registry
+// (WalkRegistry).
 //
 // A new file or dir of the kubelet is added here, once; the readers
 // (podsdir, nodewatch, csinode, cleanup, fakenode, the test node

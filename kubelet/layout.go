@@ -25,11 +25,19 @@ const (
 	PodPluginsDirName     = "plugins"         // plugins/<escaped plugin>/<volume>/ (with a "ready" file)
 	ContainersDirName     = "containers"      // containers/<container>/<id> (termination messages)
 	EtcHostsFileName      = "etc-hosts"       // the pod's hosts file
+	UsernsFileName        = "userns"          // the pod's user-namespace ID mapping (JSON; user namespaces, stable 1.36)
 	ReadyFileName         = "ready"           // plugins/<plugin>/<volume>/ready
 )
 
 // EmptyDirPluginName is the plugin name of emptyDir volumes.
 const EmptyDirPluginName = "kubernetes.io/empty-dir"
+
+// GitRepoPluginName is the plugin name of gitRepo volumes: an emptyDir on
+// the node's disk (its wrapper is plugins/kubernetes.io~empty-dir/wrapped_<vol>)
+// that the kubelet cloned a repository into. New ones are refused since
+// 1.36 (KEP-5040), yet the plugin is still registered and the kubelet
+// still reconstructs and tears down the volumes old pods left.
+const GitRepoPluginName = "kubernetes.io/git-repo"
 
 // The CSI plugin's names: its dirs under plugins/ and in a pod dir.
 const (

@@ -168,6 +168,7 @@ volrecon_findings{kind="CorruptedMount"} 0
 volrecon_findings{kind="DataOnNodeDisk"} 0
 volrecon_findings{kind="DeletedDeviceBehindMount"} 0
 volrecon_findings{kind="DetachedWhileStaged"} 0
+volrecon_findings{kind="DeviceSharedByVolumes"} 0
 volrecon_findings{kind="FencedWhileMounted"} 0
 volrecon_findings{kind="FilesystemAbortedReadOnly"} 0
 volrecon_findings{kind="HungMount"} 0

@@ -204,16 +204,23 @@ func selinuxContext(m mountscan.Mount) (string, bool) {
 }
 
 // checkStagingAgrees makes the volume Uncertain when its pod mount binds
-// from a staging mount that belongs to another volume.
+// from a staging mount that belongs to another volume: when the device and
+// root it binds from are staged for other volumes only, never for the one
+// its vol_data.json names.
 func (b *builder) checkStagingAgrees(out *Volume) {
 	if out.CSI == nil || out.CSI.Recovered || out.State != Mounted {
 		return
 	}
 	var g *GlobalMount
 	for _, bound := range b.boundStagings(out.CheckedPath) {
-		if bound.VolumeHandle != "" && (bound.VolumeHandle != out.CSI.VolumeHandle || bound.DriverName != out.CSI.DriverName) {
+		switch {
+		case bound.VolumeHandle == out.CSI.VolumeHandle && bound.DriverName == out.CSI.DriverName:
+			// Its own staging has the device: where another volume's
+			// staging has it too (one device staged as two volumes,
+			// DeviceSharedByVolumes), the mount is still this volume's.
+			return
+		case bound.VolumeHandle != "" && g == nil:
 			g = bound
-			break
 		}
 	}
 	if g == nil {

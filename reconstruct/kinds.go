@@ -132,6 +132,14 @@ const (
 	AttachedNeverStaged FindingKind = "AttachedNeverStaged"
 )
 
+// Finding kinds of one device staged as two volumes (failure-cases.md F56).
+const (
+	// DeviceSharedByVolumes: one block device (major:minor and root) is
+	// staged as several CSI volumes, each staging dir proven its own
+	// volume's: their pods write onto one filesystem. Report only.
+	DeviceSharedByVolumes FindingKind = "DeviceSharedByVolumes"
+)
+
 // SeverityCase names a circumstance in which a kind's findings have
 // another severity than the kind's default (KindInfo.Variants).
 type SeverityCase string
@@ -237,6 +245,9 @@ var declaredKinds = []KindInfo{
 		"The node is tainted node.kubernetes.io/out-of-service while CSI mounts are live: the fence did not hold."},
 	{AttachedNeverStaged, SeverityWarning, nil,
 		"An active pod waits on an attached CSI volume that was never staged, past the threshold: the kubelet must be made to stage it."},
+	// One device staged as two volumes (F56).
+	{DeviceSharedByVolumes, SeverityCritical, nil,
+		"One block device is staged as several CSI volumes: their pods write onto one filesystem; report only."},
 }
 
 // kindIndex finds a kind's declaration in declaredKinds.

@@ -214,6 +214,7 @@ var buildSteps = []struct {
 	{"who uses each staging mount", always((*builder).linkGlobalMountUsers)},
 	{"the optional probe of mounted paths", always((*builder).probeIfAsked)},
 	{"leaked and inconsistent staging mounts, once their users are known", always((*builder).checkGlobalMounts)},
+	{"one device staged as several volumes, once each volume's staging is known", always((*builder).noteSharedDevices)},
 	{"deleted, replaced and regular files behind block binds", always((*builder).noteBlockDevices)},
 	{"read-write mounts of filesystems the kernel turned read-only", always((*builder).noteReadOnlyFilesystems)},
 	{"staging mounts whose block device is gone", always((*builder).noteGoneDevices)},

@@ -11,9 +11,9 @@ import (
 
 // Plugins whose volume dir is a plain directory by design (not a mount).
 var plainDirPlugins = map[string]bool{
-	"kubernetes.io/empty-dir": true, // default medium; Memory and HugePages are mounts
-	"kubernetes.io/configmap": true,
-	"kubernetes.io/git-repo":  true,
+	kubelet.EmptyDirPluginName: true, // default medium; Memory and HugePages are mounts
+	"kubernetes.io/configmap":  true,
+	kubelet.GitRepoPluginName:  true, // an emptyDir cloned into; still torn down by the kubelet after 1.36 refuses new ones
 }
 
 // Plugins that copy API objects into a tmpfs: their content is never the only copy of data.
