@@ -105,7 +105,7 @@ func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan 
 	if opts.CSITeardown != nil {
 		snap, tableErr = opts.snapshot(ctx, st)
 		ev = opts.CSITeardown.gatherEvidence(ctx, st, snap, opts.Node)
-		plan.Notes = append(plan.Notes, ev.notes...)
+		plan.Notes, plan.leaks = append(plan.Notes, ev.notes...), ev.record
 	}
 	orphans, total := 0, countOrphans(st)
 	for _, pod := range st.Pods {

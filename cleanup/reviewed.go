@@ -112,7 +112,7 @@ func ForPods(plan *ActionPlan, uids []string) *ActionPlan {
 // NeedsDriver) are fresh's.
 func Reviewed(reviewed, fresh *ActionPlan) *ActionPlan {
 	out := &ActionPlan{SchemaVersion: fresh.SchemaVersion, PodsDir: fresh.PodsDir, PodsDirIdentity: fresh.PodsDirIdentity, BootID: fresh.BootID,
-		Notes: slices.Clone(fresh.Notes), Actions: make([]Action, 0, len(fresh.Actions))}
+		Notes: slices.Clone(fresh.Notes), Actions: make([]Action, 0, len(fresh.Actions)), leaks: fresh.leaks}
 	approved := map[ActionKey][]Action{}
 	other := ""
 	if err := errors.Join(SamePodsDir(reviewed, fresh), sameBootOf(reviewed, fresh)); err != nil {

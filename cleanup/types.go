@@ -146,6 +146,9 @@ type ActionPlan struct {
 	// not be gathered, so that nothing is torn down for it
 	// (Options.CSITeardown).
 	Notes []string `json:"notes,omitempty"`
+	// leaks is what Execute with Apply records in the CSITeardown's Store
+	// (nil: nothing); Plan itself writes nothing.
+	leaks *leakRecord
 }
 
 // DirIdentity says which directory a path led to: its device

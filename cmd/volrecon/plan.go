@@ -19,9 +19,9 @@ unmounted (with --unmount), torn down through the CSI driver (with
 --csi-teardown), left to the driver, or kept, and why. Orphans are the pod
 dirs that --active-pods does not list (by UID, or a static pod's config
 hash); one that shows evidence of life is kept whole. Without --active-pods
-every pod is Unknown and none is planned. Nothing on the node is changed
-(with --csi-teardown, --state-dir records when each staging mount was first
-seen unused).
+every pod is Unknown and none is planned. Nothing on the node is changed,
+nor in --state-dir (cleanup --apply records there when each staging mount
+was first seen unused).
 
 Exit codes: 0 done, 1 the scan could not be done, 2 bad usage, 4 the active
 pods are unknown (nothing is orphaned, so nothing of a pod is planned).`
