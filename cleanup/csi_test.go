@@ -272,7 +272,7 @@ func TestCSITeardownUnpublishesThenUnstagesARecoveredVolume(t *testing.T) {
 	unpublish, ok := csiActionAt(plan, target)
 	require.True(t, ok)
 	assert.Equal(t, cleanup.NodeUnpublish, unpublish.Action)
-	assert.Equal(t, &cleanup.CSICall{Driver: csiDriver, VolumeID: csiHandle, Recovered: true, Source: "259:3:/"}, unpublish.CSI)
+	assert.Equal(t, &cleanup.CSICall{Driver: csiDriver, VolumeID: csiHandle, Recovered: true, Source: sourceOf("259:3:/")}, unpublish.CSI)
 	assert.Contains(t, unpublish.Evidence, "no mount namespace of the 1 on the node holds a mount from the pod dir or of its volumes",
 		"the evidence of death is shown")
 	unstage, ok := csiActionAt(plan, n.staging)
@@ -610,8 +610,8 @@ func TestADryRunSaysWhatTheRunWouldGive(t *testing.T) {
 func TestCSIActionsOutsideTheirPlacesAreRefused(t *testing.T) {
 	n := newCSINode(t)
 	plan := &cleanup.ActionPlan{SchemaVersion: reconstruct.SchemaVersion, PodsDir: csiRoot + "/pods", Actions: []cleanup.Action{
-		{Action: cleanup.NodeUnpublish, Path: "/etc", PodUID: csiUID, CSI: &cleanup.CSICall{Driver: csiDriver, VolumeID: csiHandle, Source: "259:3:/"}},
-		{Action: cleanup.NodeUnstage, Path: "/mnt/data", CSI: &cleanup.CSICall{Driver: csiDriver, VolumeID: csiHandle, Source: "259:3:/"}},
+		{Action: cleanup.NodeUnpublish, Path: "/etc", PodUID: csiUID, CSI: &cleanup.CSICall{Driver: csiDriver, VolumeID: csiHandle, Source: sourceOf("259:3:/")}},
+		{Action: cleanup.NodeUnstage, Path: "/mnt/data", CSI: &cleanup.CSICall{Driver: csiDriver, VolumeID: csiHandle, Source: sourceOf("259:3:/")}},
 		{Action: cleanup.NodeUnstage, Path: n.staging},
 	}}
 	plan = judge(t, n.node(), plan)
@@ -930,7 +930,7 @@ func TestAnotherVolumeOnTheSameShareIsNoUser(t *testing.T) {
 			require.True(t, ok)
 			assert.Equal(t, c.want, a.Action, a.Reason)
 			if c.want == cleanup.NodeUnstage {
-				assert.Equal(t, []cleanup.OtherVolume{{Path: other, Source: dev + ":/b"}}, a.CSI.OtherVolumes, "the executor holds it to them")
+				assert.Equal(t, []cleanup.OtherVolume{{Path: other, Source: sourceOf(dev + ":/b")}}, a.CSI.OtherVolumes, "the executor holds it to them")
 				results := n.apply(plan)
 				assert.Equal(t, cleanup.Done, csiResultAt(results, n.staging).Result, csiResultAt(results, n.staging).Error)
 				assert.True(t, n.mounted(other), "the other volume's staging mount stays")

@@ -483,10 +483,10 @@ func noMountBetween(table mountView, podDir, path string) error {
 // the same mount ID, device, type and root. Its unique ID, where judged,
 // is asked of the kernel apart (statx, statmount).
 func (j MountIdentity) is(m mountscan.Mount) bool {
-	return m.ID == j.ID && m.Dev.String() == j.Dev && m.FSType == j.FSType && m.Root == j.Root
+	return m.ID == j.ID && m.Dev == j.Dev && m.FSType == j.FSType && m.Root == j.Root
 }
 
 // identityOf is the identity of a table's mount, without its unique ID.
 func identityOf(m mountscan.Mount) MountIdentity {
-	return MountIdentity{ID: m.ID, Dev: m.Dev.String(), FSType: m.FSType, Root: m.Root}
+	return MountIdentity{ID: m.ID, Dev: m.Dev, FSType: m.FSType, Root: m.Root}
 }

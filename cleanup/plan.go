@@ -206,9 +206,7 @@ func (n *snapshot) withUniqueIDs(ctx context.Context, lists ...[]MountIdentity) 
 	for _, ms := range lists {
 		for _, m := range ms {
 			if _, done := n.unique[m.ID]; !done {
-				if dev, err := mountscan.ParseDevID(m.Dev); err == nil {
-					want[m.ID] = dev
-				}
+				want[m.ID] = m.Dev
 			}
 		}
 	}

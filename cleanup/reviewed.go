@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/volrecon/volrecon/internal/bounded"
+	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -161,10 +162,11 @@ func Reviewed(reviewed, fresh *ActionPlan) *ActionPlan {
 // call to a CSI driver the driver, the volume and the mount expected at
 // the path.
 type ActionKey struct {
-	Action                   ActionKind
-	Path, PodUID             string
-	Driver, VolumeID, Source string
-	CSI                      bool
+	Action           ActionKind
+	Path, PodUID     string
+	Driver, VolumeID string
+	Source           mountscan.Subtree
+	CSI              bool
 	// Judged names the mounts and the inode the action judged
 	// (Action.Mounts, Action.Inode), in order: two plans agree on an
 	// action only when they judged the same objects.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/internal/bounded"
+	"github.com/volrecon/volrecon/mountscan"
 )
 
 const (
@@ -19,7 +20,7 @@ const (
 	storeVolume = "kubernetes.io/csi/d^vol-1"
 )
 
-var storeMount = cleanup.MountIdentity{ID: 812, UniqueID: 2147484500, Dev: "8:16", FSType: "ext4", Root: "/"}
+var storeMount = cleanup.MountIdentity{ID: 812, UniqueID: 2147484500, Dev: mountscan.DevID{Major: 8, Minor: 16}, FSType: "ext4", Root: "/"}
 
 func storeSeen(m cleanup.MountIdentity) map[string]cleanup.UnusedStaging {
 	return map[string]cleanup.UnusedStaging{storePath: {UniqueName: storeVolume, Mount: m}}
@@ -55,7 +56,7 @@ func TestFileStoreCountsTheSameMountInTheSameBoot(t *testing.T) {
 	}{
 		"the same mount":                    {storeBoot, storeMount, t0},
 		"another mount, same ID and device": {storeBoot, replaced(func(m *cleanup.MountIdentity) { m.UniqueID++ }), t1},
-		"another device":                    {storeBoot, replaced(func(m *cleanup.MountIdentity) { m.Dev = "8:32" }), t1},
+		"another device":                    {storeBoot, replaced(func(m *cleanup.MountIdentity) { m.Dev = mountscan.DevID{Major: 8, Minor: 32} }), t1},
 		"another mount ID":                  {storeBoot, replaced(func(m *cleanup.MountIdentity) { m.ID++ }), t1},
 		"another root":                      {storeBoot, replaced(func(m *cleanup.MountIdentity) { m.Root = "/sub" }), t1},
 		"no unique ID now":                  {storeBoot, replaced(func(m *cleanup.MountIdentity) { m.UniqueID = 0 }), t1},
