@@ -199,22 +199,7 @@ func (e *executor) runChecked(a Action) ActionResult {
 		return e.stop(a, Skipped, err)
 	}
 	if a.Action == NodeUnpublish || a.Action == NodeUnstage {
-		if err := e.leakUnrecorded(a); err != nil {
-			return e.csiKeep(a, err)
-		}
-		if err := e.hold(); err != nil {
-			return e.csiStop(a, Failed, err)
-		}
-		if e.halted != nil {
-			return e.csiKeep(a, e.halted)
-		}
-		if podDir, err := e.podDir(a); err == nil && a.Action == NodeUnpublish {
-			// The driver removes the target dir once it unmounted it.
-			if err := e.noPodUser(podDir); err != nil {
-				return e.csiKeep(a, err)
-			}
-		}
-		return e.runCSI(a)
+		return e.runCSIChecked(a)
 	}
 	podDir, err := e.podDir(a)
 	if err != nil {
@@ -253,6 +238,29 @@ func (e *executor) runChecked(a Action) ActionResult {
 		return e.stop(a, Failed, err)
 	}
 	return ActionResult{Action: a, Result: Done}
+}
+
+// runCSIChecked carries out a NodeUnpublish or NodeUnstage once the run
+// may act: the leak record written where the action rests on it, the pods
+// dir held and unchanged, and for a NodeUnpublish no other user of its pod
+// dir.
+func (e *executor) runCSIChecked(a Action) ActionResult {
+	if err := e.leakUnrecorded(a); err != nil {
+		return e.csiKeep(a, err)
+	}
+	if err := e.hold(); err != nil {
+		return e.csiStop(a, Failed, err)
+	}
+	if e.halted != nil {
+		return e.csiKeep(a, e.halted)
+	}
+	if podDir, err := e.podDir(a); err == nil && a.Action == NodeUnpublish {
+		// The driver removes the target dir once it unmounted it.
+		if err := e.noPodUser(podDir); err != nil {
+			return e.csiKeep(a, err)
+		}
+	}
+	return e.runCSI(a)
 }
 
 // noPodUser checks, before the first removal of the run (or NodeUnpublish,
