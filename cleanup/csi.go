@@ -23,9 +23,10 @@ type CSICall struct {
 	// Recovered: the identity came from the staging dir, the pod-level
 	// vol_data.json being missing or corrupt.
 	Recovered bool `json:"recovered,omitempty"`
-	// Source is the mount expected at the path (major:minor and root), which
-	// the executor checks is still the one there before calling.
-	Source string `json:"source,omitempty"`
+	// Source is the mount expected at the path (its device and root:
+	// "major:minor:root"), which the executor checks is still the one
+	// there before calling.
+	Source mountscan.Subtree `json:"source,omitzero"`
 	// RecheckActiveVolumes: the plan knew from CSITeardown.ActiveVolumes
 	// that no active pod uses the volume; the executor asks again right
 	// before the call (CSIExec.ActiveVolumes), and keeps the staging mount
@@ -55,9 +56,6 @@ func CSICallResults() []string { return []string{"ok", "error", "timeout", "unre
 func CSICalls() []string {
 	return []string{"NodeGetCapabilities", "NodeUnpublishVolume", "NodeUnstageVolume"}
 }
-
-// devKey is how a mount's filesystem subtree is named in actions.
-func devKey(m mountscan.Mount) string { return m.Dev.String() + ":" + m.Root }
 
 // csiUnpublishable says whether the planner may call NodeUnpublish for the
 // mount at mp, and the volume it belongs to: a mounted filesystem publish
@@ -96,7 +94,8 @@ func (p *podPlanner) csiUnpublishable(mp string) (reconstruct.Volume, bool) {
 // root): the mount a NodeUnpublish or NodeUnstage is to tear down.
 func (n *snapshot) judgedMount(path string, ref *reconstruct.MountRef) (MountIdentity, bool) {
 	stack := n.table.At(path)
-	if ref == nil || len(stack) != 1 || stack[0].Dev.String() != ref.MajorMinor || stack[0].Root != ref.Root {
+	sub, ok := refSubtree(ref)
+	if !ok || len(stack) != 1 || mountscan.SubtreeOf(stack[0]) != sub {
 		return MountIdentity{}, false
 	}
 	return n.mountIdentity(stack[0]), true
@@ -129,12 +128,13 @@ func (p *podPlanner) planCSITeardown() ([]Action, bool) {
 	evidence := append([]string{"pod " + p.pod.UID + " is not in the active pod list"}, p.ev.deadPods[p.pod.UID]...)
 	for _, v := range targets {
 		judged, _ := p.snap.judgedMount(v.CheckedPath, v.Mount)
+		source, _ := refSubtree(v.Mount)
 		p.actions = append(p.actions, Action{Action: NodeUnpublish, Path: v.CheckedPath, PodUID: p.pod.UID, Mounts: []MountIdentity{judged},
 			Reason: "NodeUnpublishVolume through " + v.CSI.DriverName + ": the pod's vol_data.json is " + volDataState(v) +
 				", so the kubelet can never unpublish it",
 			Evidence: append(slices.Clone(evidence), "mount table has one entry at the path ("+v.Mount.MajorMinor+" "+v.Mount.Root+")",
 				"identity recovered from the staging dir "+v.DeviceMountPath+": "+v.CSI.DriverName+"^"+v.CSI.VolumeHandle),
-			CSI: &CSICall{Driver: v.CSI.DriverName, VolumeID: v.CSI.VolumeHandle, Recovered: true, Source: v.Mount.MajorMinor + ":" + v.Mount.Root}})
+			CSI: &CSICall{Driver: v.CSI.DriverName, VolumeID: v.CSI.VolumeHandle, Recovered: true, Source: source}})
 	}
 	for _, v := range targets {
 		p.unstageAfterUnpublish(v)
@@ -300,7 +300,7 @@ func (t *CSITeardown) unstage(st *reconstruct.State, ev *evidence, g reconstruct
 	return Action{Action: NodeUnstage, Path: g.Path, PodUID: podUID,
 		Reason:   "NodeUnstageVolume through " + g.DriverName + ": no pod uses this staging mount, and the kubelet never unstages it",
 		Evidence: evidence, Mounts: []MountIdentity{judged},
-		CSI: &CSICall{Driver: g.DriverName, VolumeID: g.VolumeHandle, Source: g.Mount.MajorMinor + ":" + g.Mount.Root,
+		CSI: &CSICall{Driver: g.DriverName, VolumeID: g.VolumeHandle, Source: judged.Subtree(),
 			RecheckActiveVolumes: recheck, OtherVolumes: ev.otherVolumes[g.Path]}}
 }
 

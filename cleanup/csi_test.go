@@ -211,10 +211,13 @@ func (l lifeSigns) CheckLife(_ context.Context, _ *mountscan.Table, pods []recon
 }
 
 // memStore is an UnusedStagingStore in memory: since holds when each
-// staging path was first seen unused.
-type memStore struct{ since map[string]time.Time }
+// staging path was first seen unused; records counts its records.
+type memStore struct {
+	since   map[string]time.Time
+	records int
+}
 
-func (m *memStore) Update(_ string, unused map[string]cleanup.UnusedStaging, now time.Time) (map[string]time.Time, error) {
+func (m *memStore) Since(_ string, unused map[string]cleanup.UnusedStaging, now time.Time) (map[string]time.Time, error) {
 	next := map[string]time.Time{}
 	for path := range unused {
 		since, ok := m.since[path]
@@ -223,8 +226,12 @@ func (m *memStore) Update(_ string, unused map[string]cleanup.UnusedStaging, now
 		}
 		next[path] = since
 	}
-	m.since = next
 	return next, nil
+}
+
+func (m *memStore) Record(_ string, _ map[string]cleanup.UnusedStaging, since map[string]time.Time) error {
+	m.since, m.records = since, m.records+1
+	return nil
 }
 
 // activeVolumes is an ActiveVolumeSource with a fixed answer.
@@ -265,7 +272,7 @@ func TestCSITeardownUnpublishesThenUnstagesARecoveredVolume(t *testing.T) {
 	unpublish, ok := csiActionAt(plan, target)
 	require.True(t, ok)
 	assert.Equal(t, cleanup.NodeUnpublish, unpublish.Action)
-	assert.Equal(t, &cleanup.CSICall{Driver: csiDriver, VolumeID: csiHandle, Recovered: true, Source: "259:3:/"}, unpublish.CSI)
+	assert.Equal(t, &cleanup.CSICall{Driver: csiDriver, VolumeID: csiHandle, Recovered: true, Source: sourceOf("259:3:/")}, unpublish.CSI)
 	assert.Contains(t, unpublish.Evidence, "no mount namespace of the 1 on the node holds a mount from the pod dir or of its volumes",
 		"the evidence of death is shown")
 	unstage, ok := csiActionAt(plan, n.staging)
@@ -603,8 +610,8 @@ func TestADryRunSaysWhatTheRunWouldGive(t *testing.T) {
 func TestCSIActionsOutsideTheirPlacesAreRefused(t *testing.T) {
 	n := newCSINode(t)
 	plan := &cleanup.ActionPlan{SchemaVersion: reconstruct.SchemaVersion, PodsDir: csiRoot + "/pods", Actions: []cleanup.Action{
-		{Action: cleanup.NodeUnpublish, Path: "/etc", PodUID: csiUID, CSI: &cleanup.CSICall{Driver: csiDriver, VolumeID: csiHandle, Source: "259:3:/"}},
-		{Action: cleanup.NodeUnstage, Path: "/mnt/data", CSI: &cleanup.CSICall{Driver: csiDriver, VolumeID: csiHandle, Source: "259:3:/"}},
+		{Action: cleanup.NodeUnpublish, Path: "/etc", PodUID: csiUID, CSI: &cleanup.CSICall{Driver: csiDriver, VolumeID: csiHandle, Source: sourceOf("259:3:/")}},
+		{Action: cleanup.NodeUnstage, Path: "/mnt/data", CSI: &cleanup.CSICall{Driver: csiDriver, VolumeID: csiHandle, Source: sourceOf("259:3:/")}},
 		{Action: cleanup.NodeUnstage, Path: n.staging},
 	}}
 	plan = judge(t, n.node(), plan)
@@ -857,15 +864,15 @@ func TestAPodsDirSwappedDuringTheTeardownStopsIt(t *testing.T) {
 	}
 }
 
-// slowStore is a memStore whose Update takes a while, as a FileStore's
-// fsync may on a busy node.
+// slowStore is a memStore whose read takes a while, as a FileStore's
+// may on a busy node.
 type slowStore struct {
 	memStore
 	delay time.Duration
 }
 
-func (s *slowStore) Update(boot string, unused map[string]cleanup.UnusedStaging, now time.Time) (map[string]time.Time, error) {
-	since, err := s.memStore.Update(boot, unused, now)
+func (s *slowStore) Since(boot string, unused map[string]cleanup.UnusedStaging, now time.Time) (map[string]time.Time, error) {
+	since, err := s.memStore.Since(boot, unused, now)
 	time.Sleep(s.delay)
 	return since, err
 }
@@ -923,7 +930,7 @@ func TestAnotherVolumeOnTheSameShareIsNoUser(t *testing.T) {
 			require.True(t, ok)
 			assert.Equal(t, c.want, a.Action, a.Reason)
 			if c.want == cleanup.NodeUnstage {
-				assert.Equal(t, []cleanup.OtherVolume{{Path: other, Source: dev + ":/b"}}, a.CSI.OtherVolumes, "the executor holds it to them")
+				assert.Equal(t, []cleanup.OtherVolume{{Path: other, Source: sourceOf(dev + ":/b")}}, a.CSI.OtherVolumes, "the executor holds it to them")
 				results := n.apply(plan)
 				assert.Equal(t, cleanup.Done, csiResultAt(results, n.staging).Result, csiResultAt(results, n.staging).Error)
 				assert.True(t, n.mounted(other), "the other volume's staging mount stays")
@@ -1000,4 +1007,46 @@ func TestACopyThroughAChainOfPeerGroupsOfOtherNamespaces(t *testing.T) {
 			assert.Contains(t, a.Reason, "/k"+rel+" (mount ID 1202, master:701): no copy of "+n.staging)
 		})
 	}
+}
+
+// failingStore reads as its memStore and cannot record.
+type failingStore struct{ memStore }
+
+func (*failingStore) Record(string, map[string]cleanup.UnusedStaging, map[string]time.Time) error {
+	return errors.New("disk full")
+}
+
+// Plan and a dry run only read the leak store; Execute with Apply records
+// what the plan saw before its first action. A record that cannot be
+// written keeps the NodeUnstage of a leaked staging mount that rests on
+// it, as a record that cannot be read keeps it in the plan.
+func TestOnlyAnAppliedPlanRecordsLeaks(t *testing.T) {
+	now := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
+	n := newCSINode(t)
+	td := n.leakedTeardown(now)
+	store := td.Store.(*memStore)
+	before := maps.Clone(store.since)
+	plan := n.plan(td, false)
+	require.Equal(t, cleanup.NodeUnstage, csiKindAt(plan, n.staging))
+	assert.Equal(t, before, store.since)
+	assert.Zero(t, store.records, "the plan recorded nothing")
+	dry := cleanup.Execute(t.Context(), plan, cleanup.ExecOptions{Node: n.node(),
+		CSI: cleanup.CSIExec{Driver: csinode.Connector{Timeout: 5 * time.Second}}})
+	assert.Equal(t, cleanup.Done, csiResultAt(dry, n.staging).DryRun.Result)
+	assert.Zero(t, store.records, "the dry run recorded nothing")
+
+	failing := &failingStore{memStore: *store}
+	td.Store = failing
+	r := csiResultAt(n.apply(n.plan(td, false)), n.staging)
+	assert.Equal(t, cleanup.Keep, r.Action.Action, r.Reason)
+	assert.ErrorIs(t, r.Err, cleanup.ErrLeakRecord)
+	assert.Contains(t, r.Reason, "disk full")
+	assert.True(t, n.mounted(n.staging))
+	assert.NotContains(t, methodsOf(n.driver), "NodeUnstageVolume")
+
+	td.Store = store
+	r = csiResultAt(n.apply(n.plan(td, false)), n.staging)
+	assert.Equal(t, cleanup.Done, r.Result, r.Error)
+	assert.Equal(t, 1, store.records)
+	assert.Equal(t, map[string]time.Time{n.staging: now.Add(-time.Hour)}, store.since, "recorded as the plan read it")
 }

@@ -23,11 +23,9 @@ type CSIDriverClient interface {
 
 // CSIDriverConn is a connection to one driver's node service. Each call is
 // made once, never retried, and bounded in time by the client; a failed
-// call's error is a CSICallError. The paths are host paths.
-//
-// It is an alias of an interface literal so that a client package can
-// return the same type without importing cleanup (csinode.Conn is it too).
-type CSIDriverConn = interface {
+// call's error is a CSICallError. The paths are host paths. csinode.Conn
+// is this type.
+type CSIDriverConn interface {
 	// NodeGetCapabilities asks whether the driver stages volumes
 	// (STAGE_UNSTAGE_VOLUME): only then may NodeUnstageVolume be called.
 	NodeGetCapabilities(ctx context.Context) (stageUnstage bool, err error)

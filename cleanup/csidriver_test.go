@@ -13,8 +13,8 @@ import (
 	"github.com/volrecon/volrecon/csinode"
 )
 
-// csinode's client is a CSIDriverClient, though neither package imports
-// the other.
+// csinode's client is a CSIDriverClient (csinode imports cleanup for its
+// one CSIDriverConn; cleanup never imports csinode).
 var _ cleanup.CSIDriverClient = csinode.Connector{}
 
 // A plan with a NodeUnpublish, executed with no driver client: the action

@@ -48,7 +48,8 @@
 // Plan gathers that evidence itself, in one place (teardown.go, gather.go):
 // from its own read of the mount table, one read of every mount namespace
 // on the node, the scan's evidence of life, the record of when each staging
-// mount was first seen unused, as the very mount in that boot (FileStore),
+// mount was first seen unused, as the very mount in that boot (FileStore:
+// Plan only reads it, Execute with Apply records what the plan saw),
 // and the API server's answer of which volumes the active pods use
 // (ActiveVolumeSource); what it cannot gather keeps the volume, and
 // ActionPlan.Notes says why. A mount of a staging mount's or a pod's

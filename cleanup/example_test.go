@@ -135,3 +135,34 @@ func ExampleReviewed() {
 	// Keep termination-log: not in the reviewed plan: not applied (planned now: Unlink: a stub)
 	// Keep 0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91: not applied: /var/lib/kubelet/pods/0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91/termination-log, below it, is not applied (planned now: Rmdir: the pod dir)
 }
+
+// Run is plan, scope and execute in one call, as volrecon cleanup makes
+// them: here a dry run for one orphan only, which changes nothing.
+func ExampleRun() {
+	hostRoot, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(hostRoot)
+	orphan, other := "0b6a3c7e-1f2d-4c1a-9e7b-3d5f6a7b8c91", "1c7b4d8f-2e3a-4d2b-8f8c-4e6a7b8c9d02"
+	for _, uid := range []string{orphan, other} {
+		_ = os.MkdirAll(filepath.Join(hostRoot, "/var/lib/kubelet/pods", uid, "containers"), 0o750)
+	}
+	node := reconstruct.Node{HostRoot: hostRoot, MountTable: mountscan.Source{Read: func(context.Context) (*mountscan.Table, error) {
+		return mountscan.FromLines("1 0 259:1 / / rw - ext4 /dev/nvme0n1p1 rw")
+	}}}
+	st, err := reconstruct.Scan(context.Background(), reconstruct.Options{Node: node,
+		ActivePods: reconstruct.PodList{"7f8e9d0c-1b2a-4c3d-8e5f-6a7b8c9d0e1f"}, LifeChecker: fakenode.Life{}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	r := cleanup.Run(context.Background(), st, cleanup.RunOptions{Plan: cleanup.Options{Node: node},
+		Pods: []string{orphan}, Exec: &cleanup.ExecOptions{Node: node}})
+	for _, res := range r.Results {
+		rel, _ := filepath.Rel(filepath.Join("/var/lib/kubelet/pods", orphan), res.Path)
+		fmt.Println(res.Action.Action, rel, res.Result, res.DryRun.Result)
+	}
+	fmt.Println("failed:", r.Count(cleanup.Failed))
+	// Output:
+	// Rmdir containers Skipped Done
+	// Rmdir . Skipped Done
+	// failed: 0
+}

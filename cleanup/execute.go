@@ -84,6 +84,9 @@ func Execute(ctx context.Context, plan *ActionPlan, opts ExecOptions) []ActionRe
 	e := &executor{ctx: ctx, log: klog.FromContext(ctx), plan: plan, opts: opts, dry: !opts.Apply,
 		stopped: map[string]error{}, gone: map[string]bool{}, removed: map[string]bool{}, scope: planScope(plan)}
 	defer e.release()
+	if opts.Apply {
+		e.recordLeaks()
+	}
 	results := make([]ActionResult, 0, len(plan.Actions))
 	counts := map[Result]int{}
 	for i, a := range plan.Actions {
@@ -135,6 +138,31 @@ type executor struct {
 	// pod dir whose removal last checked them.
 	podUsersRead map[string]bool
 	podUsersFor  string
+	// leakErr: the plan's leak record could not be recorded (ErrLeakRecord).
+	leakErr error
+}
+
+// recordLeaks records, before the first action, when each leaked staging
+// mount was first seen unused, as the plan read it (ActionPlan.leaks): the
+// next run's evidence. A record that cannot be written keeps every
+// NodeUnstage of a leaked staging mount, as a record that could not be
+// read keeps it in the plan.
+func (e *executor) recordLeaks() {
+	if e.leakErr = e.plan.leaks.commit(); e.leakErr != nil {
+		e.log.V(2).Info("The record of unused staging mounts could not be written", "err", e.leakErr)
+	}
+}
+
+// leakUnrecorded is why a NodeUnstage of a leaked staging mount is kept
+// when the plan's leak record could not be written, or nil.
+func (e *executor) leakUnrecorded(a Action) error {
+	if e.leakErr == nil || a.Action != NodeUnstage {
+		return nil
+	}
+	if _, leaked := e.plan.leaks.unused[a.Path]; !leaked {
+		return nil
+	}
+	return e.leakErr
 }
 
 // run carries out one action, or in a dry run checks it.
@@ -171,19 +199,7 @@ func (e *executor) runChecked(a Action) ActionResult {
 		return e.stop(a, Skipped, err)
 	}
 	if a.Action == NodeUnpublish || a.Action == NodeUnstage {
-		if err := e.hold(); err != nil {
-			return e.csiStop(a, Failed, err)
-		}
-		if e.halted != nil {
-			return e.csiKeep(a, e.halted)
-		}
-		if podDir, err := e.podDir(a); err == nil && a.Action == NodeUnpublish {
-			// The driver removes the target dir once it unmounted it.
-			if err := e.noPodUser(podDir); err != nil {
-				return e.csiKeep(a, err)
-			}
-		}
-		return e.runCSI(a)
+		return e.runCSIChecked(a)
 	}
 	podDir, err := e.podDir(a)
 	if err != nil {
@@ -222,6 +238,29 @@ func (e *executor) runChecked(a Action) ActionResult {
 		return e.stop(a, Failed, err)
 	}
 	return ActionResult{Action: a, Result: Done}
+}
+
+// runCSIChecked carries out a NodeUnpublish or NodeUnstage once the run
+// may act: the leak record written where the action rests on it, the pods
+// dir held and unchanged, and for a NodeUnpublish no other user of its pod
+// dir.
+func (e *executor) runCSIChecked(a Action) ActionResult {
+	if err := e.leakUnrecorded(a); err != nil {
+		return e.csiKeep(a, err)
+	}
+	if err := e.hold(); err != nil {
+		return e.csiStop(a, Failed, err)
+	}
+	if e.halted != nil {
+		return e.csiKeep(a, e.halted)
+	}
+	if podDir, err := e.podDir(a); err == nil && a.Action == NodeUnpublish {
+		// The driver removes the target dir once it unmounted it.
+		if err := e.noPodUser(podDir); err != nil {
+			return e.csiKeep(a, err)
+		}
+	}
+	return e.runCSI(a)
 }
 
 // noPodUser checks, before the first removal of the run (or NodeUnpublish,
@@ -452,10 +491,10 @@ func noMountBetween(table mountView, podDir, path string) error {
 // the same mount ID, device, type and root. Its unique ID, where judged,
 // is asked of the kernel apart (statx, statmount).
 func (j MountIdentity) is(m mountscan.Mount) bool {
-	return m.ID == j.ID && m.Dev.String() == j.Dev && m.FSType == j.FSType && m.Root == j.Root
+	return m.ID == j.ID && m.Dev == j.Dev && m.FSType == j.FSType && m.Root == j.Root
 }
 
 // identityOf is the identity of a table's mount, without its unique ID.
 func identityOf(m mountscan.Mount) MountIdentity {
-	return MountIdentity{ID: m.ID, Dev: m.Dev.String(), FSType: m.FSType, Root: m.Root}
+	return MountIdentity{ID: m.ID, Dev: m.Dev, FSType: m.FSType, Root: m.Root}
 }

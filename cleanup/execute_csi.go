@@ -139,8 +139,8 @@ func (e *executor) checkCSI(a Action, table mountView) error {
 		return ofKind(ErrRefused, fmt.Errorf("%s: %d mounts judged, the planner judges one", a.Path, len(a.Mounts)))
 	case len(stack) != 1:
 		return fmt.Errorf("%w: %s has %d mount-table entries, planned with 1", ErrNodeChanged, a.Path, len(stack))
-	case devKey(stack[0]) != a.CSI.Source:
-		return fmt.Errorf("%w: %s now mounts %s, planned with %s", ErrNodeChanged, a.Path, devKey(stack[0]), a.CSI.Source)
+	case mountscan.SubtreeOf(stack[0]) != a.CSI.Source:
+		return fmt.Errorf("%w: %s now mounts %s, planned with %s", ErrNodeChanged, a.Path, mountscan.SubtreeOf(stack[0]), a.CSI.Source)
 	case !a.Mounts[0].is(stack[0]):
 		return fmt.Errorf("%w: the mount at %s is %s now, not %s, the one the plan judged", ErrNodeChanged, a.Path, identityOf(stack[0]), a.Mounts[0])
 	}

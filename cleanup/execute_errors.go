@@ -50,6 +50,11 @@ var (
 	// ErrStillMounted: the driver answered a NodeUnpublish or NodeUnstage
 	// without error, yet the path is still mounted.
 	ErrStillMounted = errors.New("still mounted after the driver's answer")
+	// ErrLeakRecord: the record of when each leaked staging mount was
+	// first seen unused (CSITeardown.Store) could not be read or written:
+	// no NodeUnstage of a leaked staging mount rests on it, and the action
+	// is kept.
+	ErrLeakRecord = errors.New("the record of unused staging mounts could not be updated")
 )
 
 // kindError is err, which says what happened, as one of the kinds above

@@ -51,7 +51,7 @@ func judgedMounts(table *mountscan.Table, p string) []cleanup.MountIdentity {
 	out := make([]cleanup.MountIdentity, 0, len(stack))
 	for i := len(stack) - 1; i >= 0; i-- {
 		m := stack[i]
-		out = append(out, cleanup.MountIdentity{ID: m.ID, Dev: m.Dev.String(), FSType: m.FSType, Root: m.Root})
+		out = append(out, cleanup.MountIdentity{ID: m.ID, Dev: m.Dev, FSType: m.FSType, Root: m.Root})
 	}
 	return out
 }

@@ -2,7 +2,6 @@ package cleanup
 
 import (
 	"path/filepath"
-	"strings"
 
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
@@ -40,8 +39,8 @@ func planScope(plan *ActionPlan) *mountscan.Scope {
 		dirs = append(dirs, a.Path)
 		dirs = append(dirs, a.MustBeUnmounted...)
 		if a.CSI != nil {
-			if t, ok := parseSubtree(a.CSI.Source); ok {
-				subtrees = append(subtrees, t)
+			if a.CSI.Source != (mountscan.Subtree{}) {
+				subtrees = append(subtrees, a.CSI.Source)
 			}
 		}
 	}
@@ -53,18 +52,8 @@ func refSubtree(m *reconstruct.MountRef) (mountscan.Subtree, bool) {
 	if m == nil {
 		return mountscan.Subtree{}, false
 	}
-	return parseSubtree(m.MajorMinor + ":" + m.Root)
-}
-
-// parseSubtree parses "major:minor:root" (CSICall.Source).
-func parseSubtree(s string) (mountscan.Subtree, bool) {
-	major, rest, ok1 := strings.Cut(s, ":")
-	minor, root, ok2 := strings.Cut(rest, ":")
-	dev, err := mountscan.ParseDevID(major + ":" + minor)
-	if !ok1 || !ok2 || err != nil || root == "" {
-		return mountscan.Subtree{}, false
-	}
-	return mountscan.Subtree{Dev: dev, Root: root}, true
+	t, err := mountscan.ParseSubtree(m.MajorMinor + ":" + m.Root)
+	return t, err == nil
 }
 
 // planAliases are the root's aliases a plan counts a pod's mounts under:

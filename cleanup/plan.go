@@ -105,7 +105,7 @@ func Plan(ctx context.Context, st *reconstruct.State, opts Options) *ActionPlan 
 	if opts.CSITeardown != nil {
 		snap, tableErr = opts.snapshot(ctx, st)
 		ev = opts.CSITeardown.gatherEvidence(ctx, st, snap, opts.Node)
-		plan.Notes = append(plan.Notes, ev.notes...)
+		plan.Notes, plan.leaks = append(plan.Notes, ev.notes...), ev.record
 	}
 	orphans, total := 0, countOrphans(st)
 	for _, pod := range st.Pods {
@@ -206,9 +206,7 @@ func (n *snapshot) withUniqueIDs(ctx context.Context, lists ...[]MountIdentity) 
 	for _, ms := range lists {
 		for _, m := range ms {
 			if _, done := n.unique[m.ID]; !done {
-				if dev, err := mountscan.ParseDevID(m.Dev); err == nil {
-					want[m.ID] = dev
-				}
+				want[m.ID] = m.Dev
 			}
 		}
 	}
@@ -740,7 +738,8 @@ func (p *podPlanner) planVolData(e PodEntry, v reconstruct.Volume, parts []strin
 				"remove it without the driver only if no driver will ever be asked (--remove-vol-data-without-driver)")
 			return false
 		default:
-			why = "driver " + v.CSI.DriverName + " is not registered on this node (no plugins/" + v.CSI.DriverName + "/csi.sock, nothing of it in plugins_registry/)"
+			why = "driver " + v.CSI.DriverName + " is not registered on this node (no " + kubelet.PluginsDirName + "/" + v.CSI.DriverName + "/" + kubelet.CSISocketName +
+				", nothing of it in " + kubelet.RegistryDirName + "/)"
 		}
 	}
 	a := Action{Action: RemoveVolumeData, Path: e.Path, PodUID: p.pod.UID,
@@ -772,10 +771,10 @@ func (p *podPlanner) liveStaging(v reconstruct.Volume) string { return p.st.Live
 func (p *podPlanner) planBlockEntry(e PodEntry, parts []string) bool {
 	if len(parts) <= 2 {
 		if e.Type != podsdir.TypeDir {
-			p.add(Keep, e.Path, "an unexpected "+string(e.Type)+" in the volumeDevices tree")
+			p.add(Keep, e.Path, "an unexpected "+string(e.Type)+" in the "+kubelet.VolumeDevicesDirName+" tree")
 			return false
 		}
-		return p.remove(e, "an empty dir of the volumeDevices tree")
+		return p.remove(e, "an empty dir of the "+kubelet.VolumeDevicesDirName+" tree")
 	}
 	v, ok := p.volumes[e.Path]
 	switch {

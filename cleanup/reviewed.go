@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/volrecon/volrecon/internal/bounded"
+	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -112,7 +113,7 @@ func ForPods(plan *ActionPlan, uids []string) *ActionPlan {
 // NeedsDriver) are fresh's.
 func Reviewed(reviewed, fresh *ActionPlan) *ActionPlan {
 	out := &ActionPlan{SchemaVersion: fresh.SchemaVersion, PodsDir: fresh.PodsDir, PodsDirIdentity: fresh.PodsDirIdentity, BootID: fresh.BootID,
-		Notes: slices.Clone(fresh.Notes), Actions: make([]Action, 0, len(fresh.Actions))}
+		Notes: slices.Clone(fresh.Notes), Actions: make([]Action, 0, len(fresh.Actions)), leaks: fresh.leaks}
 	approved := map[ActionKey][]Action{}
 	other := ""
 	if err := errors.Join(SamePodsDir(reviewed, fresh), sameBootOf(reviewed, fresh)); err != nil {
@@ -161,10 +162,11 @@ func Reviewed(reviewed, fresh *ActionPlan) *ActionPlan {
 // call to a CSI driver the driver, the volume and the mount expected at
 // the path.
 type ActionKey struct {
-	Action                   ActionKind
-	Path, PodUID             string
-	Driver, VolumeID, Source string
-	CSI                      bool
+	Action           ActionKind
+	Path, PodUID     string
+	Driver, VolumeID string
+	Source           mountscan.Subtree
+	CSI              bool
 	// Judged names the mounts and the inode the action judged
 	// (Action.Mounts, Action.Inode), in order: two plans agree on an
 	// action only when they judged the same objects.

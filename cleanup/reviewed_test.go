@@ -13,6 +13,7 @@ import (
 
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/fakenode"
+	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -36,12 +37,12 @@ func kinds(p *cleanup.ActionPlan) []string {
 
 func unstage(uid, source string) cleanup.Action {
 	return cleanup.Action{Action: cleanup.NodeUnstage, Path: "/var/lib/kubelet/plugins/kubernetes.io/csi/d/h/globalmount", PodUID: uid,
-		CSI: &cleanup.CSICall{Driver: "d", VolumeID: "vol-1", Source: source}}
+		CSI: &cleanup.CSICall{Driver: "d", VolumeID: "vol-1", Source: sourceOf(source)}}
 }
 
 func unpublish(uid string) cleanup.Action {
 	a := act(cleanup.NodeUnpublish, uid, "volumes/kubernetes.io~csi/pv/mount")
-	a.CSI = &cleanup.CSICall{Driver: "d", VolumeID: "vol-1", Source: "259:3:/"}
+	a.CSI = &cleanup.CSICall{Driver: "d", VolumeID: "vol-1", Source: sourceOf("259:3:/")}
 	return a
 }
 
@@ -85,7 +86,7 @@ func TestReviewedRunsOnlyWhatBothPlansHave(t *testing.T) {
 			[]cleanup.Action{unpublish(execUIDA), unstage(execUIDA, "259:3:/")},
 			func() []cleanup.Action {
 				a := unpublish(execUIDA)
-				a.CSI.Source = "259:4:/"
+				a.CSI.Source = sourceOf("259:4:/")
 				return []cleanup.Action{a, unstage(execUIDA, "259:3:/")}
 			}(),
 			[]string{"Keep " + execUIDA + "/volumes/kubernetes.io~csi/pv/mount", "Keep /var/lib/kubelet/plugins/kubernetes.io/csi/d/h/globalmount",
@@ -147,8 +148,8 @@ func TestReviewedKeepsTheConditionsOfBoth(t *testing.T) {
 	f.MustBeUnmounted = []string{execPods + "/" + execUIDA + "/volumes/b"}
 	ru, fu := unstage("", "259:3:/"), unstage("", "259:3:/")
 	ru.CSI.RecheckActiveVolumes = true
-	b, c := cleanup.OtherVolume{Path: "/var/lib/kubelet/plugins/kubernetes.io/csi/d/b/globalmount", Source: "0:55:/b"},
-		cleanup.OtherVolume{Path: "/var/lib/kubelet/plugins/kubernetes.io/csi/d/c/globalmount", Source: "0:55:/c"}
+	b, c := cleanup.OtherVolume{Path: "/var/lib/kubelet/plugins/kubernetes.io/csi/d/b/globalmount", Source: sourceOf("0:55:/b")},
+		cleanup.OtherVolume{Path: "/var/lib/kubelet/plugins/kubernetes.io/csi/d/c/globalmount", Source: sourceOf("0:55:/c")}
 	ru.CSI.OtherVolumes, fu.CSI.OtherVolumes = []cleanup.OtherVolume{b}, []cleanup.OtherVolume{b, c}
 	got := cleanup.Reviewed(identifiedPlan(r, ru), identifiedPlan(f, fu))
 	require.Len(t, got.Actions, 2)
@@ -283,4 +284,41 @@ func TestReviewedPlansAgreeOnlyOnTheSameObjects(t *testing.T) {
 		assert.NotContains(t, []cleanup.ActionKind{cleanup.Unlink, cleanup.Rmdir, cleanup.Unmount}, a.Action, a.Path)
 	}
 	assert.Contains(t, strings.Join(other.Notes, "\n"), "the reviewed plan was made in boot 5c1d9e7a")
+}
+
+// sourceOf parses "major:minor:root" (CSICall.Source) or fails the test
+// binary: the tests' own literals.
+func sourceOf(s string) mountscan.Subtree {
+	t, err := mountscan.ParseSubtree(s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// A CSI action's identities are typed (mountscan.Subtree, DevID) and
+// their JSON is the text of before: "major:minor:root", "major:minor".
+// A plan that names a subtree that is none is refused whole.
+func TestCSIActionJSONIsText(t *testing.T) {
+	const text = `{"schemaVersion":"volrecon.v1","podsDir":"/var/lib/kubelet/pods","actions":[{"action":"NodeUnstage",` +
+		`"path":"/var/lib/kubelet/plugins/kubernetes.io/csi/d/h/globalmount","reason":"r",` +
+		`"mounts":[{"id":812,"uniqueID":2147484500,"dev":"0:55","fsType":"nfs4","root":"/a"}],` +
+		`"csi":{"driver":"d","volumeID":"vol-1","source":"0:55:/a","otherVolumes":[{"path":"/p","source":"0:55:/a/b"}]}}]}`
+	want := cleanup.Action{Action: cleanup.NodeUnstage, Path: "/var/lib/kubelet/plugins/kubernetes.io/csi/d/h/globalmount", Reason: "r",
+		Mounts: []cleanup.MountIdentity{{ID: 812, UniqueID: 2147484500, Dev: mountscan.DevID{Minor: 55}, FSType: "nfs4", Root: "/a"}},
+		CSI: &cleanup.CSICall{Driver: "d", VolumeID: "vol-1", Source: sourceOf("0:55:/a"),
+			OtherVolumes: []cleanup.OtherVolume{{Path: "/p", Source: sourceOf("0:55:/a/b")}}}}
+	plan, err := cleanup.ParsePlan("plan.json", []byte(text))
+	require.NoError(t, err)
+	require.Len(t, plan.Actions, 1)
+	assert.Equal(t, want, plan.Actions[0])
+	b, err := json.Marshal(plan)
+	require.NoError(t, err)
+	assert.JSONEq(t, text, string(b))
+
+	for _, bad := range []string{`"source":"0:55:/a"`, `"dev":"0:55"`} {
+		broken := strings.Replace(text, bad, strings.Replace(bad, ":55", "", 1), 1)
+		_, err := cleanup.ParsePlan("plan.json", []byte(broken))
+		assert.ErrorIs(t, err, mountscan.ErrMalformed, bad)
+	}
 }

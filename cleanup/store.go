@@ -54,27 +54,32 @@ func (s FileStore) Check() error {
 	return err
 }
 
-// Update implements UnusedStagingStore.
-func (s FileStore) Update(bootID string, unused map[string]UnusedStaging, now time.Time) (map[string]time.Time, error) {
+// Since implements UnusedStagingStore: it reads the file and changes
+// nothing.
+func (s FileStore) Since(bootID string, unused map[string]UnusedStaging, now time.Time) (map[string]time.Time, error) {
 	old, err := s.load()
 	if err != nil {
 		return nil, err
 	}
 	sameBoot := bootID != "" && old.BootID == bootID
-	next := storeFile{SchemaVersion: reconstruct.SchemaVersion, BootID: bootID, UnusedSince: map[string]storeEntry{}}
 	since := make(map[string]time.Time, len(unused))
 	for path, u := range unused {
 		e, seen := old.UnusedSince[path]
 		if !sameBoot || !seen || !e.isOf(u) || e.Since.After(now) {
-			e = storeEntry{UniqueName: u.UniqueName, Since: now, Mount: &u.Mount}
+			e.Since = now
 		}
-		next.UnusedSince[path] = e
 		since[path] = e.Since
 	}
-	if err := writeAtomically(s.Path(), next); err != nil {
-		return nil, err
-	}
 	return since, nil
+}
+
+// Record implements UnusedStagingStore: it replaces the file.
+func (s FileStore) Record(bootID string, unused map[string]UnusedStaging, since map[string]time.Time) error {
+	next := storeFile{SchemaVersion: reconstruct.SchemaVersion, BootID: bootID, UnusedSince: make(map[string]storeEntry, len(unused))}
+	for path, u := range unused {
+		next.UnusedSince[path] = storeEntry{UniqueName: u.UniqueName, Since: since[path], Mount: &u.Mount}
+	}
+	return writeAtomically(s.Path(), next)
 }
 
 // isOf says whether e records the mount u, of the same volume.

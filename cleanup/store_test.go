@@ -11,6 +11,7 @@ import (
 
 	"github.com/volrecon/volrecon/cleanup"
 	"github.com/volrecon/volrecon/internal/bounded"
+	"github.com/volrecon/volrecon/mountscan"
 )
 
 const (
@@ -19,10 +20,20 @@ const (
 	storeVolume = "kubernetes.io/csi/d^vol-1"
 )
 
-var storeMount = cleanup.MountIdentity{ID: 812, UniqueID: 2147484500, Dev: "8:16", FSType: "ext4", Root: "/"}
+var storeMount = cleanup.MountIdentity{ID: 812, UniqueID: 2147484500, Dev: mountscan.DevID{Major: 8, Minor: 16}, FSType: "ext4", Root: "/"}
 
 func storeSeen(m cleanup.MountIdentity) map[string]cleanup.UnusedStaging {
 	return map[string]cleanup.UnusedStaging{storePath: {UniqueName: storeVolume, Mount: m}}
+}
+
+// storeUpdate is one run's read and record: what a plan reads (Since)
+// and Execute with Apply records (Record).
+func storeUpdate(s cleanup.FileStore, boot string, unused map[string]cleanup.UnusedStaging, now time.Time) (map[string]time.Time, error) {
+	since, err := s.Since(boot, unused, now)
+	if err != nil {
+		return nil, err
+	}
+	return since, s.Record(boot, unused, since)
 }
 
 // The store counts the same mount seen twice in one boot, never a path: a
@@ -45,7 +56,7 @@ func TestFileStoreCountsTheSameMountInTheSameBoot(t *testing.T) {
 	}{
 		"the same mount":                    {storeBoot, storeMount, t0},
 		"another mount, same ID and device": {storeBoot, replaced(func(m *cleanup.MountIdentity) { m.UniqueID++ }), t1},
-		"another device":                    {storeBoot, replaced(func(m *cleanup.MountIdentity) { m.Dev = "8:32" }), t1},
+		"another device":                    {storeBoot, replaced(func(m *cleanup.MountIdentity) { m.Dev = mountscan.DevID{Major: 8, Minor: 32} }), t1},
 		"another mount ID":                  {storeBoot, replaced(func(m *cleanup.MountIdentity) { m.ID++ }), t1},
 		"another root":                      {storeBoot, replaced(func(m *cleanup.MountIdentity) { m.Root = "/sub" }), t1},
 		"no unique ID now":                  {storeBoot, replaced(func(m *cleanup.MountIdentity) { m.UniqueID = 0 }), t1},
@@ -54,13 +65,13 @@ func TestFileStoreCountsTheSameMountInTheSameBoot(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := cleanup.FileStore{Dir: t.TempDir()}
-			since, err := s.Update(storeBoot, storeSeen(storeMount), t0)
+			since, err := storeUpdate(s, storeBoot, storeSeen(storeMount), t0)
 			require.NoError(t, err)
 			assert.Equal(t, t0, since[storePath])
-			since, err = s.Update(c.boot, storeSeen(c.mount), t1)
+			since, err = storeUpdate(s, c.boot, storeSeen(c.mount), t1)
 			require.NoError(t, err)
 			assert.Equal(t, c.want, since[storePath])
-			since, err = s.Update(c.boot, storeSeen(c.mount), t1.Add(time.Hour))
+			since, err = storeUpdate(s, c.boot, storeSeen(c.mount), t1.Add(time.Hour))
 			require.NoError(t, err)
 			if c.boot != "" {
 				assert.Equal(t, c.want, since[storePath], "the mount seen now is the one counted from now on")
@@ -77,7 +88,7 @@ func TestFileStoreOfAnOlderVolreconCountsNothing(t *testing.T) {
 	old := `{"schemaVersion":"volrecon.v1","unusedSince":{"` + storePath + `":{"uniqueName":"` + storeVolume + `","since":"2020-01-01T00:00:00Z"}}}`
 	require.NoError(t, os.WriteFile(s.Path(), []byte(old), 0o600))
 	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
-	since, err := s.Update(storeBoot, storeSeen(storeMount), now)
+	since, err := storeUpdate(s, storeBoot, storeSeen(storeMount), now)
 	require.NoError(t, err)
 	assert.Equal(t, now, since[storePath])
 
@@ -111,7 +122,7 @@ func TestFileStoreReadIsBounded(t *testing.T) {
 			err := s.Check()
 			require.ErrorIs(t, err, bounded.ErrTooLarge)
 			assert.ErrorContains(t, err, s.Path())
-			_, err = s.Update(storeBoot, storeSeen(storeMount), time.Now())
+			_, err = storeUpdate(s, storeBoot, storeSeen(storeMount), time.Now())
 			assert.ErrorIs(t, err, bounded.ErrTooLarge)
 		})
 	}

@@ -2,6 +2,7 @@ package cleanup
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -31,7 +32,8 @@ type CSITeardown struct {
 	// seen unused (FileStore). A leaked staging mount is unstaged only once
 	// it has been unused for MinLeakAge: NodeStage comes before NodePublish,
 	// so a starting pod's staging mount is briefly unused. Without a Store
-	// a leaked staging mount is never unstaged. Plan updates it.
+	// a leaked staging mount is never unstaged. Plan reads it; Execute with
+	// Apply records what the plan saw.
 	Store      UnusedStagingStore
 	MinLeakAge time.Duration
 	// ProcDir is where the node's processes are read, for their mount
@@ -50,14 +52,39 @@ type ActiveVolumeSource interface {
 }
 
 // UnusedStagingStore remembers, between runs, since when each staging
-// mount has been seen unused: the very mount, never a path.
+// mount has been seen unused: the very mount, never a path. Plan only
+// reads it (Since); Execute with Apply records what the plan saw (Record),
+// so that a plan, or a dry run, changes nothing on disk.
 type UnusedStagingStore interface {
-	// Update records the staging mounts seen unused now in boot bootID
-	// (mountid.BootID), by path, forgets every other, and returns since
-	// when each of them has been unused: now for one not seen before, or
-	// seen under another name, as another mount (UnusedStaging.Mount), or
-	// in another boot (a restart, a store of another node).
-	Update(bootID string, unused map[string]UnusedStaging, now time.Time) (map[string]time.Time, error)
+	// Since answers, for the staging mounts seen unused now in boot bootID
+	// (mountid.BootID), by path, since when each has been unused: now for
+	// one not recorded before, or recorded under another name, as another
+	// mount (UnusedStaging.Mount), or in another boot (a restart, a store
+	// of another node). It changes nothing.
+	Since(bootID string, unused map[string]UnusedStaging, now time.Time) (map[string]time.Time, error)
+	// Record replaces the record with unused, each unused since since[path]
+	// (Since's answer), in boot bootID, and forgets every other.
+	Record(bootID string, unused map[string]UnusedStaging, since map[string]time.Time) error
+}
+
+// leakRecord is what a plan would record in the Store: the leaked staging
+// mounts it saw unused, and since when. Execute with Apply records it.
+type leakRecord struct {
+	store  UnusedStagingStore
+	boot   string
+	unused map[string]UnusedStaging
+	since  map[string]time.Time
+}
+
+// commit records r in its store; nil r records nothing.
+func (r *leakRecord) commit() error {
+	if r == nil {
+		return nil
+	}
+	if err := r.store.Record(r.boot, r.unused, r.since); err != nil {
+		return fmt.Errorf("%w: %w", ErrLeakRecord, err)
+	}
+	return nil
 }
 
 // UnusedStaging is a staging mount seen unused: the volume it stages, and
@@ -102,6 +129,8 @@ type evidence struct {
 	// the run takes.
 	unusedSince map[string]time.Time
 	storedAt    time.Time
+	// record is what Execute with Apply records in the Store.
+	record *leakRecord
 	// noLeakAge says why no leaked staging mount has an age this run (the
 	// Store failed, the boot cannot be told), for each action kept.
 	noLeakAge string
@@ -163,10 +192,10 @@ func (ev *evidence) judgeStagingMounts(ctx context.Context, st *reconstruct.Stat
 	}
 }
 
-// trackLeaks updates the Store with the leaked staging mounts seen unused
-// now, each as the very mount seen, and takes since when each has been.
-// Without a Store, or without the boot ID, there is no such time, so no
-// leaked staging mount is unstaged.
+// trackLeaks reads, from the Store, since when each leaked staging mount
+// seen unused now, as the very mount seen, has been, and keeps what to
+// record for Execute. Without a Store, or without the boot ID, there is no
+// such time, so no leaked staging mount is unstaged.
 func (t *CSITeardown) trackLeaks(st *reconstruct.State, ev *evidence) {
 	if t.Store == nil {
 		return
@@ -185,13 +214,14 @@ func (t *CSITeardown) trackLeaks(st *reconstruct.State, ev *evidence) {
 		}
 	}
 	now := t.now()
-	since, err := t.Store.Update(boot, unused, now)
+	since, err := t.Store.Since(boot, unused, now)
 	if err != nil {
-		ev.noLeakAge = "the record of unused staging mounts could not be updated: " + err.Error()
+		ev.noLeakAge = ErrLeakRecord.Error() + ": " + err.Error()
 		ev.notes = append(ev.notes, "no leaked staging mount is unstaged: "+ev.noLeakAge)
 		return
 	}
 	ev.unusedSince, ev.storedAt = since, now
+	ev.record = &leakRecord{store: t.Store, boot: boot, unused: unused, since: since}
 }
 
 // askActiveVolumes asks ActiveVolumes once, when a NodeUnstage may follow.

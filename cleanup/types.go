@@ -1,6 +1,10 @@
 package cleanup
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/volrecon/volrecon/mountscan"
+)
 
 // ActionKind is what a cleanup action does.
 type ActionKind string
@@ -71,10 +75,15 @@ type MountIdentity struct {
 	// ID is the mount ID of the mount table (mountinfo's first field).
 	ID int `json:"id"`
 	// UniqueID is the kernel's 64-bit mount ID (statmount(2)); 0: unknown.
-	UniqueID uint64 `json:"uniqueID,omitempty"`
-	Dev      string `json:"dev"` // major:minor
-	FSType   string `json:"fsType"`
-	Root     string `json:"root"` // the path inside the filesystem that is mounted
+	UniqueID uint64          `json:"uniqueID,omitempty"`
+	Dev      mountscan.DevID `json:"dev"` // major:minor
+	FSType   string          `json:"fsType"`
+	Root     string          `json:"root"` // the path inside the filesystem that is mounted
+}
+
+// Subtree is the part of a filesystem the mount mounts (CSICall.Source).
+func (m MountIdentity) Subtree() mountscan.Subtree {
+	return mountscan.Subtree{Dev: m.Dev, Root: m.Root}
 }
 
 func (m MountIdentity) String() string {
@@ -146,6 +155,9 @@ type ActionPlan struct {
 	// not be gathered, so that nothing is torn down for it
 	// (Options.CSITeardown).
 	Notes []string `json:"notes,omitempty"`
+	// leaks is what Execute with Apply records in the CSITeardown's Store
+	// (nil: nothing); Plan itself writes nothing.
+	leaks *leakRecord
 }
 
 // DirIdentity says which directory a path led to: its device

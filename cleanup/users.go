@@ -70,14 +70,17 @@ func stagingEntry(table *mountscan.Table, g reconstruct.GlobalMount) (mountscan.
 	if g.Mount == nil {
 		return mountscan.Mount{}, false
 	}
-	return entryOf(table, g.Path, g.Mount.MajorMinor+":"+g.Mount.Root)
+	source, ok := refSubtree(g.Mount)
+	if !ok {
+		return mountscan.Mount{}, false
+	}
+	return entryOf(table, g.Path, source)
 }
 
-// entryOf returns the one entry of table at path, when it mounts source
-// ("major:minor:root", devKey).
-func entryOf(table *mountscan.Table, path, source string) (mountscan.Mount, bool) {
+// entryOf returns the one entry of table at path, when it mounts source.
+func entryOf(table *mountscan.Table, path string, source mountscan.Subtree) (mountscan.Mount, bool) {
 	at := table.At(path)
-	if len(at) != 1 || devKey(at[0]) != source {
+	if len(at) != 1 || mountscan.SubtreeOf(at[0]) != source {
 		return mountscan.Mount{}, false
 	}
 	return at[0], true
@@ -90,8 +93,8 @@ func entryOf(table *mountscan.Table, path, source string) (mountscan.Mount, bool
 // known volume. The executor counts it, and the copies propagation proves
 // of it, out only while the entry at Path still mounts Source.
 type OtherVolume struct {
-	Path   string `json:"path"`
-	Source string `json:"source"`
+	Path   string            `json:"path"`
+	Source mountscan.Subtree `json:"source"`
 }
 
 // otherVolumes returns the staging mounts of other volumes that the
@@ -117,7 +120,7 @@ func otherVolumes(st *reconstruct.State, host *mountscan.Table, g reconstruct.Gl
 			// not named as the kubelet names the staging dir of its volume
 		default:
 			if e, ok := stagingEntry(host, o); ok && sub.Contains(e) && e.Root != x.Root {
-				out = append(out, OtherVolume{Path: o.Path, Source: devKey(e)})
+				out = append(out, OtherVolume{Path: o.Path, Source: mountscan.SubtreeOf(e)})
 			}
 		}
 	}

@@ -3,19 +3,15 @@ package csinode
 import (
 	"context"
 	"time"
+
+	"github.com/volrecon/volrecon/cleanup"
 )
 
 // Conn is a connection to one driver's node service: what a Client does
-// for a teardown. It is the same type as cleanup.CSIDriverConn (an alias
-// of the same interface literal), so Connector is a cleanup.CSIDriverClient
-// while this package imports nothing of volrecon, and package cleanup
-// nothing of gRPC.
-type Conn = interface {
-	NodeGetCapabilities(ctx context.Context) (stageUnstage bool, err error)
-	NodeUnpublishVolume(ctx context.Context, volumeID, targetPath string) error
-	NodeUnstageVolume(ctx context.Context, volumeID, stagingTargetPath string) error
-	Close() error
-}
+// for a teardown, declared once, by package cleanup, which this package
+// implements (Connector is a cleanup.CSIDriverClient). This package imports
+// cleanup, never the other way: cleanup links no gRPC.
+type Conn = cleanup.CSIDriverConn
 
 // Connector locates and dials the drivers of a node, for
 // cleanup.CSIExec.Driver.

@@ -20,9 +20,9 @@
 // NodeUnstageVolume be called, as in the kubelet.
 //
 // Connector (Locate, then Dial) is what package cleanup's executor takes
-// as its CSIDriverClient: Client's methods and Conn match that interface,
-// though neither package imports the other, so a program that plans a
-// cleanup links no gRPC unless it wires this package in.
+// as its CSIDriverClient, and Conn is cleanup.CSIDriverConn: this package
+// imports cleanup, never the other way, so a program that plans a cleanup
+// links no gRPC unless it wires this package in.
 //
 // Errors are typed: ErrNoEndpoint, ErrNotRunning, ErrWrongDriver,
 // ErrTimeout and ErrInvalidRequest can be tested with errors.Is, and a

@@ -4,6 +4,8 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/volrecon/volrecon/cleanup"
@@ -154,4 +156,22 @@ func (f *Fixture) ScanOptions(hostRoot string) (reconstruct.Options, error) {
 // pods, or makes their source fail).
 func (f *Fixture) PlanOptions(hostRoot string) (cleanup.Options, bool) {
 	return f.f.PlanOptions(hostRoot)
+}
+
+// DemoNode materialises the default demo node (fixture.Demo: healthy, as
+// volrecon --demo scans it) in a temp dir of tb's and writes its mount
+// table to a file, so that a command or a daemon reads it as a real
+// node's: --host-root hostRoot --mountinfo mountinfo.
+func DemoNode(tb testing.TB) (hostRoot, mountinfo string) {
+	tb.Helper()
+	demo := fixture.Demo()
+	hostRoot = tb.TempDir()
+	if err := demo.Materialize(hostRoot); err != nil {
+		tb.Fatalf("demo node: %v", err)
+	}
+	mountinfo = filepath.Join(tb.TempDir(), "mountinfo")
+	if err := os.WriteFile(mountinfo, demo.MountInfoReads()[0], 0o600); err != nil {
+		tb.Fatalf("demo node: %v", err)
+	}
+	return hostRoot, mountinfo
 }

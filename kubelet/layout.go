@@ -3,6 +3,7 @@ package kubelet
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"regexp"
 	"strings"
 )
@@ -92,3 +93,21 @@ var podUIDPattern = regexp.MustCompile(`^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-
 
 // IsPodUID reports whether name has the shape of a pod UID (see podUIDPattern).
 func IsPodUID(name string) bool { return podUIDPattern.MatchString(name) }
+
+// ParsePodKeys parses a comma-separated list of pod keys, each a pod UID
+// or a static pod's config hash (IsPodUID), as a caller that cannot hand
+// over a file writes them on a command line; blanks are skipped, and ""
+// is an empty list (not nil).
+func ParsePodKeys(list string) ([]string, error) {
+	keys := []string{}
+	for _, k := range strings.Split(list, ",") {
+		if k = strings.TrimSpace(k); k == "" {
+			continue
+		}
+		if !IsPodUID(k) {
+			return nil, fmt.Errorf("%q is not a pod key (a pod UID or a static pod's config hash)", k)
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}

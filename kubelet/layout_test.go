@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/kubelet"
 )
@@ -33,4 +34,18 @@ func TestIsPodUID(t *testing.T) {
 	} {
 		assert.Equal(t, want, kubelet.IsPodUID(name), name)
 	}
+}
+
+// A list of pod keys takes UIDs and static pods' config hashes, skips
+// blanks, and refuses anything else, naming it.
+func TestParsePodKeys(t *testing.T) {
+	uid, hash := "0f1e2d3c-4b5a-4697-8887-a9b8c7d6e5f4", "6c8e4b1c5e3a9d2f7b0a1c2d3e4f5a6b"
+	keys, err := kubelet.ParsePodKeys(" " + uid + ",," + hash + " ,")
+	require.NoError(t, err)
+	assert.Equal(t, []string{uid, hash}, keys)
+	keys, err = kubelet.ParsePodKeys("")
+	require.NoError(t, err)
+	assert.Equal(t, []string{}, keys, "empty, not nil: a list that names no pod")
+	_, err = kubelet.ParsePodKeys(uid + ",web-0")
+	assert.EqualError(t, err, `"web-0" is not a pod key (a pod UID or a static pod's config hash)`)
 }

@@ -35,7 +35,7 @@ func volume(uid, plugin, name string, state reconstruct.VolumeState) reconstruct
 		Path: podsDir + uid + "/volumes/" + strings.ReplaceAll(plugin, "/", "~") + "/" + name,
 	}
 	if plugin == csi {
-		v.CSI = &reconstruct.CSIInfo{DriverName: "ebs.csi.aws.com", VolumeHandle: "vol-" + name}
+		v.CSI = &reconstruct.CSIInfo{VolDataKeys: podsdir.VolDataKeys{DriverName: "ebs.csi.aws.com", VolumeHandle: "vol-" + name}}
 	}
 	return v
 }

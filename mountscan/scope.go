@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"unsafe"
 )
@@ -54,8 +55,43 @@ func (t Subtree) Contains(m Mount) bool {
 	return m.Dev == t.Dev && isAtOrBelow(treeKey(m.Root), treeKey(t.Root))
 }
 
-// String is "major:minor:root".
-func (t Subtree) String() string { return t.Dev.String() + ":" + t.Root }
+// String is "major:minor:root"; the zero Subtree is "".
+func (t Subtree) String() string {
+	if t == (Subtree{}) {
+		return ""
+	}
+	return t.Dev.String() + ":" + t.Root
+}
+
+// ParseSubtree parses "major:minor:root", as String prints it (a root is
+// never empty: mountinfo prints "/" for a filesystem's own).
+func ParseSubtree(s string) (Subtree, error) {
+	major, rest, ok1 := strings.Cut(s, ":")
+	minor, root, ok2 := strings.Cut(rest, ":")
+	dev, err := ParseDevID(major + ":" + minor)
+	if !ok1 || !ok2 || err != nil || root == "" {
+		return Subtree{}, fmt.Errorf("%w: subtree %q is not major:minor:root", ErrMalformed, s)
+	}
+	return Subtree{Dev: dev, Root: root}, nil
+}
+
+// MarshalText is String: a Subtree is "major:minor:root" in JSON too.
+func (t Subtree) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// UnmarshalText parses "major:minor:root" (ParseSubtree); "" is the zero
+// Subtree, which names no mount.
+func (t *Subtree) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*t = Subtree{}
+		return nil
+	}
+	sub, err := ParseSubtree(string(b))
+	if err != nil {
+		return err
+	}
+	*t = sub
+	return nil
+}
 
 // NewScope returns the scope of the given absolute dirs; empty and
 // relative ones are ignored, and so is a dir at or below another one, so

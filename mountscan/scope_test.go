@@ -2,6 +2,7 @@ package mountscan
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -330,4 +331,29 @@ func TestNewScopeDropsDirsUnderOthers(t *testing.T) {
 	assert.Equal(t, []string{"/var/lib/kubelet", "/var/lib/kubelet-x"}, s.dirs)
 	assert.True(t, s.Covers("/var/lib/kubelet/pods/b"))
 	assert.False(t, s.Covers("/var/lib"))
+}
+
+// A Subtree and a DevID are text in JSON, as mountinfo prints them, and
+// read back the same; what is not one is refused.
+func TestSubtreeAndDevIDAreText(t *testing.T) {
+	sub := Subtree{Dev: DevID{Major: 259, Minor: 3}, Root: "/pv/a b"}
+	b, err := json.Marshal(struct {
+		S Subtree `json:"s"`
+		D DevID   `json:"d"`
+		Z Subtree `json:"z,omitzero"`
+	}{S: sub, D: sub.Dev})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"s":"259:3:/pv/a b","d":"259:3"}`, string(b))
+	var back struct {
+		S Subtree `json:"s"`
+		D DevID   `json:"d"`
+		Z Subtree `json:"z"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(`{"s":"259:3:/pv/a b","d":"259:3","z":""}`), &back))
+	assert.Equal(t, sub, back.S)
+	assert.Equal(t, sub.Dev, back.D)
+	assert.Zero(t, back.Z, `"" is no subtree`)
+	for _, bad := range []string{`{"s":"259:3"}`, `{"s":"259:3:"}`, `{"s":"x:3:/"}`, `{"d":""}`, `{"d":"259"}`, `{"d":"-1:3"}`} {
+		assert.ErrorIs(t, json.Unmarshal([]byte(bad), &back), ErrMalformed, bad)
+	}
 }

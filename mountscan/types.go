@@ -29,6 +29,19 @@ func ParseDevID(s string) (DevID, error) {
 	return DevID{Major: uint32(ma), Minor: uint32(mi)}, nil
 }
 
+// MarshalText is String: a DevID is "major:minor" in JSON too.
+func (d DevID) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText parses "major:minor" (ParseDevID).
+func (d *DevID) UnmarshalText(b []byte) error {
+	id, err := ParseDevID(string(b))
+	if err != nil {
+		return err
+	}
+	*d = id
+	return nil
+}
+
 // Mount is one line of a mountinfo file. Root, MountPoint, FSType and Source
 // are unescaped (the kernel writes space, tab, newline and backslash as
 // \040, \011, \012 and \134). Options and SuperOptions are kept raw: they can

@@ -59,10 +59,8 @@ func TestScanPodVolumes(t *testing.T) {
 			{PodUID: uid1, Name: "pvc-1234", Plugin: CSIPluginName, EscapedPlugin: "kubernetes.io~csi",
 				Mode: Filesystem, Path: csiVol, Type: TypeDir,
 				MountDir: &Entry{Name: "mount", Path: csiVol + "/mount", Type: TypeDir},
-				VolData: &VolData{Path: csiVol + "/vol_data.json", State: VolDataOK,
-					DriverName: "ebs.csi.aws.com", VolumeHandle: "vol-0abc", SpecVolID: "pvc-1234", NodeName: "node-a",
-					AttachmentID: "csi-5f2c", VolumeLifecycleMode: "Persistent"},
-				Extra: []Entry{{Name: "leftover.tmp", Path: csiVol + "/leftover.tmp", Type: TypeFile}}},
+				VolData:  &VolData{VolDataKeys: VolDataKeys{DriverName: "ebs.csi.aws.com", VolumeHandle: "vol-0abc", SpecVolID: "pvc-1234", NodeName: "node-a", AttachmentID: "csi-5f2c", VolumeLifecycleMode: "Persistent"}, Path: csiVol + "/vol_data.json", State: VolDataOK},
+				Extra:    []Entry{{Name: "leftover.tmp", Path: csiVol + "/leftover.tmp", Type: TypeFile}}},
 			{PodUID: uid1, Name: "cache", Plugin: "kubernetes.io/empty-dir", EscapedPlugin: "kubernetes.io~empty-dir",
 				Mode: Filesystem, Path: p + "/volumes/kubernetes.io~empty-dir/cache", Type: TypeDir},
 			{PodUID: uid1, Name: "kube-api-access-abcde", Plugin: "kubernetes.io/projected", EscapedPlugin: "kubernetes.io~projected",
@@ -151,7 +149,7 @@ func TestScanStaging(t *testing.T) {
 	)
 	inv := scanTree(t, root)
 	okVD := func(p string) VolData {
-		return VolData{Path: p, State: VolDataOK, DriverName: "ebs.csi.aws.com", VolumeHandle: "vol-0abc"}
+		return VolData{VolDataKeys: VolDataKeys{DriverName: "ebs.csi.aws.com", VolumeHandle: "vol-0abc"}, Path: p, State: VolDataOK}
 	}
 	assert.Equal(t, []StagingDir{
 		{Mode: Filesystem, Layout: LayoutCurrent, Driver: "ebs.csi.aws.com", Name: hash, Dir: cur, Path: cur + "/globalmount",
@@ -202,8 +200,7 @@ func TestScanBlock(t *testing.T) {
 	assert.Equal(t, []Volume{{PodUID: uid2, Name: "pvc-dir", Plugin: CSIPluginName, EscapedPlugin: "kubernetes.io~csi",
 		Mode: Block, Path: pods + "/" + uid2 + "/volumeDevices/kubernetes.io~csi/pvc-dir", Type: TypeDir}}, pod2.Volumes)
 
-	blkVD := VolData{Path: vd + "/pvc-blk/data/vol_data.json", State: VolDataOK, DriverName: "ebs.csi.aws.com",
-		VolumeHandle: "vol-blk", SpecVolID: "pvc-blk", NodeName: "node-a", AttachmentID: "csi-1"}
+	blkVD := VolData{VolDataKeys: VolDataKeys{DriverName: "ebs.csi.aws.com", VolumeHandle: "vol-blk", SpecVolID: "pvc-blk", NodeName: "node-a", AttachmentID: "csi-1"}, Path: vd + "/pvc-blk/data/vol_data.json", State: VolDataOK}
 	emptyVD := VolData{Path: vd + "/pvc-data-only/data/vol_data.json", State: VolDataCorrupt, Reason: "empty file"}
 	assert.Equal(t, []BlockSpec{
 		{SpecName: "pvc-blk", Dir: vd + "/pvc-blk", VolData: blkVD,

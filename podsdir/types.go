@@ -76,7 +76,13 @@ type VolData struct {
 	Path   string       `json:"path"`
 	State  VolDataState `json:"state"`
 	Reason string       `json:"reason,omitempty"` // why Corrupt
+	VolDataKeys
+}
 
+// VolDataKeys are the keys of a vol_data.json that volrecon reads: the
+// CSI volume's identity as the kubelet wrote it (reconstruct.CSIInfo
+// holds them too).
+type VolDataKeys struct {
 	DriverName          string `json:"driverName,omitempty"`
 	VolumeHandle        string `json:"volumeHandle,omitempty"`
 	SpecVolID           string `json:"specVolID,omitempty"`

@@ -26,33 +26,32 @@ func TestReadVolData(t *testing.T) {
 		{
 			name:    "pod file",
 			content: ptr(podVolData),
-			want: VolData{State: VolDataOK, DriverName: "ebs.csi.aws.com", VolumeHandle: "vol-0abc", SpecVolID: "pvc-1234",
-				NodeName: "node-a", AttachmentID: "csi-5f2c", VolumeLifecycleMode: "Persistent"},
+			want:    VolData{VolDataKeys: VolDataKeys{DriverName: "ebs.csi.aws.com", VolumeHandle: "vol-0abc", SpecVolID: "pvc-1234", NodeName: "node-a", AttachmentID: "csi-5f2c", VolumeLifecycleMode: "Persistent"}, State: VolDataOK},
 		},
 		{
 			name:    "global file with SELinux context, pretty printed",
 			content: ptr("{\n  \"driverName\": \"d\",\n  \"volumeHandle\": \"h\",\n  \"seLinuxMountContext\": \"system_u:object_r:container_file_t:s0:c0,c1\"\n}\n"),
-			want:    VolData{State: VolDataOK, DriverName: "d", VolumeHandle: "h", SELinuxMountContext: ptr("system_u:object_r:container_file_t:s0:c0,c1")},
+			want:    VolData{VolDataKeys: VolDataKeys{DriverName: "d", VolumeHandle: "h", SELinuxMountContext: ptr("system_u:object_r:container_file_t:s0:c0,c1")}, State: VolDataOK},
 		},
 		{
 			name:    "SELinux context present but empty: kept apart from absent (kubernetes#133424)",
 			content: ptr(`{"driverName":"d","volumeHandle":"h","seLinuxMountContext":""}`),
-			want:    VolData{State: VolDataOK, DriverName: "d", VolumeHandle: "h", SELinuxMountContext: ptr("")},
+			want:    VolData{VolDataKeys: VolDataKeys{DriverName: "d", VolumeHandle: "h", SELinuxMountContext: ptr("")}, State: VolDataOK},
 		},
 		{
 			name:    "SELinux context present but empty, through the full decoder",
 			content: ptr(`{"driverName":"d\u0041","volumeHandle":"h","seLinuxMountContext":""}`),
-			want:    VolData{State: VolDataOK, DriverName: "dA", VolumeHandle: "h", SELinuxMountContext: ptr("")},
+			want:    VolData{VolDataKeys: VolDataKeys{DriverName: "dA", VolumeHandle: "h", SELinuxMountContext: ptr("")}, State: VolDataOK},
 		},
 		{
 			name:    "unknown keys tolerated, whatever their value",
 			content: ptr(`{"driverName":"d","volumeHandle":"h","sourceKind":"x","driverMode":{"a":[1,2]},"n":1}`),
-			want:    VolData{State: VolDataOK, DriverName: "d", VolumeHandle: "h"},
+			want:    VolData{VolDataKeys: VolDataKeys{DriverName: "d", VolumeHandle: "h"}, State: VolDataOK},
 		},
 		{
 			name:    "trailing data after the object is ignored, like the kubelet",
 			content: ptr(`{"driverName":"d","volumeHandle":"h"}` + "\n" + `garbage`),
-			want:    VolData{State: VolDataOK, DriverName: "d", VolumeHandle: "h"},
+			want:    VolData{VolDataKeys: VolDataKeys{DriverName: "d", VolumeHandle: "h"}, State: VolDataOK},
 		},
 		{
 			name: "missing",
@@ -106,12 +105,12 @@ func TestReadVolData(t *testing.T) {
 		{
 			name:    "missing driverName, other keys still filled",
 			content: ptr(`{"volumeHandle":"h","specVolID":"pv"}`),
-			want:    VolData{State: VolDataCorrupt, Reason: "missing driverName", VolumeHandle: "h", SpecVolID: "pv"},
+			want:    VolData{VolDataKeys: VolDataKeys{VolumeHandle: "h", SpecVolID: "pv"}, State: VolDataCorrupt, Reason: "missing driverName"},
 		},
 		{
 			name:    "empty volumeHandle",
 			content: ptr(`{"driverName":"d","volumeHandle":""}`),
-			want:    VolData{State: VolDataCorrupt, Reason: "missing volumeHandle", DriverName: "d"},
+			want:    VolData{VolDataKeys: VolDataKeys{DriverName: "d"}, State: VolDataCorrupt, Reason: "missing volumeHandle"},
 		},
 		{
 			name:    "empty object",
@@ -121,14 +120,12 @@ func TestReadVolData(t *testing.T) {
 		{
 			name:    "non-string values of known keys",
 			content: ptr(`{"driverName":"d","volumeHandle":"h","nodeName":7,"attachmentID":null}`),
-			want: VolData{State: VolDataCorrupt, DriverName: "d", VolumeHandle: "h",
-				Reason: `key "nodeName" is not a string (number); key "attachmentID" is not a string (null)`},
+			want:    VolData{VolDataKeys: VolDataKeys{DriverName: "d", VolumeHandle: "h"}, State: VolDataCorrupt, Reason: `key "nodeName" is not a string (number); key "attachmentID" is not a string (null)`},
 		},
 		{
 			name:    "non-string driverName",
 			content: ptr(`{"driverName":["d"],"volumeHandle":"h"}`),
-			want: VolData{State: VolDataCorrupt, VolumeHandle: "h",
-				Reason: `key "driverName" is not a string (array); missing driverName`},
+			want:    VolData{VolDataKeys: VolDataKeys{VolumeHandle: "h"}, State: VolDataCorrupt, Reason: `key "driverName" is not a string (array); missing driverName`},
 		},
 		{
 			name:    "too big",
@@ -140,7 +137,7 @@ func TestReadVolData(t *testing.T) {
 			name:    "exactly the limit",
 			content: ptr(`{"driverName":"d","volumeHandle":"h"}`),
 			max:     int64(len(`{"driverName":"d","volumeHandle":"h"}`)),
-			want:    VolData{State: VolDataOK, DriverName: "d", VolumeHandle: "h"},
+			want:    VolData{VolDataKeys: VolDataKeys{DriverName: "d", VolumeHandle: "h"}, State: VolDataOK},
 		},
 		{
 			name: "symlink to a valid file is not followed",
@@ -272,7 +269,7 @@ func TestReadVolDataReusesTheBuffer(t *testing.T) {
 	require.GreaterOrEqual(t, cap(buf), len(big))
 	grown := &buf[:1][0]
 	vd, buf = o.readVolData("/small.json", at{unix.AT_FDCWD, root + "/small.json"}, true, buf)
-	assert.Equal(t, VolData{Path: "/small.json", State: VolDataOK, DriverName: "e", VolumeHandle: "i"}, vd)
+	assert.Equal(t, VolData{VolDataKeys: VolDataKeys{DriverName: "e", VolumeHandle: "i"}, Path: "/small.json", State: VolDataOK}, vd)
 	assert.Same(t, grown, &buf[:1][0], "the buffer is reused")
 	vd, buf = o.readVolData("/empty.json", at{unix.AT_FDCWD, root + "/empty.json"}, true, buf)
 	assert.Equal(t, "empty file", vd.Reason)

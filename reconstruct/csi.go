@@ -11,11 +11,7 @@ import (
 )
 
 func csiInfoFrom(vd podsdir.VolData) *CSIInfo {
-	return &CSIInfo{
-		DriverName: vd.DriverName, VolumeHandle: vd.VolumeHandle, SpecVolID: vd.SpecVolID,
-		NodeName: vd.NodeName, AttachmentID: vd.AttachmentID,
-		VolumeLifecycleMode: vd.VolumeLifecycleMode, SELinuxMountContext: vd.SELinuxMountContext,
-	}
+	return &CSIInfo{VolDataKeys: vd.VolDataKeys}
 }
 
 // csiFilesystemVolume: the NodePublish target is <dir>/mount; the identity
@@ -86,7 +82,7 @@ func (b *builder) recoverCSIIdentity(out *Volume, vd podsdir.VolData) *CSIInfo {
 			g.Path+", is "+g.DriverName+"^"+g.VolumeHandle, true)
 	}
 	b.log.V(4).Info("Recovered CSI identity from staging dir", "podUID", out.PodUID, "volume", out.Name, "staging", g.Path)
-	return &CSIInfo{DriverName: g.DriverName, VolumeHandle: g.VolumeHandle, SpecVolID: out.Name, Recovered: true}
+	return &CSIInfo{VolDataKeys: podsdir.VolDataKeys{DriverName: g.DriverName, VolumeHandle: g.VolumeHandle, SpecVolID: out.Name}, Recovered: true}
 }
 
 // unproven says why the staging mount g does not prove the identity its

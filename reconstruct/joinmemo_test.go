@@ -235,7 +235,7 @@ func TestDetachWritesNothingOfAKeptVolume(t *testing.T) {
 	table, err := mountscan.FromLines("36 35 98:0 / /var/lib/kubelet/pods/uid-1/volumes/kubernetes.io~csi/pv-1/mount rw - ext4 /dev/sda1 rw")
 	require.NoError(t, err)
 	label := strings.Clone("system_u:object_r:container_file_t:s0")
-	csi := &CSIInfo{DriverName: "d", VolumeHandle: "h", SELinuxMountContext: &label}
+	csi := &CSIInfo{VolDataKeys: podsdir.VolDataKeys{DriverName: "d", VolumeHandle: "h", SELinuxMountContext: &label}}
 	mount := &MountRef{Source: "/dev/sda1", FSType: "ext4"}
 	st := &State{Volumes: []Volume{{PodUID: "uid-1", Name: "pv-1", Mount: mount, CSI: csi}}}
 	before, beforeMount := *csi, *mount

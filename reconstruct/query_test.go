@@ -98,9 +98,9 @@ func TestFailsKubeletReconstruction(t *testing.T) {
 		v    reconstruct.Volume
 		want bool
 	}{
-		{"CSI with identity", csi(&reconstruct.CSIInfo{DriverName: "ebs.csi.aws.com", VolumeHandle: "vol-1"}), false},
+		{"CSI with identity", csi(&reconstruct.CSIInfo{VolDataKeys: podsdir.VolDataKeys{DriverName: "ebs.csi.aws.com", VolumeHandle: "vol-1"}}), false},
 		{"CSI identity recovered from staging: the kubelet has no such fallback",
-			csi(&reconstruct.CSIInfo{DriverName: "ebs.csi.aws.com", VolumeHandle: "vol-1", Recovered: true}), true},
+			csi(&reconstruct.CSIInfo{VolDataKeys: podsdir.VolDataKeys{DriverName: "ebs.csi.aws.com", VolumeHandle: "vol-1"}, Recovered: true}), true},
 		{"CSI of unknown identity", csi(nil), true},
 		{"emptyDir", plugin("kubernetes.io/empty-dir", ""), false},
 		{"projected", plugin("kubernetes.io/projected", ""), false},

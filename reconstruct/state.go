@@ -155,17 +155,12 @@ type MountRef struct {
 
 // CSIInfo is the identity of a CSI volume.
 type CSIInfo struct {
-	DriverName          string `json:"driverName,omitempty"`
-	VolumeHandle        string `json:"volumeHandle,omitempty"`
-	SpecVolID           string `json:"specVolID,omitempty"`
-	NodeName            string `json:"nodeName,omitempty"`
-	AttachmentID        string `json:"attachmentID,omitempty"`
-	VolumeLifecycleMode string `json:"volumeLifecycleMode,omitempty"`
-	// SELinuxMountContext is what vol_data.json records, never the mount's:
-	// nil (JSON: no field) when the file has no seLinuxMountContext key, a
-	// pointer to "" (JSON: "") when it has the key empty. The kubelet keeps
-	// the two apart: an empty label conflicts with a set one.
-	SELinuxMountContext *string `json:"seLinuxMountContext,omitempty"`
+	// VolDataKeys are what vol_data.json records (SELinuxMountContext is
+	// the file's, never the mount's: nil, no JSON field, when the file has
+	// no seLinuxMountContext key; a pointer to "" when it has it empty,
+	// which the kubelet keeps apart: an empty label conflicts with a set
+	// one).
+	podsdir.VolDataKeys
 	// Recovered is true when the pod's vol_data.json was missing or corrupt
 	// and the identity came from the staging dir instead.
 	Recovered bool `json:"recovered"`

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/cleanup"
+	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
 	"github.com/volrecon/volrecon/report"
 )
@@ -35,7 +36,7 @@ func node() *reconstruct.State {
 		Pods: []reconstruct.Pod{pod(uidA, reconstruct.PodActive, "shop", "web-1"), pod(uidB, reconstruct.PodOrphaned, "", ""),
 			pod(uidC, reconstruct.PodActive, "", ""), pod(uidD, reconstruct.PodUnknown, "", ""), pod(uidE, reconstruct.PodActive, "shop", "web-0")},
 		Volumes: []reconstruct.Volume{
-			{PodUID: uidA, Name: "data", Plugin: "kubernetes.io/csi", State: reconstruct.Mounted, CSI: &reconstruct.CSIInfo{DriverName: "d"},
+			{PodUID: uidA, Name: "data", Plugin: "kubernetes.io/csi", State: reconstruct.Mounted, CSI: &reconstruct.CSIInfo{VolDataKeys: podsdir.VolDataKeys{DriverName: "d"}},
 				DeviceMountPath: "/var/lib/kubelet/plugins/kubernetes.io/csi/d/h1/globalmount"},
 			{PodUID: uidD, Name: "nfs", Plugin: "kubernetes.io/nfs", State: reconstruct.Uncertain},
 		},

@@ -2,6 +2,7 @@ package schema_test
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -289,6 +290,10 @@ func (s *schemaWalk) checkType(typ reflect.Type, node map[string]any, where stri
 	if name := refName(node); name != "" {
 		resolved = s.def(name)
 	}
+	if typ.Implements(textMarshaler) {
+		assert.Equal(s.t, "string", resolved["type"], "%s: a %s is written as text", where, typ)
+		return
+	}
 	want := map[reflect.Kind]string{reflect.String: "string", reflect.Bool: "boolean", reflect.Int: "integer",
 		reflect.Int64: "integer", reflect.Uint64: "integer", reflect.Slice: "array", reflect.Struct: "object"}[typ.Kind()]
 	require.NotEmpty(s.t, want, "%s: a %s has no JSON type here", where, typ)
@@ -329,10 +334,21 @@ func jsonFields(typ reflect.Type) []jsonField {
 		if name == "" {
 			name = f.Name
 		}
-		out = append(out, jsonField{name: name, goName: f.Name, omitEmpty: slices.Contains(strings.Split(opts, ","), "omitempty"), typ: f.Type})
+		out = append(out, jsonField{name: name, goName: f.Name, omitEmpty: omitted(opts), typ: f.Type})
 	}
 	return out
 }
+
+// omitted says whether a field's tag options leave it out when empty
+// (omitempty) or zero (omitzero).
+func omitted(opts string) bool {
+	o := strings.Split(opts, ",")
+	return slices.Contains(o, "omitempty") || slices.Contains(o, "omitzero")
+}
+
+// textMarshaler: encoding/json writes a value of a type that implements
+// it as a JSON string (mountscan.Subtree, DevID).
+var textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
 
 // The enums of the schema are the vocabularies of the Go code.
 func TestVocabulariesMatch(t *testing.T) {
@@ -399,6 +415,12 @@ func (s *schemaWalk) fill(v reflect.Value, node map[string]any, where string) {
 	resolved := node
 	if name := refName(node); name != "" {
 		resolved = s.def(name)
+	}
+	if u, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok && v.Kind() == reflect.Struct {
+		// A text type's values: the schema says "major:minor" or
+		// "major:minor:root"; one of them is this type's.
+		require.True(s.t, u.UnmarshalText([]byte("8:16:/x")) == nil || u.UnmarshalText([]byte("8:16")) == nil, "%s: no text of a %s", where, v.Type())
+		return
 	}
 	switch v.Kind() {
 	case reflect.Pointer:

@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/volrecon/volrecon/fixture"
+	"github.com/volrecon/volrecon/fakenode"
 	"github.com/volrecon/volrecon/internal/bounded"
 	"github.com/volrecon/volrecon/liveness"
 	"github.com/volrecon/volrecon/mountscan"
@@ -29,17 +29,8 @@ import (
 	"github.com/volrecon/volrecon/report"
 )
 
-// demoNode materialises the sample node in a temp dir and writes its mount
-// table to a file, so the command reads it like a real one.
-func demoNode(t testing.TB) (hostRoot, mountinfo string) {
-	t.Helper()
-	demo := fixture.Demo()
-	hostRoot = t.TempDir()
-	require.NoError(t, demo.Materialize(hostRoot))
-	mountinfo = filepath.Join(t.TempDir(), "mountinfo")
-	require.NoError(t, os.WriteFile(mountinfo, demo.MountInfoReads()[0], 0o600))
-	return hostRoot, mountinfo
-}
+// demoNode is the sample node, materialised for a command to read.
+var demoNode = fakenode.DemoNode
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()

@@ -8,8 +8,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/volrecon/volrecon/kubelet"
 	"github.com/volrecon/volrecon/podlist"
-	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -77,18 +77,12 @@ func (f *activePodsFile) Status() podlist.FileStatus {
 // stdin that ends) writes into the command line.
 const activePodsKeys = "keys:"
 
-// parseActivePodKeys parses the keys of --active-pods=keys:K1,K2,… (each a
-// pod UID or a static pod's config hash); "keys:" alone is an empty list.
+// parseActivePodKeys parses the keys of --active-pods=keys:K1,K2,…;
+// "keys:" alone is an empty list.
 func parseActivePodKeys(value string) (reconstruct.PodList, error) {
-	keys := reconstruct.PodList{}
-	for _, k := range strings.Split(strings.TrimPrefix(value, activePodsKeys), ",") {
-		if k = strings.TrimSpace(k); k == "" {
-			continue
-		}
-		if !podsdir.IsPodUID(k) {
-			return nil, fmt.Errorf("--active-pods %s%q is not a pod key (a pod UID or a static pod's config hash)", activePodsKeys, k)
-		}
-		keys = append(keys, k)
+	keys, err := kubelet.ParsePodKeys(strings.TrimPrefix(value, activePodsKeys))
+	if err != nil {
+		return nil, fmt.Errorf("--active-pods %s%w", activePodsKeys, err)
 	}
 	return keys, nil
 }

@@ -26,7 +26,8 @@ func (f *csiFlags) register(fs *flag.FlagSet) {
 		"whose staging mount looks unused\n(needed for NodeUnstage unless --active-pods api tells which volumes the active pods use, from their PVCs and PVs)")
 	fs.DurationVar(&f.minLeakAge, "min-leak-age", 10*time.Minute, "with --csi-teardown: how long a leaked staging mount must have been seen unused, "+
 		"in two runs, before NodeUnstage")
-	fs.StringVar(&f.stateDir, "state-dir", "", "with --csi-teardown: a dir of volrecon's own where it remembers when each staging mount was first seen unused")
+	fs.StringVar(&f.stateDir, "state-dir", "", "with --csi-teardown: a dir of volrecon's own where it remembers when each staging mount was first seen unused\n"+
+		"(read by every run, written only by cleanup --apply)")
 	fs.DurationVar(&f.timeout, "csi-timeout", 2*time.Minute, "how long one call to a CSI driver may take (its outcome is unknown after that; never retried)")
 }
 

@@ -196,6 +196,45 @@ func TestCleanupUnstagesALeakOnlyOnTheSecondRun(t *testing.T) {
 	assert.Empty(t, n2.driver.Calls())
 }
 
+// plan, and cleanup without --apply, change nothing on disk: the state
+// dir is left byte for byte as it was, empty or not. Only cleanup --apply
+// records the leaked staging mounts it saw unused. Before, every plan
+// wrote the record.
+func TestPlanLeavesTheStateDirAsItWas(t *testing.T) {
+	n := newCLICSINode(t, false)
+	state := t.TempDir()
+	flags := []string{"--csi-teardown", "--assume-no-new-pods", "--state-dir", state}
+	for _, dry := range [][]string{{"plan"}, {"cleanup"}} {
+		code, out, errOut := n.run(append(dry, flags...)...)
+		require.Equal(t, exitOK, code, errOut+out)
+		assert.NoFileExists(t, filepath.Join(state, cleanup.FileStoreName), dry[0])
+	}
+
+	code, out, errOut := n.run(append([]string{"cleanup", "--apply"}, flags...)...)
+	require.Equal(t, exitOK, code, errOut+out)
+	path := filepath.Join(state, cleanup.FileStoreName)
+	// A record of another boot: a plan that wrote would replace it.
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var file map[string]any
+	require.NoError(t, json.Unmarshal(data, &file))
+	file["bootID"] = "5c1d9e7a-2b4f-4a6c-8e0d-1f3a5b7c9d2e"
+	before, err := json.Marshal(file)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, before, 0o600))
+	for _, dry := range [][]string{{"plan"}, {"cleanup"}, {"plan", "-o", "json"}} {
+		code, out, errOut := n.run(append(dry, flags...)...)
+		require.Equal(t, exitOK, code, errOut+out)
+		after, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Equal(t, string(before), string(after), dry)
+		entries, err := os.ReadDir(state)
+		require.NoError(t, err)
+		assert.Len(t, entries, 1, "no temp file left either")
+	}
+	assert.Empty(t, n.driver.Calls(), "nothing unstaged")
+}
+
 func TestCleanupWithADriverNotRunningFails(t *testing.T) {
 	n := newCLICSINode(t, true)
 	require.NoError(t, os.Remove(filepath.Join(n.hostRoot, "/var/lib/kubelet/plugins", cliDriver, "csi.sock")))

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -361,7 +360,8 @@ func (f *nodeFlags) openNode(stdin io.Reader) (*node, error) {
 		return nil, err
 	}
 	if f.demo.on() {
-		if err := n.materialiseDemo(f.demo.node, f.probeTimeoutSet); err != nil {
+		var err error
+		if n.opts, n.cleanup, err = f.demo.node.Open(n.opts, f.probeTimeoutSet); err != nil {
 			return nil, err
 		}
 	}
@@ -398,43 +398,6 @@ func (f *nodeFlags) openActivePods(n *node, stdin io.Reader) error {
 		}
 		n.opts.ActivePods, n.activePods = file, file
 	}
-	return nil
-}
-
-// materialiseDemo writes the sample node to a temp dir and points the
-// options at it, as a fixture test does. The node's own active pods,
-// probing and probe timeout hold unless the flags say otherwise: the
-// orphan is one by its list, the hung mount is found by its probe.
-func (n *node) materialiseDemo(d fixture.DemoNode, probeTimeoutSet bool) error {
-	dir, err := os.MkdirTemp("", "volrecon-demo-")
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	n.cleanup = func() { _ = os.RemoveAll(dir) }
-	demo := d.Load()
-	if err := demo.Materialize(dir); err != nil {
-		n.cleanup()
-		return fmt.Errorf("demo: %w", err)
-	}
-	demoOpts, err := demo.ScanOptions(dir)
-	if err != nil {
-		n.cleanup()
-		return fmt.Errorf("demo: %w", err)
-	}
-	demoOpts.Probe = demoOpts.Probe || n.opts.Probe
-	if probeTimeoutSet {
-		demoOpts.ProbeTimeout, demoOpts.FSTimeout = n.opts.ProbeTimeout, n.opts.FSTimeout
-	}
-	demoOpts.AttachFreeDrivers = append(demoOpts.AttachFreeDrivers, n.opts.AttachFreeDrivers...)
-	// The node's own list is its pods' as the API server's would be (it
-	// may name none of its pod dirs); one from the flags is held to what
-	// a list from a file is.
-	if n.opts.ActivePods != nil || demoOpts.ActivePods == nil {
-		demoOpts.ActivePods, demoOpts.EmptyActivePodsAuthoritative = n.opts.ActivePods, n.opts.EmptyActivePodsAuthoritative
-		demoOpts.ActivePodsMustBeHere = n.opts.ActivePodsMustBeHere
-	}
-	demoOpts.AssumeOrphansDead = true // the demo's pods are files: no process runs in them
-	n.opts = demoOpts
 	return nil
 }
 

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/volrecon/volrecon/internal/atomicfile"
 )
 
 const installToUsage = `Usage: volrecon install-to DIR
@@ -45,8 +46,9 @@ func runInstallTo(_ context.Context, args []string, e env) error {
 	return nil
 }
 
-// installTo copies the file at src to dir/volrecon through a temp file
-// in dir, renamed over it once whole and synced, and returns the path.
+// installTo copies the file at src to dir/volrecon, atomically
+// (atomicfile: a temp file in dir, synced, renamed over it, the dir
+// synced), and returns the path.
 func installTo(src, dir string) (string, error) {
 	dest := filepath.Join(dir, installedName)
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
@@ -56,27 +58,9 @@ func installTo(src, dir string) (string, error) {
 		return "", fmt.Errorf("install-to %s: %w", dir, err)
 	}
 	in, err := os.Open(src)
-	if err != nil {
-		return "", fmt.Errorf("install-to %s: %w", dest, err)
-	}
-	defer in.Close()
-	tmp, err := os.CreateTemp(dir, "."+installedName+".*")
-	if err != nil {
-		return "", fmt.Errorf("install-to %s: %w", dest, err)
-	}
-	defer os.Remove(tmp.Name()) // once renamed, a no-op
-	_, err = io.Copy(tmp, in)
 	if err == nil {
-		err = tmp.Chmod(0o755)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), dest)
+		err = atomicfile.WriteFrom(dest, in, 0o755)
+		in.Close()
 	}
 	if err != nil {
 		return "", fmt.Errorf("install-to %s: %w", dest, err)

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 
 	"github.com/volrecon/volrecon/cleanup"
-	"github.com/volrecon/volrecon/progress"
 	"github.com/volrecon/volrecon/reconstruct"
 )
 
@@ -19,9 +18,9 @@ unmounted (with --unmount), torn down through the CSI driver (with
 --csi-teardown), left to the driver, or kept, and why. Orphans are the pod
 dirs that --active-pods does not list (by UID, or a static pod's config
 hash); one that shows evidence of life is kept whole. Without --active-pods
-every pod is Unknown and none is planned. Nothing on the node is changed
-(with --csi-teardown, --state-dir records when each staging mount was first
-seen unused).
+every pod is Unknown and none is planned. Nothing on the node is changed,
+nor in --state-dir (cleanup --apply records there when each staging mount
+was first seen unused).
 
 Exit codes: 0 done, 1 the scan could not be done, 2 bad usage, 4 the active
 pods are unknown (nothing is orphaned, so nothing of a pod is planned).`
@@ -77,32 +76,53 @@ func planOrCleanup(ctx context.Context, name, summary string, args []string, e e
 	if err := f.parse(c, name, args, e.stderr); err != nil {
 		return err
 	}
-	reviewed, err := readReviewedPlan(ctx, f.reviewed)
-	if err != nil {
-		return err
-	}
-	n, err := c.node.openNode(e.stdin)
+	n, run, err := f.open(ctx, c, name == "cleanup", e)
 	if err != nil {
 		return err
 	}
 	defer n.cleanup()
-	teardown, err := f.csi.teardownOptions(n)
-	if err != nil {
-		return err
-	}
 	term := c.progress(e.stderr)
 	defer term.Stop()
-	n.opts.Progress = term.Func()
+	n.opts.Progress, run.Plan.Progress = term.Func(), term.Func()
+	if run.Exec != nil {
+		run.Exec.Progress = term.Func()
+	}
 	ctx = withLogger(ctx)
-	r, err := f.plan(ctx, n, teardown, reviewed, term)
+	st, err := n.scan(ctx)
 	if err != nil {
 		return err
 	}
-	if name == "cleanup" {
-		r.results = cleanup.Execute(ctx, r.plan, cleanup.ExecOptions{Node: n.opts.Node, Apply: f.apply, CSI: f.csi.exec(n), Progress: term.Func()})
+	if run.Pods, err = f.view.selectPods(st); err != nil {
+		return err
 	}
+	r := cleanup.Run(ctx, st, run)
 	term.Stop()
-	return f.print(r, c.output, e)
+	return f.print(r, st, run.Pods, c.output, e)
+}
+
+// open reads the reviewed plan, opens the node and binds the flags into
+// the options of cleanup.Run (execute: the cleanup command's).
+func (f *planFlags) open(ctx context.Context, c *commandFlags, execute bool, e env) (*node, cleanup.RunOptions, error) {
+	var run cleanup.RunOptions
+	reviewed, err := readReviewedPlan(ctx, f.reviewed)
+	if err != nil {
+		return nil, run, err
+	}
+	n, err := c.node.openNode(e.stdin)
+	if err != nil {
+		return nil, run, err
+	}
+	teardown, err := f.csi.teardownOptions(n)
+	if err != nil {
+		n.cleanup()
+		return nil, run, err
+	}
+	run = cleanup.RunOptions{Reviewed: reviewed, Plan: cleanup.Options{Node: n.opts.Node, Unmount: f.unmount,
+		RemoveVolumeDataWithoutDriver: f.noDriver, CSITeardown: teardown}}
+	if execute {
+		run.Exec = &cleanup.ExecOptions{Node: n.opts.Node, Apply: f.apply, CSI: f.csi.exec(n)}
+	}
+	return n, run, nil
 }
 
 // parse parses the flags of plan or cleanup, and refuses what they cannot
@@ -129,66 +149,22 @@ func (f *planFlags) parse(c *commandFlags, name string, args []string, stderr io
 	return nil
 }
 
-// planRun is what plan or cleanup found, planned and did.
-type planRun struct {
-	st    *reconstruct.State
-	uids  []string // --pod, resolved; nil without
-	plan  *cleanup.ActionPlan
-	notes []string // said on stderr
-	// otherNode: the reviewed plan (--plan) is of another pods dir.
-	otherNode error
-	results   []cleanup.ActionResult // cleanup's
-}
-
-// plan scans the node and plans its cleanup, for the pods of --pod and
-// within the reviewed plan, if given.
-func (f *planFlags) plan(ctx context.Context, n *node, teardown *cleanup.CSITeardown, reviewed *cleanup.ActionPlan, term *progress.Terminal) (*planRun, error) {
-	st, err := n.scan(ctx)
-	if err != nil {
-		return nil, err
-	}
-	r := &planRun{st: st}
-	if r.uids, err = f.view.selectPods(st); err != nil {
-		return nil, err
-	}
-	r.plan = cleanup.Plan(ctx, st, cleanup.Options{Node: n.opts.Node, Unmount: f.unmount,
-		RemoveVolumeDataWithoutDriver: f.noDriver, CSITeardown: teardown, Progress: term.Func()})
-	r.notes = notesOf("--csi-teardown", r.plan.Notes)
-	if r.uids != nil {
-		r.plan = cleanup.ForPods(r.plan, r.uids)
-	}
-	if reviewed != nil {
-		r.review(reviewed)
-	}
-	return r, nil
-}
-
-// review keeps of the plan only what the reviewed plan has too.
-func (r *planRun) review(reviewed *cleanup.ActionPlan) {
-	if r.uids != nil {
-		reviewed = cleanup.ForPods(reviewed, r.uids)
-	}
-	r.otherNode = cleanup.SamePodsDir(reviewed, r.plan)
-	merged := cleanup.Reviewed(reviewed, r.plan)
-	r.notes = append(r.notes, notesOf("--plan", merged.Notes[len(r.plan.Notes):])...)
-	r.plan = merged
-}
-
-// print prints the notes and the plan, and returns the command's error.
-func (f *planFlags) print(r *planRun, output string, e env) error {
-	for _, note := range r.notes {
+// print prints the notes and the plan (uids: --pod, resolved), and
+// returns the command's error.
+func (f *planFlags) print(r *cleanup.RunResult, st *reconstruct.State, uids []string, output string, e env) error {
+	for _, note := range append(notesOf("--csi-teardown", r.PlanNotes), notesOf("--plan", r.ReviewNotes)...) {
 		fmt.Fprintln(e.stderr, note)
 	}
-	if err := newPrinter(e.stdout, output, f.view).plan(r.plan, r.results, r.st, r.uids); err != nil {
+	if err := newPrinter(e.stdout, output, f.view).plan(r.Plan, r.Results, st, uids); err != nil {
 		return err
 	}
-	if failed := countResults(r.results, cleanup.Failed); failed > 0 {
+	if failed := r.Count(cleanup.Failed); failed > 0 {
 		return &exitError{code: exitFailed, err: fmt.Errorf("%d cleanup actions failed; see their errors above", failed)}
 	}
-	if r.otherNode != nil {
-		return &exitError{code: exitUsage, err: fmt.Errorf("--plan %s: nothing was applied: %w", f.reviewed, r.otherNode)}
+	if r.OtherPodsDir != nil {
+		return &exitError{code: exitUsage, err: fmt.Errorf("--plan %s: nothing was applied: %w", f.reviewed, r.OtherPodsDir)}
 	}
-	return scanErrors(r.st)
+	return scanErrors(st)
 }
 
 // readReviewedPlan reads cleanup --plan FILE, if given.
@@ -209,16 +185,6 @@ func notesOf(flag string, notes []string) []string {
 		out[i] = "volrecon: " + flag + ": " + note
 	}
 	return out
-}
-
-func countResults(results []cleanup.ActionResult, want cleanup.Result) int {
-	n := 0
-	for _, r := range results {
-		if r.Result == want {
-			n++
-		}
-	}
-	return n
 }
 
 // errUnmountElsewhere: cleanup --unmount was asked where its unmounts would

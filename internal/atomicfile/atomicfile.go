@@ -1,8 +1,10 @@
 package atomicfile
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -13,12 +15,17 @@ var syncFile = (*os.File).Sync
 // Write replaces path with data, with permissions perm. On an error path
 // is as it was and no temp file is left.
 func Write(path string, data []byte, perm os.FileMode) error {
+	return WriteFrom(path, bytes.NewReader(data), perm)
+}
+
+// WriteFrom is Write of what r gives, to its end (a binary copied whole).
+func WriteFrom(path string, r io.Reader, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
 	if err != nil {
 		return fmt.Errorf("replace %s: %w", path, err)
 	}
-	err = writeSynced(tmp, data, perm)
+	err = writeSynced(tmp, r, perm)
 	if err == nil {
 		err = os.Rename(tmp.Name(), path)
 	}
@@ -32,10 +39,10 @@ func Write(path string, data []byte, perm os.FileMode) error {
 	return nil
 }
 
-// writeSynced writes data to f, sets its permissions (CreateTemp makes it
-// 0600; a reader may run as another user), syncs and closes it.
-func writeSynced(f *os.File, data []byte, perm os.FileMode) error {
-	_, err := f.Write(data)
+// writeSynced writes what r gives to f, sets its permissions (CreateTemp
+// makes it 0600; a reader may run as another user), syncs and closes it.
+func writeSynced(f *os.File, r io.Reader, perm os.FileMode) error {
+	_, err := io.Copy(f, r)
 	if err == nil {
 		err = f.Chmod(perm)
 	}
