@@ -9,7 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/volrecon/volrecon/cleanup"
+	"github.com/volrecon/volrecon/fakenode"
 	"github.com/volrecon/volrecon/kubelet"
+	"github.com/volrecon/volrecon/reconstruct"
 )
 
 // TestUsernsStaysWhenThePodDirCannotGo: an entry that appears at the top
@@ -37,4 +39,105 @@ func TestUsernsStaysWhenThePodDirCannotGo(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(hostPod, "written-after-the-plan"))
 	require.NoError(t, err)
 	assert.Equal(t, "data", string(data))
+}
+
+// planFieldCaseWith is planFieldCase with change made to the materialised
+// node (its host root) before the scan.
+func planFieldCaseWith(t *testing.T, name string, change func(hostRoot string)) (string, *reconstruct.State, *cleanup.ActionPlan, cleanup.Options) {
+	t.Helper()
+	data, err := os.ReadFile("../fakenode/testdata/" + name + ".txtar")
+	require.NoError(t, err)
+	f, err := fakenode.ParseFixture(data)
+	require.NoError(t, err)
+	hostRoot := t.TempDir()
+	require.NoError(t, f.Materialize(hostRoot))
+	change(hostRoot)
+	opts, err := f.ScanOptions(hostRoot)
+	require.NoError(t, err)
+	st, err := reconstruct.Scan(testContext(t), opts)
+	require.NoError(t, err)
+	planOpts, ok := f.PlanOptions(hostRoot)
+	require.True(t, ok)
+	return hostRoot, st, cleanup.Plan(testContext(t), st, planOpts), planOpts
+}
+
+// TestUsernsNotAFileIsNeverRemoved: a userns that is not a regular file
+// (a symlink to a file of data, a dir with a file in it) is no kubelet's
+// mapping: carried out, the plan leaves it, what it points to or holds,
+// and the pod dir.
+func TestUsernsNotAFileIsNeverRemoved(t *testing.T) {
+	const removable = "6b7c8d9e-0f1a-4b2c-8d3e-4f5a6b7c8d9e"
+	for name, make := range map[string]func(userns, outside string){
+		"a symlink": func(userns, outside string) {
+			require.NoError(t, os.Symlink(outside, userns))
+		},
+		"a dir": func(userns, _ string) {
+			require.NoError(t, os.Mkdir(userns, 0o700))
+			require.NoError(t, os.WriteFile(filepath.Join(userns, "data"), []byte("data"), 0o600))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			outside := filepath.Join(t.TempDir(), "data")
+			require.NoError(t, os.WriteFile(outside, []byte("data"), 0o600))
+			var userns string
+			hostRoot, st, plan, planOpts := planFieldCaseWith(t, "f52-userns", func(hostRoot string) {
+				userns = filepath.Join(hostRoot, "var/lib/kubelet/pods", removable, kubelet.UsernsFileName)
+				require.NoError(t, os.Remove(userns))
+				make(userns, outside)
+			})
+			for _, a := range realActionsOf(plan, removable) {
+				if a.Action == cleanup.Keep {
+					continue
+				}
+				assert.NotEqual(t, filepath.Join(st.PodsDir, removable), a.Path, "the pod dir is not removed: %+v", a)
+				assert.NotEqual(t, filepath.Join(st.PodsDir, removable, kubelet.UsernsFileName), a.Path, "userns is not removed: %+v", a)
+			}
+			cleanup.Execute(testContext(t), plan, cleanup.ExecOptions{Node: planOpts.Node, Apply: true})
+			_, err := os.Lstat(userns)
+			require.NoError(t, err)
+			data, err := os.ReadFile(outside)
+			require.NoError(t, err)
+			assert.Equal(t, "data", string(data))
+			_, err = os.Lstat(filepath.Join(hostRoot, st.PodsDir, removable))
+			require.NoError(t, err)
+		})
+	}
+}
+
+// TestUsernsSwappedAfterThePlanStays: a userns replaced after the plan
+// (another file renamed onto it, a symlink) is not the inode the plan
+// judged: it stays, and with it the pod dir.
+func TestUsernsSwappedAfterThePlanStays(t *testing.T) {
+	const removable = "6b7c8d9e-0f1a-4b2c-8d3e-4f5a6b7c8d9e"
+	for name, swap := range map[string]func(userns string){
+		"another file": func(userns string) {
+			tmp := userns + ".new"
+			require.NoError(t, os.WriteFile(tmp, []byte("swapped"), 0o600))
+			require.NoError(t, os.Rename(tmp, userns))
+		},
+		"a symlink": func(userns string) {
+			require.NoError(t, os.Remove(userns))
+			require.NoError(t, os.Symlink("/etc/hostname", userns))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			hostRoot, st, plan, planOpts := planFieldCase(t, "f52-userns")
+			userns := filepath.Join(hostRoot, st.PodsDir, removable, kubelet.UsernsFileName)
+			swap(userns)
+			before, err := os.Readlink(userns)
+			if err != nil {
+				b, rerr := os.ReadFile(userns)
+				require.NoError(t, rerr)
+				before = string(b)
+			}
+			cleanup.Execute(testContext(t), plan, cleanup.ExecOptions{Node: planOpts.Node, Apply: true})
+			after, err := os.Readlink(userns)
+			if err != nil {
+				b, rerr := os.ReadFile(userns)
+				require.NoError(t, rerr, "the swapped userns stays")
+				after = string(b)
+			}
+			assert.Equal(t, before, after)
+		})
+	}
 }
