@@ -141,3 +141,50 @@ func TestUsernsSwappedAfterThePlanStays(t *testing.T) {
 		})
 	}
 }
+
+// TestUsernsLargerThanTheKubeletWritesStays: a file named userns far
+// larger than the kubelet's ID mappings is someone's data: one that is so
+// when planned is kept with its pod dir; one that grew in place after the
+// plan (the same inode, judged with its size) is kept when carried out.
+func TestUsernsLargerThanTheKubeletWritesStays(t *testing.T) {
+	const removable = "6b7c8d9e-0f1a-4b2c-8d3e-4f5a6b7c8d9e"
+	large := make([]byte, 1<<20)
+	for i := range large {
+		large[i] = 'x'
+	}
+	t.Run("when planned", func(t *testing.T) {
+		var userns string
+		_, st, plan, planOpts := planFieldCaseWith(t, "f52-userns", func(hostRoot string) {
+			userns = filepath.Join(hostRoot, "var/lib/kubelet/pods", removable, kubelet.UsernsFileName)
+			require.NoError(t, os.WriteFile(userns, large, 0o600))
+		})
+		for _, a := range realActionsOf(plan, removable) {
+			if a.Path == filepath.Join(st.PodsDir, removable) || a.Path == filepath.Join(st.PodsDir, removable, kubelet.UsernsFileName) {
+				assert.Equal(t, cleanup.Keep, a.Action, "%s: %s", a.Path, a.Reason)
+			}
+		}
+		cleanup.Execute(testContext(t), plan, cleanup.ExecOptions{Node: planOpts.Node, Apply: true})
+		got, err := os.ReadFile(userns)
+		require.NoError(t, err)
+		assert.Len(t, got, len(large))
+	})
+	t.Run("grown after the plan", func(t *testing.T) {
+		hostRoot, st, plan, planOpts := planFieldCase(t, "f52-userns")
+		userns := filepath.Join(hostRoot, st.PodsDir, removable, kubelet.UsernsFileName)
+		f, err := os.OpenFile(userns, os.O_WRONLY|os.O_APPEND, 0)
+		require.NoError(t, err)
+		_, err = f.Write(large)
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		for _, exec := range []cleanup.ExecOptions{{Node: planOpts.Node}, {Node: planOpts.Node, Apply: true}} {
+			for _, r := range cleanup.Execute(testContext(t), plan, exec) {
+				if r.Action.Path == filepath.Join(st.PodsDir, removable, kubelet.UsernsFileName) {
+					assert.Contains(t, r.Error, "the node changed since the plan", "apply=%v", exec.Apply)
+				}
+			}
+		}
+		fi, err := os.Stat(userns)
+		require.NoError(t, err)
+		assert.Greater(t, fi.Size(), int64(len(large)))
+	})
+}
