@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volrecon/volrecon/internal/mountid"
+	"github.com/volrecon/volrecon/kubelet"
 	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/reconstruct"
 )
@@ -237,6 +238,13 @@ func (e *executor) remove(a Action, table mountView, podDir string) error {
 		return fmt.Errorf("%s %s: %w", a.Action, a.Path, err)
 	}
 	defer unix.Close(dirFd)
+	if isUsernsOf(a, podDir) {
+		// It goes only with the whole pod dir: an entry the plan did not
+		// see would fail the pod dir's rmdir once it is gone.
+		if err := e.holdsOnly(dirFd, ".", podDir, name); err != nil {
+			return fmt.Errorf("%w: %s stays with its pod dir: %w", ErrNodeChanged, a.Path, err)
+		}
+	}
 	if mp, ok := table.unmountedBefore(podDir, a.Path); ok {
 		e.would = "(once " + mp + " is unmounted, as planned before it: what lies under that mount is checked then)"
 		return nil
@@ -253,6 +261,19 @@ func (e *executor) remove(a Action, table mountView, podDir string) error {
 // without following a symlink or entering a mount, so nothing is listed
 // in a mount made since the table was read.
 func (e *executor) wouldBeEmpty(dirFd int, name, target string) error {
+	return e.holdsOnly(dirFd, name, target, "")
+}
+
+// isUsernsOf: a removes the pod's user-namespace mapping, planned just
+// before the pod dir (planLastEntries).
+func isUsernsOf(a Action, podDir string) bool {
+	return a.Action == Unlink && a.Path == filepath.Join(podDir, kubelet.UsernsFileName)
+}
+
+// holdsOnly checks that the dir name in dirFd ("." for dirFd itself),
+// target, holds nothing but the entry except and what the actions before
+// removed (with Apply, gone; in a dry run, e.removed).
+func (e *executor) holdsOnly(dirFd int, name, target, except string) error {
 	fd, err := openat2(dirFd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_XDEV)
 	switch {
 	case errors.Is(err, unix.EXDEV):
@@ -265,7 +286,7 @@ func (e *executor) wouldBeEmpty(dirFd int, name, target string) error {
 	for {
 		names, err := dir.Readdirnames(256)
 		for _, n := range names {
-			if !e.removed[filepath.Join(target, n)] {
+			if n != except && !e.removed[filepath.Join(target, n)] {
 				return fmt.Errorf("%s %s: %w", Rmdir, target, unix.ENOTEMPTY)
 			}
 		}

@@ -495,8 +495,13 @@ const usernsReason = "the pod's user-namespace ID mapping, written by the kubele
 // written, truncated or removed but with the whole pod dir: a pod dir that
 // stays keeps it whole.
 func isUsernsFile(e PodEntry, parts []string) bool {
-	return len(parts) == 1 && parts[0] == kubelet.UsernsFileName && e.Type == podsdir.TypeFile
+	return len(parts) == 1 && parts[0] == kubelet.UsernsFileName && e.Type == podsdir.TypeFile && e.Size <= maxUsernsSize
 }
+
+// maxUsernsSize bounds a userns file the kubelet could have written: its
+// ID mappings are a few hundred bytes of JSON. A larger file of that name
+// is someone's data, never removed.
+const maxUsernsSize = 64 << 10
 
 // planLastEntries plans the removal of the entries kept for last (the
 // userns file), once everything else of the pod dir is planned to go: right
