@@ -197,3 +197,40 @@ func TestEventWatchWithoutCapSysAdmin(t *testing.T) {
 	require.ErrorIs(t, err, ErrEventsUnavailable)
 	assert.ErrorIs(t, err, unix.EPERM)
 }
+
+// TestEventWatchMoveWithMountsBelow: a move sends one event, for the mount
+// moved; the mounts below it moved too, and are read again. A lazy
+// unmount of the tree, then, takes them all.
+func TestEventWatchMoveWithMountsBelow(t *testing.T) {
+	if !mountns.Enter(t) {
+		return
+	}
+	ctx := t.Context()
+	dir := evalDir(t)
+	mountns.Mount(t, "volrecon-move", dir, "tmpfs", 0, "")
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	require.NoError(t, os.Mkdir(a, 0o755))
+	require.NoError(t, os.Mkdir(b, 0o755))
+	require.NoError(t, unix.Mount("top", a, "tmpfs", 0, ""))
+	require.NoError(t, os.MkdirAll(filepath.Join(a, "x/y"), 0o755))
+	require.NoError(t, unix.Mount("mid", filepath.Join(a, "x"), "tmpfs", 0, ""))
+	require.NoError(t, os.Mkdir(filepath.Join(a, "x/y"), 0o755))
+	require.NoError(t, unix.Mount("low", filepath.Join(a, "x/y"), "tmpfs", 0, ""))
+	e := watchEvents(t)
+	for _, step := range []struct {
+		what string
+		do   func() error
+	}{
+		{"move", func() error { return unix.Mount(a, filepath.Join(b, "."), "", unix.MS_MOVE, "") }},
+		{"lazy unmount", func() error { return unix.Unmount(b, unix.MNT_DETACH) }},
+	} {
+		require.NoError(t, step.do(), step.what)
+		st := e.Stats()
+		got, err := e.Table(ctx)
+		require.NoError(t, err)
+		want, err := ReadFile(ctx, DefaultPath, 0)
+		require.NoError(t, err)
+		require.Empty(t, diffTables(got, want), "%s\n%s", step.what, formatTable(want))
+		assert.Equal(t, st.FullReads, e.Stats().FullReads, "%s: read whole", step.what)
+	}
+}
