@@ -3,6 +3,7 @@
 package mountscan
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -490,7 +491,8 @@ func (t *Table) entryOf(id uint64) (int, bool) {
 // withMounts returns a table of t's entries with those fresh names
 // replaced (nil: removed) or added, in the order of their unique IDs, as
 // listmount lists them and mountinfo prints them, each Line its place.
-// The entries kept share t's strings (and its text).
+// The entries kept share t's strings (and its text), and their places in
+// t's path index: only the entries fresh names are placed anew.
 func (t *Table) withMounts(fresh map[uint64]*Mount) *Table {
 	var added []uint64
 	for id, m := range fresh {
@@ -501,31 +503,61 @@ func (t *Table) withMounts(fresh map[uint64]*Mount) *Table {
 	slices.Sort(added)
 	n := len(t.mounts) + len(added)
 	mounts, uniq := make([]Mount, 0, n), make([]uint64, 0, n)
+	kept := make([]int, len(t.mounts)) // t's index → the new one, -1 when not kept as it was
+	var placed []int                   // the new indexes of the entries fresh names
+	take := func(id uint64, m *Mount) {
+		placed = append(placed, len(mounts))
+		mounts, uniq = append(mounts, *m), append(uniq, id)
+	}
 	next := 0
 	for i := range t.mounts {
 		for ; next < len(added) && added[next] < t.uniq[i]; next++ {
-			mounts, uniq = append(mounts, *fresh[added[next]]), append(uniq, added[next])
+			take(added[next], fresh[added[next]])
 		}
-		m, named := fresh[t.uniq[i]]
-		switch {
+		kept[i] = -1
+		switch m, named := fresh[t.uniq[i]]; {
 		case !named:
-			mounts = append(mounts, t.mounts[i])
+			kept[i] = len(mounts)
+			mounts, uniq = append(mounts, t.mounts[i]), append(uniq, t.uniq[i])
 		case m != nil:
-			mounts = append(mounts, *m)
-		default:
-			continue
+			take(t.uniq[i], m)
 		}
-		uniq = append(uniq, t.uniq[i])
 	}
 	for ; next < len(added); next++ {
-		mounts, uniq = append(mounts, *fresh[added[next]]), append(uniq, added[next])
+		take(added[next], fresh[added[next]])
 	}
-	index := newPathIndex(len(mounts))
 	for i := range mounts {
 		mounts[i].Line = i + 1
-		index.add(mounts[i].MountPoint)
 	}
-	out := newTable(mounts, index)
+	out := &Table{mounts: mounts, byPath: t.byPath.derive(kept, placed, mounts)}
 	out.method, out.uniq, out.text, out.events = MethodStatmount, uniq, t.text, true
+	return out
+}
+
+// derive is the index of mounts, whose entries kept (x's index → theirs,
+// -1: gone) keep their keys and their order, and whose entries placed are
+// put in their places: tree order of the key, then file order.
+func (x *pathIndex) derive(kept, placed []int, mounts []Mount) pathIndex {
+	out := pathIndex{keys: make([]string, len(mounts)), order: make([]pathEntry, 0, len(mounts))}
+	for old, i := range kept {
+		if i >= 0 {
+			out.keys[i] = x.keys[old]
+		}
+	}
+	for _, e := range x.order {
+		if i := kept[e.idx]; i >= 0 {
+			out.order = append(out.order, pathEntry{idx: i})
+		}
+	}
+	for _, i := range placed {
+		out.keys[i] = treeKey(mounts[i].MountPoint)
+		at, _ := slices.BinarySearchFunc(out.order, i, func(e pathEntry, i int) int {
+			if c := compareTree(out.keys[e.idx], out.keys[i]); c != 0 {
+				return c
+			}
+			return cmp.Compare(e.idx, i)
+		})
+		out.order = slices.Insert(out.order, at, pathEntry{idx: i})
+	}
 	return out
 }

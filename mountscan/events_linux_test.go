@@ -73,6 +73,7 @@ func TestEventWatchDifferential(t *testing.T) {
 			assert.Equal(t, before.FullReads, after.FullReads, "%s: read whole", what)
 		}
 		require.Empty(t, diffTables(got, want), "%s\n%s", what, formatTable(want))
+		requireSameIndex(t, got, want, what)
 		assert.True(t, got.KeptByEvents(), what)
 	}
 	st := e.Stats()
@@ -231,6 +232,22 @@ func TestEventWatchMoveWithMountsBelow(t *testing.T) {
 		want, err := ReadFile(ctx, DefaultPath, 0)
 		require.NoError(t, err)
 		require.Empty(t, diffTables(got, want), "%s\n%s", step.what, formatTable(want))
+		requireSameIndex(t, got, want, step.what)
 		assert.Equal(t, st.FullReads, e.Stats().FullReads, "%s: read whole", step.what)
 	}
+}
+
+// requireSameIndex: the path index of got is want's: the same keys, the
+// entries in the same order.
+func requireSameIndex(t *testing.T, got, want *Table, what string) {
+	t.Helper()
+	require.Equal(t, want.byPath.keys, got.byPath.keys, what)
+	idx := func(x pathIndex) []int {
+		out := make([]int, len(x.order))
+		for i, e := range x.order {
+			out[i] = e.idx
+		}
+		return out
+	}
+	require.Equal(t, idx(want.byPath), idx(got.byPath), "%s: the order of the path index", what)
 }
