@@ -46,6 +46,9 @@ const (
 	// maxEventsPerTable bounds the mounts one update reads again: past it
 	// a whole read is cheaper, and the queue is drained into it.
 	maxEventsPerTable = 4096
+	// maxEventReads bounds the reads of one drain: twice what a full
+	// queue (16,384 events) takes.
+	maxEventReads = 2 * (16384*40/eventReadBuf + 1)
 )
 
 // EventWatch keeps a mount namespace's table current from fanotify's mount
@@ -238,7 +241,10 @@ func (e *EventWatch) drain(ctx context.Context) (ids []uint64, doubt string) {
 	if e.buf == nil {
 		e.buf = make([]byte, eventReadBuf)
 	}
-	for {
+	for reads := 0; ; reads++ {
+		if reads == maxEventReads { // mounts made as fast as they are read
+			return nil, firstOf(doubt, "the mount events do not stop")
+		}
 		n, err := unix.Read(e.fd, e.buf)
 		switch {
 		case err == unix.EINTR:
@@ -279,11 +285,11 @@ func (e *EventWatch) parseEvents(b []byte, ids []uint64) ([]uint64, string) {
 		case mask&(fanMntAttach|fanMntDetach) == 0:
 			doubt = firstOf(doubt, fmt.Sprintf("an unexpected event (mask %#x)", mask))
 		default:
-			id, ok := mountIDOf(b[metaLen:eventLen])
-			if !ok {
+			if id, ok := mountIDOf(b[metaLen:eventLen]); ok {
+				ids = append(ids, id)
+			} else {
 				doubt = firstOf(doubt, "a mount event without its mount ID")
 			}
-			ids = append(ids, id)
 		}
 		b = b[eventLen:]
 	}
