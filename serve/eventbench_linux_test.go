@@ -28,7 +28,7 @@ import (
 // after a change) on a node of real mounts: nodegen's 1,000 pods × 10
 // volumes with every mount under the kubelet root made real (binds from a
 // tmpfs of "disks", each staging mount and its publish mounts of one
-// disk dir), the namespace padded with bind mounts to about 30,000, every
+// disk dir, a raw block volume's files of a block device node), the namespace padded with bind mounts to about 30,000, every
 // mount then shared as on a systemd host, in a private namespace (as
 // root). For each way, in process:
 //   - full-cpu-ms, one-pod-cpu-ms: the process's CPU time of a full scan
@@ -89,9 +89,15 @@ func newRealNode(b *testing.B, pods, total int) *realNode {
 			continue
 		}
 		src, target := filepath.Join(disks, m.Dev.String(), m.Root), filepath.Join(base, m.MountPoint)
-		if fi, err := os.Stat(target); err == nil && !fi.IsDir() {
+		if _, err := os.Lstat(src); err == nil { // another bind of the same
+		} else if fi, err := os.Stat(target); err == nil && !fi.IsDir() {
 			require.NoError(b, os.MkdirAll(filepath.Dir(src), 0o755))
-			require.NoError(b, os.WriteFile(src, nil, 0o600))
+			if m.FSType == "devtmpfs" { // a raw block volume: a device node, as the kubelet binds
+				err = unix.Mknod(src, unix.S_IFBLK|0o600, int(unix.Mkdev(259, uint32(made))))
+			} else {
+				err = os.WriteFile(src, nil, 0o600)
+			}
+			require.NoError(b, err, src)
 		} else {
 			require.NoError(b, os.MkdirAll(src, 0o755))
 		}
