@@ -92,6 +92,10 @@ type EventWatch struct {
 	max    int      // MaxAttempts of a whole read
 	table  *Table
 	stale  bool // read whole at the next Table
+	// gone: listmount and statmount could not give the table
+	// (ErrStatmountUnavailable) at a whole read since the start: the
+	// events are of no use, and Table fails at once.
+	gone   error
 	stats  EventStats
 	buf    []byte
 }
@@ -167,6 +171,16 @@ func markNamespace(name string, target *statmountTarget) (int, error) {
 // wait, for a caller's own poll(2). It must not be read or closed.
 func (e *EventWatch) Fd() int { return e.fd }
 
+// Method is how the table is followed: WatchFanotify, or WatchMountinfo
+// once listmount and statmount could not give it (Table fails with
+// ErrEventsUnavailable then, and a Current reads mountinfo instead).
+func (e *EventWatch) Method() string {
+	if e.gone != nil {
+		return WatchMountinfo
+	}
+	return WatchFanotify
+}
+
 // Stats counts what the watch did so far.
 func (e *EventWatch) Stats() EventStats { return e.stats }
 
@@ -188,6 +202,9 @@ func (e *EventWatch) Close() error {
 // mounts events named read again, or a whole read (see EventWatch).
 // Errors are ReadStatmount's.
 func (e *EventWatch) Table(ctx context.Context) (*Table, error) {
+	if e.gone != nil {
+		return nil, e.gone
+	}
 	ids, doubt := e.drain(ctx)
 	flagged, err := e.flag.Changed()
 	switch {
@@ -227,6 +244,11 @@ func (e *EventWatch) readWhole(ctx context.Context) (*Table, error) {
 	e.drain(ctx)
 	t, err := readStatmount(ctx, StatmountRead{Watch: e.flag, MaxAttempts: e.max, Name: e.name}, e.target)
 	e.stats.FullReads++
+	if errors.Is(err, ErrStatmountUnavailable) {
+		e.gone = fmt.Errorf("%w: %w", ErrEventsUnavailable, err)
+		klog.FromContext(ctx).V(2).Info("Mount events no longer follow the mount table: listmount/statmount cannot give it", "path", e.name, "reason", err)
+		return nil, e.gone
+	}
 	if err != nil {
 		return nil, err
 	}

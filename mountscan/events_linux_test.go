@@ -251,3 +251,32 @@ func requireSameIndex(t *testing.T, got, want *Table, what string) {
 	}
 	require.Equal(t, idx(want.byPath), idx(got.byPath), "%s: the order of the path index", what)
 }
+
+// TestEventWatchGivesWayToMountinfo: once listmount and statmount cannot
+// give the table at a whole read (here: the root is not the one resolved),
+// the events are of no use: the watch says mountinfo, and a Current reads
+// the mountinfo file instead, and says why.
+func TestEventWatchGivesWayToMountinfo(t *testing.T) {
+	if !mountns.Enter(t) {
+		return
+	}
+	ctx := t.Context()
+	e := watchEvents(t)
+	assert.Equal(t, WatchFanotify, e.Method())
+	e.target.rootMnt = 1 // no mount's unique ID: every whole read is refused
+	c := Source{Events: e}.Follow()
+	defer c.Close()
+	got, err := c.Reread(ctx, nil)
+	require.NoError(t, err)
+	assert.Equal(t, WatchMountinfo, e.Method())
+	assert.Equal(t, MethodMountinfo, got.Method())
+	assert.ErrorIs(t, got.StatmountError(), ErrEventsUnavailable)
+	assert.False(t, got.KeptByEvents())
+	want, err := ReadFile(ctx, DefaultPath, 0)
+	require.NoError(t, err)
+	require.Empty(t, diffTables(got, want))
+	reads := e.Stats().FullReads
+	_, err = c.Table(ctx, nil)
+	require.NoError(t, err)
+	assert.Equal(t, reads, e.Stats().FullReads, "no more whole reads by statmount")
+}

@@ -29,3 +29,6 @@ func (e *EventWatch) Resync() {}
 
 // Close is never reached.
 func (e *EventWatch) Close() error { return nil }
+
+// Method is never reached.
+func (e *EventWatch) Method() string { return WatchMountinfo }

@@ -156,7 +156,7 @@ type Current struct {
 // read. A poll that fails counts as a change.
 func (c *Current) Table(ctx context.Context, scope *Scope) (*Table, error) {
 	if c.events() {
-		return c.src.Events.Table(ctx)
+		return c.eventsTable(ctx, scope)
 	}
 	if c.watch == nil {
 		return c.readUnwatched(ctx, scope)
@@ -174,7 +174,7 @@ func (c *Current) Table(ctx context.Context, scope *Scope) (*Table, error) {
 func (c *Current) Reread(ctx context.Context, scope *Scope) (*Table, error) {
 	if c.events() {
 		c.src.Events.Resync()
-		return c.src.Events.Table(ctx)
+		return c.eventsTable(ctx, scope)
 	}
 	if c.watch == nil {
 		return c.src.ReadScoped(ctx, scope)
@@ -257,6 +257,18 @@ func (c *Current) readUnwatched(ctx context.Context, scope *Scope) (*Table, erro
 		c.table, c.scope = table, scope
 	}
 	return table, nil
+}
+
+// eventsTable is Source.Events' table, or, once the events cannot follow
+// it, a read of the mountinfo file within scope.
+func (c *Current) eventsTable(ctx context.Context, scope *Scope) (*Table, error) {
+	table, err := c.src.Events.Table(ctx)
+	if !errors.Is(err, ErrEventsUnavailable) {
+		return table, err
+	}
+	table, err2 := c.src.readMountinfo(ctx, scope)
+	markStatmountError(table, err)
+	return table, err2
 }
 
 // events reports whether the table comes from Source.Events.

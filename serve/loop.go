@@ -205,7 +205,7 @@ func (s *Server) scanChanged(ctx context.Context, ch nodewatch.Changes) {
 	st, ok := s.scanWith(ctx, func(ctx context.Context) (*reconstruct.State, error) {
 		st, err := s.scanIncremental(ctx, &l.inc, changed)
 		if st != nil { // this scan's own State, not yet seen by anyone
-			st.MountTable.Watch = l.mount.method
+			st.MountTable.Watch = l.mount.current()
 		}
 		return st, err
 	})
@@ -216,6 +216,7 @@ func (s *Server) scanChanged(ctx context.Context, ch nodewatch.Changes) {
 	status := l.watch.Status()
 	l.metrics.ObserveChange(status.LastChange)
 	l.metrics.SetUnwatched(len(status.Untrusted) + len(unwatched))
+	l.metrics.SetMountWatch(l.mount.current())
 	if !ok {
 		l.inc.Forget()
 		l.recheck = true // tried again within --recheck-interval, as the old loop did every interval

@@ -43,6 +43,15 @@ func (w mountWatch) beforeScan(full, first bool) {
 	}
 }
 
+// current is how the table is followed now: the events stop when
+// listmount and statmount can no longer give it.
+func (w mountWatch) current() string {
+	if w.events != nil {
+		return w.events.Method()
+	}
+	return w.method
+}
+
 func (w mountWatch) close() {
 	if w.events != nil {
 		w.events.Close()
