@@ -61,7 +61,10 @@ const (
 //
 //   - a remount (flags, superblock options) raises the mountinfo file's
 //     change flag (Watch) but sends no event: a flag with no event is a
-//     whole read;
+//     whole read. The flag tells no more than that something changed: a
+//     remount between the same two Tables as a mount event shows at the
+//     next whole read (serve's State depends on no mount option a remount
+//     can change);
 //   - a change of propagation alone (make-shared, make-slave, make-private,
 //     make-unbindable) raises neither an event nor the flag (Linux 6.18):
 //     nothing tells of it, and only a read of every mount could. An
@@ -501,8 +504,8 @@ func (e *EventWatch) readMount(id uint64) (*Mount, string) {
 	for i := range m.OptionalFields {
 		m.OptionalFields[i] = strings.Clone(m.OptionalFields[i])
 	}
-	if e.target.rootMnt != 0 && sm.fixed.mntID == e.target.rootMnt && sm.fixed.mntParentID != sm.fixed.mntID {
-		// The root's parent must not be listed; a whole read checks it.
+	if e.target.rootMnt != 0 && sm.fixed.mntID == e.target.rootMnt {
+		// What the table is relative to changed: a whole read checks it.
 		return nil, "the root mount was named by an event"
 	}
 	return m, ""
