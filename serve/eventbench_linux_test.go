@@ -190,7 +190,7 @@ func (n *realNode) measure(b *testing.B, way string) {
 		require.NoError(b, err)
 		quiet = d
 	}
-	time.Sleep(2 * time.Second) // the last change scanned, the collector done
+	quietSince(s, 3*time.Second) // the last change's scans done, on a loaded machine too
 	var ev0 mountscan.EventStats
 	if e := s.loop.mount.events; e != nil {
 		ev0 = e.Stats()
@@ -209,6 +209,17 @@ func (n *realNode) measure(b *testing.B, way string) {
 	b.ReportMetric(ms(idleCPU)*scale, way+"-idle-cpu-ms/10min")
 	b.ReportMetric(float64(reads)*scale, way+"-idle-table-reads/10min")
 	b.ReportMetric(float64(scans)*scale, way+"-idle-scans/10min")
+}
+
+// quietSince waits until serve made no scan for d (at most a minute).
+func quietSince(s *Server, d time.Duration) {
+	last, since := s.scanCount(), time.Now()
+	for start := time.Now(); time.Since(since) < d && time.Since(start) < time.Minute; {
+		time.Sleep(100 * time.Millisecond)
+		if c := s.scanCount(); c != last {
+			last, since = c, time.Now()
+		}
+	}
 }
 
 // latency makes n.samples changes, each 300 ms after the last scan, and
