@@ -98,9 +98,9 @@ type EventWatch struct {
 	// gone: listmount and statmount could not give the table
 	// (ErrStatmountUnavailable) at a whole read since the start: the
 	// events are of no use, and Table fails at once.
-	gone   error
-	stats  EventStats
-	buf    []byte
+	gone  error
+	stats EventStats
+	buf   []byte
 }
 
 // WatchEvents starts following the table src names (its Path: the
