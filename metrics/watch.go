@@ -14,6 +14,7 @@ type Watch struct {
 	lastFull   prometheus.Gauge
 	lastChange prometheus.Gauge
 	unwatched  prometheus.Gauge
+	mountWatch *prometheus.GaugeVec
 }
 
 // NewWatch creates the change-detection metrics and registers them on reg
@@ -30,8 +31,11 @@ func NewWatch(reg prometheus.Registerer) (*Watch, error) {
 		unwatched: prometheus.NewGauge(prometheus.GaugeOpts{Name: name("unwatched_parts"),
 			Help: "Number of parts of the node whose changes cannot be watched (a pod dir, the CSI dir, the mount table, or everything), " +
 				"scanned at every --min-interval instead; 0 when every change is watched."}),
+		mountWatch: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name("mount_watch_info"),
+			Help: "Always 1: how the mount table is followed between scans, method \"fanotify\" (the kernel's mount events: only what changed is read again) " +
+				"or \"mountinfo\" (its change flag: the table is read whole after each change)."}, []string{"method"}),
 	}
-	if err := register(reg, w.lastFull, w.lastChange, w.unwatched); err != nil {
+	if err := register(reg, w.lastFull, w.lastChange, w.unwatched, w.mountWatch); err != nil {
 		return nil, err
 	}
 	return w, nil
@@ -55,5 +59,14 @@ func (w *Watch) ObserveChange(t time.Time) {
 func (w *Watch) SetUnwatched(n int) {
 	if w != nil {
 		w.unwatched.Set(float64(n))
+	}
+}
+
+// SetMountWatch records how the mount table is followed: method is
+// mountscan.WatchFanotify or mountscan.WatchMountinfo.
+func (w *Watch) SetMountWatch(method string) {
+	if w != nil {
+		w.mountWatch.Reset()
+		w.mountWatch.WithLabelValues(method).Set(1)
 	}
 }

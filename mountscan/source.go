@@ -33,6 +33,12 @@ type Source struct {
 	// table, and Table.StatmountError why not statmount. Read, when set,
 	// is called whatever Method says.
 	Method Method
+	// Events, if set, keeps the table of Path current from the kernel's
+	// mount events (WatchEvents): a Current takes every table from it,
+	// whole whatever the scope asked, and only what changed is read
+	// again. The caller owns it (a Current does not close it). Read, when
+	// set, is called instead.
+	Events *EventWatch
 }
 
 // Name is how the table is named in the State and in errors: Path, or
@@ -118,7 +124,7 @@ func (s Source) readFunc(ctx context.Context) (*Table, error) {
 // read goes unseen. Close it when done.
 func (s Source) Follow() *Current {
 	c := &Current{src: s}
-	if s.Read == nil {
+	if s.Read == nil && s.Events == nil {
 		if w, err := Watch(s.Name()); err == nil {
 			c.watch = w
 		}
@@ -149,6 +155,9 @@ type Current struct {
 // change since that read began and its scope covers scope, else a fresh
 // read. A poll that fails counts as a change.
 func (c *Current) Table(ctx context.Context, scope *Scope) (*Table, error) {
+	if c.events() {
+		return c.eventsTable(ctx, scope)
+	}
 	if c.watch == nil {
 		return c.readUnwatched(ctx, scope)
 	}
@@ -163,6 +172,10 @@ func (c *Current) Table(ctx context.Context, scope *Scope) (*Table, error) {
 // Reread reads the table whatever the watch says: after a change of one's
 // own that the kernel may not flag (a fake unmount in a test).
 func (c *Current) Reread(ctx context.Context, scope *Scope) (*Table, error) {
+	if c.events() {
+		c.src.Events.Resync()
+		return c.eventsTable(ctx, scope)
+	}
 	if c.watch == nil {
 		return c.src.ReadScoped(ctx, scope)
 	}
@@ -245,6 +258,21 @@ func (c *Current) readUnwatched(ctx context.Context, scope *Scope) (*Table, erro
 	}
 	return table, nil
 }
+
+// eventsTable is Source.Events' table, or, once the events cannot follow
+// it, a read of the mountinfo file within scope.
+func (c *Current) eventsTable(ctx context.Context, scope *Scope) (*Table, error) {
+	table, err := c.src.Events.Table(ctx)
+	if !errors.Is(err, ErrEventsUnavailable) {
+		return table, err
+	}
+	table, err2 := c.src.readMountinfo(ctx, scope)
+	markStatmountError(table, err)
+	return table, err2
+}
+
+// events reports whether the table comes from Source.Events.
+func (c *Current) events() bool { return c.src.Events != nil && c.src.Read == nil }
 
 // Watched reports whether the kernel flags the table's changes, so that
 // Table re-reads only after one.

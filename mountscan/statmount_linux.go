@@ -378,7 +378,8 @@ type statmountPass struct {
 	arena   []byte
 	blocks  []textBlock
 	skipped int
-	rootMnt uint64 // the first mount whose parent is not listed
+	rootMnt uint64   // the first mount whose parent is not listed
+	uniq    []uint64 // the unique ID of each entry of mounts (for EventWatch)
 
 	// In another namespace (statmountReader.foreign): the master groups of
 	// the slaves, and the peer groups of the shared mounts.
@@ -397,6 +398,7 @@ func (p *statmountPass) begin(n int) {
 		n = min(n, 256) // most are left out: grow as they come
 	}
 	p.mounts = make([]Mount, 0, n)
+	p.uniq = make([]uint64, 0, n)
 	p.index = newPathIndex(n)
 	p.pool = stringPool{chunk: min(max(n, 8), 4096)}
 }
@@ -434,6 +436,7 @@ func (p *statmountPass) add(rec []byte, line int, rd *statmountReader) error {
 	m := &p.mounts[len(p.mounts)-1]
 	p.fill(m, &sm, line)
 	p.index.add(m.MountPoint)
+	p.uniq = append(p.uniq, sm.fixed.mntID)
 	return nil
 }
 
@@ -655,6 +658,7 @@ func (p *statmountPass) table(name string, attempts int) (*Table, error) {
 	t := newTable(slices.Clip(mounts), p.index)
 	t.method = MethodStatmount
 	t.skipped, t.scope = p.skipped, p.scope
+	t.uniq = slices.Clip(p.uniq)
 	t.text = slices.SortedFunc(slices.Values(p.blocks), func(a, b textBlock) int { return cmp.Compare(a.lo, b.lo) })
 	if err := CheckLive(t); err != nil {
 		return nil, &ReadError{Path: name, Attempts: attempts, Err: err}

@@ -43,6 +43,12 @@ type Table struct {
 	// statmountErr, why listmount and statmount, asked, did not read it.
 	method       Method
 	statmountErr error
+	// uniq is, for a table read by statmount, the unique (64-bit) mount
+	// ID of each entry, ascending as the entries are: what fanotify's
+	// mount events name (EventWatch).
+	uniq []uint64
+	// events: the table was kept current by mount events (EventWatch).
+	events bool
 }
 
 // textBlock is the address range of one block of a table's text. It holds

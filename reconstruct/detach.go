@@ -89,7 +89,7 @@ func (d *detacher) strs(ss []string, intern bool) {
 
 func (d *detacher) state(st *State) {
 	for _, p := range []*string{&st.SchemaVersion, &st.RootDir, &st.ResolvedRootDir, &st.PodsDir,
-		&st.MountTable.Path, &st.MountTable.Error, &st.MountTable.Limitation} {
+		&st.MountTable.Path, &st.MountTable.Error, &st.MountTable.Limitation, &st.MountTable.Watch} {
 		str(d, p, false)
 	}
 	d.strs(st.RootDirAliases, false)

@@ -121,6 +121,12 @@ type MountTableInfo struct {
 	// came without major:minor and root (package mountutil, from
 	// mount-utils' List), so that no bind mount could be matched.
 	Limitation string `json:"limitation,omitempty"`
+	// Watch says how a scanner that follows the table between scans
+	// (serve) followed it: "fanotify" (the kernel's mount events: only
+	// what changed was read again, mountscan.EventWatch) or "mountinfo"
+	// (its change flag: read whole after each change). Empty for a scan
+	// that reads the table once.
+	Watch string `json:"watch,omitempty"`
 }
 
 // Pod is one pod directory.

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 
+	"github.com/volrecon/volrecon/mountscan"
 	"github.com/volrecon/volrecon/nodewatch"
 	"github.com/volrecon/volrecon/podsdir"
 	"github.com/volrecon/volrecon/reconstruct"
@@ -189,6 +190,9 @@ func (d *serveDiff) serveState() string {
 	if d.s.lastErr != nil {
 		return "error: " + d.s.lastErr.Error()
 	}
+	// The mount table is followed by mount events (root, Linux 6.15+): the
+	// comparison proves a table kept by them gives a fresh scan's State.
+	require.Equal(d.t, mountscan.WatchFanotify, d.s.latest.st.MountTable.Watch)
 	return comparableState(d.t, d.s.latest.st)
 }
 
@@ -203,10 +207,10 @@ func (d *serveDiff) scanState() string {
 
 // comparableState is the JSON of st without what differs between two
 // scans of the same node: the count of entries of the whole mount table
-// (the namespace's, not the test's).
+// (the namespace's, not the test's), and how serve followed it.
 func comparableState(t *testing.T, st *reconstruct.State) string {
 	c := *st
-	c.MountTable.Entries = 0
+	c.MountTable.Entries, c.MountTable.Watch = 0, ""
 	b, err := json.Marshal(&c)
 	require.NoError(t, err)
 	return string(b)

@@ -48,6 +48,8 @@ type scanLoop struct {
 	// where the kubelet's layout has none (Incremental.Unwatched), which no
 	// watch sees; written by the loop under the server's mu.
 	unwatched []string
+	// mount: how the mount table is followed (mountwatch.go).
+	mount mountWatch
 }
 
 // startWatch sets the watch of the node up, for serve's loop.
@@ -63,8 +65,10 @@ func (s *Server) startWatch(ctx context.Context, minInterval, recheck time.Durat
 		return fmt.Errorf("%w: %w", ErrNodeWatch, err)
 	}
 	s.loop = &scanLoop{watch: w, metrics: m, minInterval: minInterval, recheckInterval: recheck,
-		pace: nodewatch.Pacer{MinInterval: minInterval, Settle: settle}}
+		pace: nodewatch.Pacer{MinInterval: minInterval, Settle: settle}, mount: startMountWatch(ctx, opts.MountTable)}
+	s.opts.MountTable.Events = s.loop.mount.events
 	m.SetUnwatched(len(w.Status().Untrusted))
+	m.SetMountWatch(s.loop.mount.method)
 	return nil
 }
 
@@ -92,6 +96,7 @@ func (s *Server) runScans(ctx context.Context) {
 	}
 	l := s.loop
 	defer l.watch.Close()
+	defer l.mount.close()
 	l.watch.Take(ctx) // the first scan walks everything
 	s.scanChanged(ctx, nodewatch.Changes{All: true})
 	for ctx.Err() == nil {
@@ -196,8 +201,13 @@ func (s *Server) scanChanged(ctx context.Context, ch nodewatch.Changes) {
 		l.trusted = s.api.watcher.Status().Trusted
 	}
 	changed := reconstruct.Changed{All: ch.All, Pod: ch.PodChanged, CSI: ch.CSI, Staging: ch.Staging}
+	l.mount.beforeScan(ch.All, l.lastFull.IsZero())
 	st, ok := s.scanWith(ctx, func(ctx context.Context) (*reconstruct.State, error) {
-		return s.scanIncremental(ctx, &l.inc, changed)
+		st, err := s.scanIncremental(ctx, &l.inc, changed)
+		if st != nil { // this scan's own State, not yet seen by anyone
+			st.MountTable.Watch = l.mount.current()
+		}
+		return st, err
 	})
 	unwatched := l.inc.Unwatched()
 	s.mu.Lock()
@@ -206,6 +216,7 @@ func (s *Server) scanChanged(ctx context.Context, ch nodewatch.Changes) {
 	status := l.watch.Status()
 	l.metrics.ObserveChange(status.LastChange)
 	l.metrics.SetUnwatched(len(status.Untrusted) + len(unwatched))
+	l.metrics.SetMountWatch(l.mount.current())
 	if !ok {
 		l.inc.Forget()
 		l.recheck = true // tried again within --recheck-interval, as the old loop did every interval

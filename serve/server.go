@@ -107,6 +107,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		if s.loop != nil {
 			s.loop.watch.Close() // runScans would have
+			s.loop.mount.close()
 		}
 		return err
 	}
