@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	k8sjson "sigs.k8s.io/json"
 	k8syaml "sigs.k8s.io/yaml"
 
@@ -48,8 +49,14 @@ const (
 )
 
 // addedCapabilities is exactly what the container adds after dropping ALL;
-// daemonset.yaml says why each one, and why not the others.
-var addedCapabilities = []corev1.Capability{"DAC_READ_SEARCH"}
+// daemonset.yaml says why each one, and why not the others. The opt-in
+// patch (completeEvidencePatchFile) adds completeEvidenceCapabilities.
+var (
+	addedCapabilities            = []corev1.Capability{"DAC_READ_SEARCH", "SYS_PTRACE"}
+	completeEvidenceCapabilities = []corev1.Capability{"SYS_ADMIN", "SYS_CHROOT"}
+)
+
+const completeEvidencePatchFile = "complete-evidence-patch.yaml"
 
 func readFile(t *testing.T, name string) string {
 	t.Helper()
@@ -318,6 +325,36 @@ func TestDaemonSetReadsTheHost(t *testing.T) {
 	assert.Equal(t, corev1.HostPathDirectory, *v.HostPath.Type, "do not create the dir on a node that lacks it")
 }
 
+// The opt-in patch, applied to the DaemonSet as kubectl patch applies it
+// (a strategic merge), adds SYS_ADMIN and SYS_CHROOT to what it holds and
+// changes nothing else; kustomization.yaml names it.
+func TestCompleteEvidencePatch(t *testing.T) {
+	ds := loadManifests(t).daemonSet
+	var patch appsv1.DaemonSet
+	text := readFile(t, completeEvidencePatchFile)
+	require.NoError(t, decodeStrict([]byte(text), &patch), "the patch is a DaemonSet's fields")
+	original, err := json.Marshal(ds)
+	require.NoError(t, err)
+	patchJSON, err := k8syaml.YAMLToJSONStrict([]byte(text))
+	require.NoError(t, err)
+	merged, err := strategicpatch.StrategicMergePatch(original, patchJSON, appsv1.DaemonSet{})
+	require.NoError(t, err)
+	var patched appsv1.DaemonSet
+	require.NoError(t, json.Unmarshal(merged, &patched))
+
+	sc := volreconContainer(t, &patched).SecurityContext
+	require.NotNil(t, sc)
+	require.NotNil(t, sc.Capabilities)
+	assert.Equal(t, append(slices.Clone(addedCapabilities), completeEvidenceCapabilities...), sc.Capabilities.Add)
+	assert.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop)
+	sc.Capabilities.Add = addedCapabilities
+	patched.Spec.Template.Spec.Containers[0].SecurityContext = sc
+	unpatched, err := json.Marshal(&patched)
+	require.NoError(t, err)
+	assert.JSONEq(t, string(original), string(unpatched), "the patch changes the capabilities only")
+	assert.Contains(t, readFile(t, kustomizationFile), "#   - "+completeEvidencePatchFile)
+}
+
 func TestDaemonSetSecurityContext(t *testing.T) {
 	ds := loadManifests(t).daemonSet
 	spec := ds.Spec.Template.Spec
@@ -466,6 +503,10 @@ var alertRules = map[string]string{
 	"VolreconMountTableInconsistent":   "warning",
 	"VolreconDown":                     "warning",
 	"VolreconAbsent":                   "warning",
+
+	// What the kernel tells of a mounted volume (failure-cases.md 57, 58).
+	"VolreconFilesystemAbortedReadOnly": "critical",
+	"VolreconStagingDeviceGone":         "critical",
 }
 
 // recordingRules are the rollups alerts.yaml must define.

@@ -38,6 +38,8 @@ func Example() {
 	// VolreconCorruptedMount: critical after 5m
 	// VolreconHungMount: critical after 10m
 	// VolreconStagingHashMismatch: critical after 15m
+	// VolreconFilesystemAbortedReadOnly: critical after 5m
+	// VolreconStagingDeviceGone: critical after 5m
 	// VolreconMissingVolumeDataMounted: critical after 15m
 	// VolreconMissingVolumeData: warning after 15m
 	// VolreconCorruptVolumeDataMounted: critical after 15m

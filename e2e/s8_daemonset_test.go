@@ -22,6 +22,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
@@ -120,21 +121,15 @@ func TestDaemonSet(t *testing.T) {
 	t.Cleanup(func() { releaseLeaks(t, leaks) })
 	t.Run("the leaks in /metrics and as Node Events", func(t *testing.T) {
 		waitDSMetric(t, `volrecon_findings{kind="LeakedGlobalMount"}`, func(v float64) bool { return v >= 1 })
-		// The shipped DaemonSet holds DAC_READ_SEARCH only: without
-		// CAP_SYS_PTRACE it cannot read which mount namespace every task is
-		// in, and without CAP_SYS_ADMIN the kernel refuses its list of mount
-		// namespaces, so evidence of life is incomplete and the orphan's life
-		// unknown: it is reported OrphanedPodRunning ("could not be
-		// gathered"), never as dead. Known gap: the least-privileged
-		// DaemonSet should tell a dead orphan again (issue 35's fallback).
-		waitDSMetric(t, `volrecon_findings{kind="OrphanedPodRunning"}`, func(v float64) bool { return v >= 1 })
+		// With the capabilities evidence of life needs (dsOverlay), the
+		// orphan no task and no namespace holds is dead, and still mounted.
+		waitDSMetric(t, `volrecon_findings{kind="OrphanedPodMounted"}`, func(v float64) bool { return v >= 1 })
 		waitDSMetric(t, "volrecon_volumes_recovered_identity", func(v float64) bool { return v >= 1 })
 		st, err := dsReport()
 		require.NoError(t, err)
 		assert.True(t, hasFindingAt(st, "LeakedGlobalMount", leaks.staging), "the staging mount left between NodeUnpublish and NodeUnstage")
-		assert.True(t, hasFinding(st, "OrphanedPodRunning", leaks.volDataUID), "the CSI volume whose vol_data.json is gone: an orphan of unknown life")
-		assert.False(t, hasFinding(st, "OrphanedPodMounted", leaks.volDataUID), "never dead on incomplete evidence")
-		for reason, about := range map[string]string{"LeakedGlobalMount": sha256Hex(fsHandle)} {
+		assert.True(t, hasFinding(st, "OrphanedPodMounted", leaks.volDataUID), "the CSI volume whose vol_data.json is gone")
+		for reason, about := range map[string]string{"LeakedGlobalMount": sha256Hex(fsHandle), "OrphanedPodMounted": leaks.volDataUID} {
 			eventually(t, "a Node Event "+reason, time.Minute, func() error { return volreconNodeEvent(t, reason, about) })
 		}
 	})
@@ -232,10 +227,19 @@ func makeImage(t *testing.T) builtImage {
 }
 
 // dsOverlay is all that this machine changes in deploy/'s DaemonSet, each
-// for a reason of its network or layout, and the documented opt-in
-// --events; everything else is applied as it is.
+// for a reason of its network, layout or processes, and the documented
+// opt-ins --events and complete-evidence-patch.yaml; everything else is
+// applied as it is.
 func dsOverlay(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, image string) {
 	t.Helper()
+	// This machine's PID 1 refuses ptrace read access to every other
+	// process, root with every capability included (a restriction of the
+	// machine's own, not of Kubernetes): a walk of /proc cannot look at its
+	// descriptors, so the shipped capabilities' evidence of life is unknown
+	// here, rightly (without this patch the orphan stays OrphanedPodRunning).
+	// The kernel's list of mount namespaces (CAP_SYS_ADMIN, the documented
+	// opt-in) sees every namespace, PID 1's too.
+	strategicPatch(t, ds, "../deploy/complete-evidence-patch.yaml")
 	spec := &ds.Spec.Template.Spec
 	require.True(t, spec.HostNetwork, "deploy/daemonset.yaml runs in the host's network namespace")
 	require.Len(t, spec.Containers, 1)
@@ -268,6 +272,22 @@ func dsOverlay(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, image str
 		require.NotNil(t, p.HTTPGet)
 		p.HTTPGet.Host = "127.0.0.1"
 	}
+}
+
+// strategicPatch applies the strategic merge patch in file to ds, as
+// kubectl patch --patch-file does.
+func strategicPatch(t *testing.T, ds *appsv1.DaemonSet, file string) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	patch, err := yaml.YAMLToJSONStrict(data)
+	require.NoError(t, err)
+	original, err := json.Marshal(ds)
+	require.NoError(t, err)
+	merged, err := strategicpatch.StrategicMergePatch(original, patch, appsv1.DaemonSet{})
+	require.NoError(t, err, "patch %s", file)
+	*ds = appsv1.DaemonSet{}
+	require.NoError(t, json.Unmarshal(merged, ds))
 }
 
 // applyDeploy creates the namespace as docs/fleet.md says (labelled

@@ -82,3 +82,25 @@ func unquote(v string) string {
 	}
 	return v
 }
+
+// SuperblockReadOnly returns the superblock option that says the kernel
+// holds the filesystem read-only: "ro" (the superblock flag, first in
+// SuperOptions), or "emergency_ro", which Linux 6.18's ext4 shows instead
+// after it aborted on an error with errors=remount-ro (the flag then stays
+// "rw"); "" when neither is there. The per-mount Options ("ro" or "rw"
+// first) are apart: a read-write mount of a read-only superblock fails
+// every write with EROFS.
+func (m Mount) SuperblockReadOnly() string {
+	for _, flag := range []string{"ro", "emergency_ro"} {
+		if _, ok := m.SuperOption(flag); ok {
+			return flag
+		}
+	}
+	return ""
+}
+
+// MountReadWrite reports whether the per-mount Options say "rw".
+func (m Mount) MountReadWrite() bool {
+	_, ok := m.MountOption("rw")
+	return ok
+}

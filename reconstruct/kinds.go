@@ -97,6 +97,21 @@ const (
 	SELinuxContextConflict FindingKind = "SELinuxContextConflict"
 )
 
+// Finding kinds of the late-2026 field cases (failure-cases.md section F)
+// that the kernel tells of a mounted volume's filesystem and device.
+const (
+	// FilesystemAbortedReadOnly: a staging or publish mount that is
+	// read-write while its superblock is read-only ("ro", or "emergency_ro"
+	// as Linux 6.18 shows an ext4 aborted on an error): every write fails
+	// with EROFS. The volume stays Mounted and in use (case 57).
+	FilesystemAbortedReadOnly FindingKind = "FilesystemAbortedReadOnly"
+	// StagingDeviceGone: a staging mount whose block device is gone, by the
+	// host's sysfs (/sys/dev/block/<major>:<minor> does not exist while
+	// /sys/dev/block does); a read that fails or hangs tells nothing. The
+	// volume stays in use (case 58).
+	StagingDeviceGone FindingKind = "StagingDeviceGone"
+)
+
 // SeverityCase names a circumstance in which a kind's findings have
 // another severity than the kind's default (KindInfo.Variants).
 type SeverityCase string
@@ -190,6 +205,11 @@ var declaredKinds = []KindInfo{
 		"A block publish target bound from a regular file, not a device node: the container runtime refuses it."},
 	{SELinuxContextConflict, SeverityWarning, nil,
 		"Pods that share a volume record different SELinux labels: the kubelet refuses to start the later pod."},
+	// Late-2026 field cases: the kernel's view of a mounted volume.
+	{FilesystemAbortedReadOnly, SeverityCritical, nil,
+		"A read-write staging or publish mount whose filesystem the kernel turned read-only after an error: every write fails."},
+	{StagingDeviceGone, SeverityCritical, nil,
+		"A staging mount whose block device is gone from the host's sysfs: the volume's I/O fails and it stays in use."},
 }
 
 // kindIndex finds a kind's declaration in declaredKinds.

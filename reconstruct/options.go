@@ -91,7 +91,8 @@ type Options struct {
 	// it runs in a goroutine of its own and is abandoned on timeout.
 	Probe bool
 	// ProbeTimeout bounds one probe, the stats of the files block binds
-	// show, and the emptiness check of an unmounted dir ("" =
+	// show, each lookup of a staging mount's device in the host's sysfs
+	// (StagingDeviceGone), and the emptiness check of an unmounted dir ("" =
 	// DefaultProbeTimeout).
 	ProbeTimeout time.Duration
 	// ProbeConcurrency bounds concurrent probes (0 = DefaultProbeConcurrency).

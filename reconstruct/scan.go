@@ -215,6 +215,8 @@ var buildSteps = []struct {
 	{"the optional probe of mounted paths", always((*builder).probeIfAsked)},
 	{"leaked and inconsistent staging mounts, once their users are known", always((*builder).checkGlobalMounts)},
 	{"deleted, replaced and regular files behind block binds", always((*builder).noteBlockDevices)},
+	{"read-write mounts of filesystems the kernel turned read-only", always((*builder).noteReadOnlyFilesystems)},
+	{"staging mounts whose block device is gone", always((*builder).noteGoneDevices)},
 	{"SELinux labels that the holders of a volume disagree on", always((*builder).noteSELinuxConflicts)},
 	{"problems of the inventory", always((*builder).noteProblems)},
 	{"stacked mounts", always((*builder).noteStackedMounts)},

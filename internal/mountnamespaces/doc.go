@@ -34,6 +34,17 @@
 // descriptors only looked for to say what holds a namespace with no task.
 // It refuses the list outside the initial PID namespace, and List fails
 // there, unless a test vouches for its PID namespace (NodePIDNamespaceEnv).
+// It refuses it too, in the initial PID namespace, to a process without
+// CAP_SYS_ADMIN: List then walks, as on a kernel before 6.12.
+//
+// What the kernel asks of the process (an error names what is missing):
+// which namespace a task is in, and its descriptors and root, need ptrace
+// read access to it (CAP_SYS_PTRACE, for a root process with more
+// capabilities than this one); without it the walk cannot look at the
+// descriptors, an error unless the kernel's complete list was had.
+// Entering a namespace needs CAP_SYS_ADMIN and CAP_SYS_CHROOT; without
+// them a namespace with no task cannot be read, an error.
+// /proc/<pid>/mountinfo needs neither.
 // The listing is repeated until two consecutive listings find the same
 // namespaces, within the time bound; otherwise the result is an error.
 // Without the kernel's list, each walk of the tasks then lists the
@@ -48,9 +59,9 @@
 // threads' shared fs_struct for good, and never exits nor runs anything
 // else) enters it with setns and its table is read consistently
 // (mountscan.ReadFile) as that thread's mountinfo; then it goes back.
-// Where it cannot be entered (no CAP_SYS_ADMIN over it), the table is read
-// through the first of its tasks still in it, its link checked before and
-// after.
+// Where it cannot be entered (no CAP_SYS_ADMIN over it, or no
+// CAP_SYS_CHROOT), the table is read through the first of its tasks still
+// in it, its link checked before and after.
 //
 // A task that is gone, or a zombie (which holds no namespace any more), is
 // skipped. Anything else that cannot be read is an error, never "gone": a

@@ -2,6 +2,8 @@ package mountnamespaces
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -44,6 +46,42 @@ var (
 	errNoKernelList = errors.New("the kernel does not list mount namespaces")
 	errCannotEnter  = errors.New("the namespace cannot be entered")
 )
+
+// The capabilities the kernel asks for what List and ReadTable do, named
+// in their errors so that an operator knows what to grant (docs/fleet.md):
+//   - which namespace a task is in (its ns/mnt link), its open descriptors
+//     and its root (/proc/<pid>/{ns,fd,root}) need ptrace read access to
+//     it: the same uid and no capability it has that this process lacks,
+//     or CAP_SYS_PTRACE;
+//   - entering a namespace (setns) needs CAP_SYS_ADMIN over it and
+//     CAP_SYS_CHROOT; so does reading one that no task is in.
+var (
+	errNoPtraceAccess = errors.New("ptrace read access to the process refused: it needs CAP_SYS_PTRACE")
+	errPtraceRefused  = errors.New("ptrace read access to the process refused even with CAP_SYS_PTRACE: a security module refuses it")
+	errNoEnterAccess  = errors.New("entering a mount namespace needs CAP_SYS_ADMIN and CAP_SYS_CHROOT")
+)
+
+// capSysPtrace is CAP_SYS_PTRACE of linux/capability.h.
+const capSysPtrace = 19
+
+// ptraceRefusal says why ptrace read access was refused.
+func ptraceRefusal() error {
+	if hasInitialCap(capSysPtrace) {
+		return errPtraceRefused
+	}
+	return errNoPtraceAccess
+}
+
+// refused adds why() to err when the kernel refused the access (EACCES,
+// EPERM).
+func refused(err error, why func() error) error {
+	if errors.Is(err, fs.ErrPermission) {
+		return fmt.Errorf("%w (%w)", err, why())
+	}
+	return err
+}
+
+func enterRefusal() error { return errNoEnterAccess }
 
 // parseNsLink returns N of "mnt:[N]", a mount namespace's link text (and
 // an nsfs entry's root in a table).

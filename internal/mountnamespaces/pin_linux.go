@@ -120,10 +120,7 @@ func kernelList(ctx context.Context, max int) ([]pin, error) {
 			}
 			if errno != 0 {
 				closePins(pins)
-				if len(pins) == 1 && (errno == unix.ENOTTY || errno == unix.EINVAL) {
-					return nil, errNoKernelList
-				}
-				return nil, fmt.Errorf("listing the mount namespaces (NS_MNT_GET_NEXT/PREV): %w", errno)
+				return nil, kernelListError(errno, len(pins) == 1)
 			}
 			p, err := pinOf(int(fd), "mount namespace")
 			if err != nil {
@@ -138,6 +135,24 @@ func kernelList(ctx context.Context, max int) ([]pin, error) {
 		}
 	}
 	return pins, nil
+}
+
+// kernelListError says what a failed NS_MNT_GET_NEXT/PREV means. Before
+// any namespace was listed (first), ENOTTY or EINVAL is a kernel without
+// the list, and EPERM, in the initial PID namespace for a process without
+// CAP_SYS_ADMIN in the initial user namespace, a list it may not have:
+// both leave the walk of /proc, with its holes (see the package doc), as
+// complete as it is on a kernel before 6.12. EPERM outside the initial PID
+// namespace, where /proc may show only some of the node's processes, and
+// any other failure are errors.
+func kernelListError(errno unix.Errno, first bool) error {
+	switch {
+	case first && (errno == unix.ENOTTY || errno == unix.EINVAL):
+		return errNoKernelList
+	case first && errno == unix.EPERM && inInitialPIDNamespace() && !hasInitialCap(unix.CAP_SYS_ADMIN):
+		return fmt.Errorf("%w to a process without CAP_SYS_ADMIN (NS_MNT_GET_NEXT: %w)", errNoKernelList, errno)
+	}
+	return fmt.Errorf("listing the mount namespaces (NS_MNT_GET_NEXT/PREV): %w", errno)
 }
 
 // procUserInitIno is the inode of the initial user namespace's file
@@ -162,10 +177,21 @@ func vouchedPIDNamespace() (string, bool) {
 	return own, own == want
 }
 
+// inInitialPIDNamespace says whether this process is in the initial PID
+// namespace (the DaemonSet's hostPID).
+func inInitialPIDNamespace() bool {
+	var st unix.Stat_t
+	return unix.Stat("/proc/self/ns/pid", &st) == nil && st.Ino == procPIDInitIno
+}
+
 // kernelListComplete says whether the kernel's list holds every mount
 // namespace: it leaves out those the caller has no CAP_SYS_ADMIN over,
 // which, in the initial user namespace with CAP_SYS_ADMIN, is none.
-func kernelListComplete() bool {
+func kernelListComplete() bool { return hasInitialCap(unix.CAP_SYS_ADMIN) }
+
+// hasInitialCap says whether this thread has the capability c (below 32)
+// in its effective set, in the initial user namespace.
+func hasInitialCap(c uint) bool {
 	var st unix.Stat_t
 	if err := unix.Stat("/proc/self/ns/user", &st); err != nil || st.Ino != procUserInitIno {
 		return false
@@ -175,7 +201,7 @@ func kernelListComplete() bool {
 	if err := unix.Capget(&hdr, &data[0]); err != nil {
 		return false
 	}
-	return data[0].Effective&(1<<unix.CAP_SYS_ADMIN) != 0
+	return data[0].Effective&(1<<c) != 0
 }
 
 // readerThreadName names the threads that enter namespaces to read them,
@@ -313,7 +339,7 @@ func (r *reader) serve(started chan<- error, lockedElsewhere chan<- struct{}) {
 	}
 	if err != nil {
 		runtime.UnlockOSThread()
-		started <- fmt.Errorf("a thread to enter namespaces with: %w", err)
+		started <- fmt.Errorf("a thread to enter namespaces with: %w", refused(err, enterRefusal))
 		return
 	}
 	name, _ := unix.BytePtrFromString(readerThreadName)
@@ -323,7 +349,7 @@ func (r *reader) serve(started chan<- error, lockedElsewhere chan<- struct{}) {
 	started <- nil
 	for req := range r.requests {
 		if err := unix.Setns(req.fd, unix.CLONE_NEWNS); err != nil {
-			req.done <- fmt.Errorf("%w: setns: %w", errCannotEnter, err)
+			req.done <- fmt.Errorf("%w: setns: %w", errCannotEnter, refused(err, enterRefusal))
 			continue
 		}
 		req.work(tid)

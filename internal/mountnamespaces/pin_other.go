@@ -23,6 +23,8 @@ func kernelList(context.Context, int) ([]pin, error) { return nil, errNoKernelLi
 
 func kernelListComplete() bool { return false }
 
+func hasInitialCap(uint) bool { return false }
+
 const readerThreadName = "volrecon-nsread"
 
 func enterAndRead(context.Context, int, func(*mountscan.Table) []wantedBind, *handoff) (*mountscan.Table, error) {

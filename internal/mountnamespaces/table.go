@@ -17,9 +17,9 @@ import (
 var errLeft = errors.New("left the namespace")
 
 // ReadTable reads the namespace's table, consistently: through its pin, by
-// entering the namespace, and where it cannot be entered (no
-// CAP_SYS_ADMIN over it) through the first of its tasks still in it, which
-// it returns (the zero Task when read through the pin). A namespace that
+// entering the namespace, and where it cannot be entered (no CAP_SYS_ADMIN
+// over it, or no CAP_SYS_CHROOT) through the first of its tasks still in
+// it, which it returns (the zero Task when read through the pin). A namespace that
 // cannot be read, or whose every task left when it could be read only
 // through them, is an error wrapping ErrIncomplete, never an empty table:
 // something may still run in it. The read is bounded by Options.Timeout.
@@ -134,6 +134,7 @@ func (n *Namespace) readThrough(ctx context.Context, procDir string, t Task, bin
 	}
 	for _, b := range binds(table) {
 		p, err := openPin(filepath.Join(t.dir(procDir), "root", b.Path))
+		err = refused(err, ptraceRefusal)
 		if err == nil && p.ino != b.ino {
 			p.close()
 			err = fmt.Errorf("%s: %w: it is mnt:[%d] now", b.Path, errNotNamespace, p.ino)

@@ -357,7 +357,7 @@ func (l *lister) descriptorsOf(wk *bounded.Walker, t Task, budget *fdBudget) ([]
 			continue // closed meanwhile
 		}
 		if err != nil {
-			return seen, fmt.Errorf("descriptor %d of %s: %w", n, t, err)
+			return seen, fmt.Errorf("descriptor %d of %s: %w", n, t, refused(err, ptraceRefusal))
 		}
 		ino, ok := parseNsLink(target)
 		if !ok {

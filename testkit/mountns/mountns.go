@@ -122,6 +122,20 @@ func Loop(t testing.TB, file string) string {
 	return dev
 }
 
+// AbortExt4 makes the kernel abort the ext4 filesystem mounted from the
+// block device dev, as an I/O error or corruption would, through ext4's
+// sysfs error trigger (/sys/fs/ext4/<name>/trigger_fs_error). Mounted with
+// errors=remount-ro, the filesystem turns read-only: the superblock
+// options show "ro", or "emergency_ro" on Linux 6.18; writes fail with
+// EROFS.
+func AbortExt4(t testing.TB, dev string) {
+	t.Helper()
+	trigger := filepath.Join("/sys/fs/ext4", filepath.Base(dev), "trigger_fs_error")
+	if err := os.WriteFile(trigger, []byte("1"), 0); err != nil {
+		t.Fatalf("abort ext4 on %s: %v", dev, err)
+	}
+}
+
 func run(t testing.TB, name string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command(name, args...).CombinedOutput()
