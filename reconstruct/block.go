@@ -131,9 +131,9 @@ func pathOnNode(m mountscan.Mount, entries []mountscan.Mount) (p string, ok bool
 
 // pathOnNodeByRoot is pathOnNode of entries ordered (stably) by the length
 // of their root: the first that holds m's root is the answer.
-func pathOnNodeByRoot(m mountscan.Mount, entries []mountscan.Mount) (string, bool) {
+func pathOnNodeByRoot(m mountscan.Mount, entries []*mountscan.Mount) (string, bool) {
 	for _, e := range entries {
-		if rel, holds := holdsRoot(e, m); holds {
+		if rel, holds := holdsRoot(*e, m); holds {
 			return path.Join(e.MountPoint, rel), true
 		}
 	}

@@ -357,9 +357,18 @@ func (in *Incremental) forget() {
 	}
 }
 
-// dropJoin lets go of what the last join made of each pod.
-func (in *Incremental) dropJoin() {
-	if in != nil && in.join != nil {
+// dropPrevious lets go of the last scan's inventory and of what the last
+// join made of each pod, for a scan that walks everything: nothing of
+// either can be taken, and holding them through the walk and the join
+// would hold two inventories at the scan's peak. The digest of the mounts
+// and the count of hung paths stay: the next scan compares its own with
+// them.
+func (in *Incremental) dropPrevious() {
+	if in == nil {
+		return
+	}
+	in.prev = nil
+	if in.join != nil {
 		in.join.pods = nil
 	}
 }

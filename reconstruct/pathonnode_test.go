@@ -29,8 +29,11 @@ func TestPathOnNodeByRootIsPathOnNode(t *testing.T) {
 		}
 		m := mountscan.Mount{Dev: mountscan.DevID{Minor: 5}, Root: roots[rng.IntN(len(roots))]}
 		want, wantOK := pathOnNode(m, entries)
-		sorted := slices.Clone(entries)
-		slices.SortStableFunc(sorted, func(x, y mountscan.Mount) int { return cmp.Compare(len(x.Root), len(y.Root)) })
+		sorted := make([]*mountscan.Mount, len(entries))
+		for i := range entries {
+			sorted[i] = &entries[i]
+		}
+		slices.SortStableFunc(sorted, func(x, y *mountscan.Mount) int { return cmp.Compare(len(x.Root), len(y.Root)) })
 		got, ok := pathOnNodeByRoot(m, sorted)
 		require.Equal(t, wantOK, ok, "round %d: %+v in %+v", round, m, entries)
 		require.Equal(t, want, got, "round %d: %+v in %+v", round, m, entries)

@@ -126,19 +126,22 @@ func (b *builder) statDeviceBinds(binds []deviceBind) []deviceCheck {
 // each filesystem's entries are ordered by the length of their root, so
 // that the first that holds a bind's root is pathOnNode's answer, most
 // often the filesystem's own mount, first of all (not a walk of every
-// other bind for each).
+// other bind for each). The entries are pointed to, not copied: a node
+// of 10,000 raw block volumes has as many binds of devtmpfs, and copies of
+// them were a megabyte more at the scan's peak.
 func (b *builder) livePaths(binds []deviceBind) []string {
-	byDev := map[mountscan.DevID][]mountscan.Mount{}
+	byDev := map[mountscan.DevID][]*mountscan.Mount{}
 	for _, d := range binds {
 		byDev[d.m.Dev] = nil
 	}
-	for _, e := range b.table.Mounts() {
-		if entries, ok := byDev[e.Dev]; ok {
-			byDev[e.Dev] = append(entries, e)
+	mounts := b.table.Mounts()
+	for i := range mounts {
+		if entries, ok := byDev[mounts[i].Dev]; ok {
+			byDev[mounts[i].Dev] = append(entries, &mounts[i])
 		}
 	}
 	for _, entries := range byDev {
-		slices.SortStableFunc(entries, func(x, y mountscan.Mount) int { return cmp.Compare(len(x.Root), len(y.Root)) })
+		slices.SortStableFunc(entries, func(x, y *mountscan.Mount) int { return cmp.Compare(len(x.Root), len(y.Root)) })
 	}
 	paths := make([]string, len(binds))
 	for i, d := range binds {

@@ -58,7 +58,7 @@ func scan(ctx context.Context, opts Options, in *Incremental, changed Changed) (
 	walk.NotEntered, early, dirs = table.notToEnter(ctx, opts) // read before the walk
 	walk.Reuse = in.reuse(ctx, walk, walk.NotEntered, early, dirs, changed)
 	if walk.Reuse == nil {
-		in.dropJoin() // every pod is walked anew, so none can be kept: let the memo go before the walk
+		in.dropPrevious() // every pod is walked anew: let the last inventory and the memo go before the walk
 	}
 	opts.Progress.Send(progress.Report{Step: "reading the kubelet root", Item: opts.RootDir})
 	inv, err := podsdir.Scan(ctx, walk)

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -378,4 +379,45 @@ func TestRunSaysWhereItCannotListen(t *testing.T) {
 		assert.Equal(t, report, listen.Report)
 		assert.ErrorIs(t, err, syscall.EADDRINUSE)
 	}
+}
+
+// TestScanWaitsForEncoding: a scan does not begin while the latest State
+// is being encoded for /report, so that the State and its encoding are not
+// held through the scan; it begins once the encoding is over.
+func TestScanWaitsForEncoding(t *testing.T) {
+	hostRoot, mountinfo := demoNode(t)
+	s := newTestServer(t, nodeOptions("/var/lib/kubelet", hostRoot, mountinfo), time.Hour)
+	s.scanOnce(t.Context())
+	entered, release := make(chan struct{}), make(chan struct{})
+	var encodingOver atomic.Bool
+	encodeReportFunc = func(st *reconstruct.State) ([]byte, error) {
+		close(entered)
+		<-release
+		defer encodingOver.Store(true)
+		return encodeReport(st)
+	}
+	t.Cleanup(func() { encodeReportFunc = encodeReport })
+	latest := s.latest
+	go func() { _, _ = latest.encoded() }()
+	<-entered
+	scanned, done := make(chan bool, 1), make(chan struct{})
+	go func() {
+		defer close(done)
+		s.scanWith(t.Context(), func(ctx context.Context) (*reconstruct.State, error) {
+			scanned <- encodingOver.Load()
+			return s.scan(ctx)
+		})
+	}()
+	defer func() { <-done }()
+	// Without the wait, the scan would begin while the encoding is held
+	// here; the release comes after a while, or when the scan began.
+	select {
+	case over := <-scanned:
+		close(release)
+		assert.True(t, over, "the scan began while the report was being encoded")
+		return
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	assert.True(t, <-scanned, "the scan began before the encoding ended")
 }

@@ -202,6 +202,10 @@ func (s *Server) scanWith(ctx context.Context, scan func(context.Context) (*reco
 	if s.api != nil {
 		s.opts.AttachFreeDrivers = s.api.attachFree(s.namedAttachFree())
 	}
+	s.mu.Lock()
+	latest := s.latest
+	s.mu.Unlock()
+	latest.settle()
 	start := time.Now()
 	st, err := scan(ctx)
 	s.metrics.ObserveScan(st, time.Since(start), err)
@@ -236,21 +240,42 @@ func (s *Server) namedAttachFree() []string {
 // Requests at once share one encoding; a scan meanwhile replaces the
 // latestReport, not what it holds, so a request serves the State of the
 // scan that was the latest when it came.
+//
+// A scan does not begin while the latest State is being encoded (settle):
+// the State, the encoder and the growing encoding would otherwise be held
+// through the first part of the scan (on that node, 7 to 9 MiB of heap at
+// the read of the mount table, and a higher peak RSS with four /report
+// readers). A request that comes once the scan began encodes meanwhile.
 type latestReport struct {
-	once sync.Once
-	st   *reconstruct.State // until encoded
-	gz   []byte
-	err  error
+	once     sync.Once
+	encoding sync.Mutex         // held while encoding
+	st       *reconstruct.State // until encoded
+	gz       []byte
+	err      error
 }
+
+// encodeReportFunc is encodeReport; a test makes it slow.
+var encodeReportFunc = encodeReport
 
 // encoded returns the report, gzip-compressed, encoding it at the first
 // call.
 func (r *latestReport) encoded() ([]byte, error) {
 	r.once.Do(func() {
-		r.gz, r.err = encodeReport(r.st)
+		r.encoding.Lock()
+		defer r.encoding.Unlock()
+		r.gz, r.err = encodeReportFunc(r.st)
 		r.st = nil
 	})
 	return r.gz, r.err
+}
+
+// settle waits for an encoding under way to end; it starts none.
+func (r *latestReport) settle() {
+	if r == nil {
+		return
+	}
+	r.encoding.Lock() // held by encoded while it encodes
+	defer r.encoding.Unlock()
 }
 
 // encodeReport is st as /report serves it: indented JSON, gzip-compressed
