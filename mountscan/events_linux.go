@@ -229,16 +229,9 @@ func (e *EventWatch) Table(ctx context.Context) (*Table, error) {
 		doubt = why
 	}
 	if e.table != nil {
-		klog.FromContext(ctx).V(4).Info("Reading the mount table whole", "path", e.name, "reason", firstOf(doubt, "asked"))
+		klog.FromContext(ctx).V(4).Info("Reading the mount table whole", "path", e.name, "reason", cmp.Or(doubt, "asked"))
 	}
 	return e.readWhole(ctx)
-}
-
-func firstOf(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // readWhole reads the table whole; the events queued before it are in it.
@@ -268,7 +261,7 @@ func (e *EventWatch) drain(ctx context.Context) (ids []uint64, doubt string) {
 	}
 	for reads := 0; ; reads++ {
 		if reads == maxEventReads { // mounts made as fast as they are read
-			return nil, firstOf(doubt, "the mount events do not stop")
+			return nil, cmp.Or(doubt, "the mount events do not stop")
 		}
 		n, err := unix.Read(e.fd, e.buf)
 		switch {
@@ -283,12 +276,12 @@ func (e *EventWatch) drain(ctx context.Context) (ids []uint64, doubt string) {
 		}
 		var why string
 		ids, why = e.parseEvents(e.buf[:n], ids)
-		doubt = firstOf(doubt, why)
+		doubt = cmp.Or(doubt, why)
 		if len(ids) > maxEventsPerTable {
-			doubt, ids = firstOf(doubt, fmt.Sprintf("more than %d mount events", maxEventsPerTable)), ids[:0]
+			doubt, ids = cmp.Or(doubt, fmt.Sprintf("more than %d mount events", maxEventsPerTable)), ids[:0]
 		}
 		if ctx.Err() != nil {
-			return nil, firstOf(doubt, "cancelled")
+			return nil, cmp.Or(doubt, "cancelled")
 		}
 	}
 }
@@ -306,14 +299,14 @@ func (e *EventWatch) parseEvents(b []byte, ids []uint64) ([]uint64, string) {
 		e.stats.Events++
 		switch {
 		case mask&unix.FAN_Q_OVERFLOW != 0:
-			doubt = firstOf(doubt, "the mount event queue overflowed")
+			doubt = cmp.Or(doubt, "the mount event queue overflowed")
 		case mask&(fanMntAttach|fanMntDetach) == 0:
-			doubt = firstOf(doubt, fmt.Sprintf("an unexpected event (mask %#x)", mask))
+			doubt = cmp.Or(doubt, fmt.Sprintf("an unexpected event (mask %#x)", mask))
 		default:
 			if id, ok := mountIDOf(b[metaLen:eventLen]); ok {
 				ids = append(ids, id)
 			} else {
-				doubt = firstOf(doubt, "a mount event without its mount ID")
+				doubt = cmp.Or(doubt, "a mount event without its mount ID")
 			}
 		}
 		b = b[eventLen:]
