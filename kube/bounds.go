@@ -86,6 +86,17 @@ func withDeadline(ctx context.Context, timeout time.Duration, call func(context.
 	return err
 }
 
+// getWithin is withDeadline for a call that returns a value.
+func getWithin[T any](ctx context.Context, timeout time.Duration, get func(context.Context) (T, error)) (T, error) {
+	var v T
+	err := withDeadline(ctx, timeout, func(ctx context.Context) error {
+		var err error
+		v, err = get(ctx)
+		return err
+	})
+	return v, err
+}
+
 func byteSize(n int64) string {
 	if n >= 1<<20 && n%(1<<20) == 0 {
 		return fmt.Sprintf("%d MiB", n>>20)

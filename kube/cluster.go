@@ -102,11 +102,8 @@ func (c *clusterCheck) unknown(check string, err error, kinds ...reconstruct.Fin
 // outOfService reads the Node and reports FencedWhileMounted if it has
 // the out-of-service taint while CSI mounts are live.
 func (c *clusterCheck) outOfService(ctx context.Context) {
-	var node *corev1.Node
-	err := withDeadline(ctx, c.timeout, func(ctx context.Context) error {
-		var err error
-		node, err = c.client.GetNode(ctx, c.node)
-		return err
+	node, err := getWithin(ctx, c.timeout, func(ctx context.Context) (*corev1.Node, error) {
+		return c.client.GetNode(ctx, c.node)
 	})
 	if err == nil && node.Name != c.node {
 		err = fmt.Errorf("asked for node %s, got %q", c.node, node.Name)
@@ -205,11 +202,8 @@ func (c *clusterCheck) attachment(ctx context.Context, driver, handle string) (a
 	if a, ok := c.attachments[name]; ok {
 		return a, nil
 	}
-	var va *storagev1.VolumeAttachment
-	err := withDeadline(ctx, c.timeout, func(ctx context.Context) error {
-		var err error
-		va, err = c.client.GetVolumeAttachment(ctx, name)
-		return err
+	va, err := getWithin(ctx, c.timeout, func(ctx context.Context) (*storagev1.VolumeAttachment, error) {
+		return c.client.GetVolumeAttachment(ctx, name)
 	})
 	a := attachment{name: name}
 	switch {

@@ -100,13 +100,7 @@ func (s *eventSink) Patch(e *corev1.Event, patch []byte) (*corev1.Event, error) 
 // within bounds one call by the timeout: the recorder sends one Event at a
 // time, and a server that does not answer must not hold it forever.
 func (s *eventSink) within(call func(context.Context) (*corev1.Event, error)) (*corev1.Event, error) {
-	var out *corev1.Event
-	err := withDeadline(s.ctx, s.timeout, func(ctx context.Context) error {
-		var err error
-		out, err = call(ctx)
-		return err
-	})
-	return out, err
+	return getWithin(s.ctx, s.timeout, call)
 }
 
 // Shutdown flushes and stops the recorder.

@@ -353,11 +353,8 @@ func (w *NodeConditionWriter) write(ctx context.Context, want *corev1.NodeCondit
 
 // read learns the condition as the Node has it now.
 func (w *NodeConditionWriter) read(ctx context.Context) error {
-	var node *corev1.Node
-	err := withDeadline(ctx, w.opts.Timeout, func(ctx context.Context) error {
-		var err error
-		node, err = w.client.GetNodeStatus(ctx, w.node)
-		return err
+	node, err := getWithin(ctx, w.opts.Timeout, func(ctx context.Context) (*corev1.Node, error) {
+		return w.client.GetNodeStatus(ctx, w.node)
 	})
 	if err != nil {
 		return fmt.Errorf("kube: read the status of node %s: %w", w.node, err)

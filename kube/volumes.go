@@ -143,11 +143,8 @@ func (r *resolver) pvc(ctx context.Context, namespace, name string) (*corev1.Per
 	if pvc, ok := r.pvcs[key]; ok {
 		return pvc, nil
 	}
-	var pvc *corev1.PersistentVolumeClaim
-	err := withDeadline(ctx, r.timeout, func(ctx context.Context) error {
-		var err error
-		pvc, err = r.client.GetPersistentVolumeClaim(ctx, namespace, name)
-		return err
+	pvc, err := getWithin(ctx, r.timeout, func(ctx context.Context) (*corev1.PersistentVolumeClaim, error) {
+		return r.client.GetPersistentVolumeClaim(ctx, namespace, name)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("get: %w", err)
@@ -160,11 +157,8 @@ func (r *resolver) pv(ctx context.Context, name string) (*corev1.PersistentVolum
 	if pv, ok := r.pvs[name]; ok {
 		return pv, nil
 	}
-	var pv *corev1.PersistentVolume
-	err := withDeadline(ctx, r.timeout, func(ctx context.Context) error {
-		var err error
-		pv, err = r.client.GetPersistentVolume(ctx, name)
-		return err
+	pv, err := getWithin(ctx, r.timeout, func(ctx context.Context) (*corev1.PersistentVolume, error) {
+		return r.client.GetPersistentVolume(ctx, name)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("get: %w", err)
