@@ -126,7 +126,7 @@ func (n *realNode) server(b *testing.B, way string) *Server {
 	}
 	s := newTestServerWith(b, withActivePodsFile(b, nodeOptions(n.root, "", mountscan.DefaultPath), n.active, time.Hour))
 	require.NoError(b, s.startWatch(b.Context(), 200*time.Millisecond, time.Hour, s.activePodsFiles()))
-	require.Equal(b, way, s.loop.mount.method)
+	require.Equal(b, way, s.loop.mount.current())
 	s.loop.watch.Take(b.Context())
 	s.scanChanged(b.Context(), nodewatch.Changes{All: true})
 	return s

@@ -68,7 +68,7 @@ func (s *Server) startWatch(ctx context.Context, minInterval, recheck time.Durat
 		pace: nodewatch.Pacer{MinInterval: minInterval, Settle: settle}, mount: startMountWatch(ctx, opts.MountTable)}
 	s.opts.MountTable.Events = s.loop.mount.events
 	m.SetUnwatched(len(w.Status().Untrusted))
-	m.SetMountWatch(s.loop.mount.method)
+	m.SetMountWatch(s.loop.mount.current())
 	return nil
 }
 

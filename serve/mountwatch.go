@@ -21,7 +21,6 @@ var watchEvents = mountscan.WatchEvents
 // change, as before.
 type mountWatch struct {
 	events *mountscan.EventWatch // nil: by mountinfo
-	method string                // mountscan.WatchFanotify or mountscan.WatchMountinfo
 }
 
 // startMountWatch follows src by events if it can, and says which way.
@@ -30,9 +29,9 @@ func startMountWatch(ctx context.Context, src mountscan.Source) mountWatch {
 	events, err := watchEvents(ctx, src)
 	if err != nil {
 		logger.V(2).Info("Following the mount table by its mountinfo change flag: mount events are not available", "path", src.Name(), "reason", err)
-		return mountWatch{method: mountscan.WatchMountinfo}
+		return mountWatch{}
 	}
-	return mountWatch{events: events, method: mountscan.WatchFanotify}
+	return mountWatch{events: events}
 }
 
 // beforeScan reads the table whole at a full scan (the safety net: what no
@@ -43,13 +42,14 @@ func (w mountWatch) beforeScan(full, first bool) {
 	}
 }
 
-// current is how the table is followed now: the events stop when
-// listmount and statmount can no longer give it.
+// current is how the table is followed now (mountscan.WatchFanotify or
+// WatchMountinfo): the events stop when listmount and statmount can no
+// longer give it.
 func (w mountWatch) current() string {
 	if w.events != nil {
 		return w.events.Method()
 	}
-	return w.method
+	return mountscan.WatchMountinfo
 }
 
 func (w mountWatch) close() {
